@@ -1,0 +1,98 @@
+"""Two-stage evaluation (as picai_eval does): per-case records, then one aggregate step.
+
+Stage 1 turns each case into a plain JSON-serialisable record; records can be cached in a folder, so a run
+resumes after a failure and shards (`--shard K/N`) can run on different machines. Stage 2 aggregates all records.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+from .errors import InputError
+from .io import write_json_atomic
+
+
+def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
+    """Flags shared by every evaluator: workers, record cache, sharding."""
+    parser.add_argument("--workers", type=int, default=int(os.environ.get("EVAL_MAX_WORKERS", "0")),
+                        help="processes for the per-case step (0: one per core; default $EVAL_MAX_WORKERS)")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="folder for per-case records: reused on the next run (resume), shared between shards")
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="compute only shard K of N (1-based) of the per-case records, then stop")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """'2/4' -> (2, 4)."""
+    if text is None:
+        return None
+    match = re.fullmatch(r"(\d+)/(\d+)", text)
+    if not match or not 1 <= int(match[1]) <= int(match[2]):
+        raise InputError(f"--shard {text!r}: expected K/N with 1 <= K <= N")
+    return int(match[1]), int(match[2])
+
+
+def _record_path(records: Path, case_id: str) -> Path:
+    return records / (re.sub(r"[^A-Za-z0-9_.-]", "_", case_id) + ".json")
+
+
+def compute_records(
+    case_ids: Sequence[str],
+    per_case: Callable[[str], dict],
+    *,
+    workers: int = 0,
+    records: Path | None = None,
+    shard: tuple[int, int] | None = None,
+    progress: bool = True,
+    description: str = "cases",
+) -> dict[str, dict]:
+    """Stage 1: `per_case(case_id)` for every case (in parallel when workers != 1), reusing cached records.
+
+    `per_case` must be picklable (a module-level function or a functools.partial of one).
+    """
+    selected = list(case_ids)
+    if shard is not None:
+        k, n = shard
+        selected = selected[k - 1 :: n]
+    results: dict[str, dict] = {}
+    todo = []
+    for case_id in selected:
+        cached = _record_path(records, case_id) if records else None
+        if cached is not None and cached.is_file():
+            results[case_id] = json.loads(cached.read_text())
+        else:
+            todo.append(case_id)
+    workers = workers or os.cpu_count() or 1
+    workers = min(workers, len(todo)) or 1
+
+    def store(case_id: str, record: dict) -> None:
+        results[case_id] = record
+        if records is not None:
+            write_json_atomic(_record_path(records, case_id), record, indent=None)
+
+    bar = None
+    if progress and todo:
+        from tqdm import tqdm
+
+        bar = tqdm(total=len(todo), desc=description, unit="case", disable=None)
+    if workers == 1:
+        for case_id in todo:
+            store(case_id, per_case(case_id))
+            if bar:
+                bar.update()
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            for case_id, record in zip(todo, pool.map(per_case, todo)):
+                store(case_id, record)
+                if bar:
+                    bar.update()
+    if bar:
+        bar.close()
+    return {case_id: results[case_id] for case_id in selected}

@@ -1,0 +1,1 @@
+"""Evaluator logic per challenge (per-case step, aggregate step, main)."""

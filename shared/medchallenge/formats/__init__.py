@@ -1,0 +1,1 @@
+"""Parsers of the challenges official file formats."""

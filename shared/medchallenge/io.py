@@ -1,0 +1,69 @@
+"""Atomic file output and metrics.json writing."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[BinaryIO]:
+    """Open a temporary file beside `path`; rename it over `path` only if the block succeeds."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write text to `path` atomically."""
+    with atomic_output(path, "w") as handle:
+        handle.write(text)
+
+
+def check_finite(value: Any, where: str = "$") -> None:
+    """Raise ValueError naming the first non-finite number or non-JSON value inside `value`."""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"non-finite number {value!r} at {where}")
+        return
+    if isinstance(value, dict):
+        for key, item in value.items():
+            check_finite(item, f"{where}.{key}")
+        return
+    if isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            check_finite(item, f"{where}[{index}]")
+        return
+    raise TypeError(f"value of type {type(value).__name__} at {where} is not JSON")
+
+
+def write_json_atomic(path: str | os.PathLike, value: Any, indent: int | None = 2) -> None:
+    """Write `value` as strict JSON (finite numbers only) atomically."""
+    check_finite(value)
+    write_text_atomic(path, json.dumps(value, indent=indent, allow_nan=False) + "\n")
+
+
+def write_metrics(path: str | os.PathLike, aggregates: dict, case: dict, meta: dict) -> dict:
+    """Write metrics.json in the project's shape: {"aggregates", "case", "meta"}."""
+    metrics = {"aggregates": aggregates, "case": case, "meta": meta}
+    write_json_atomic(path, metrics)
+    return metrics

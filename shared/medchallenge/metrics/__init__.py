@@ -1,0 +1,1 @@
+"""Metric functions over plain arrays and records, one module per challenge."""

@@ -1,0 +1,68 @@
+"""ONNX Runtime sessions: CUDA when a GPU is visible, otherwise CPU, and the log says which."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+log = logging.getLogger("medchallenge.onnx")
+
+
+def physical_cores() -> int:
+    """Cores this process may use (affinity), a sensible intra-op thread count."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def resolve_model(baked: Path, model_dir: Path | None, filename: str) -> Path:
+    """A model in `model_dir` (e.g. /opt/ml/model, a GC model tarball) overrides the one baked into the image."""
+    if model_dir is not None and (model_dir / filename).is_file():
+        return model_dir / filename
+    return baked
+
+
+def create_session(model_path: Path, device: str = "auto"):
+    """Open `model_path` with ONNX Runtime.
+
+    device: "auto" (CUDA if the runtime offers it, else CPU), "cpu", or "cuda" (strict: fail instead of
+    falling back to CPU). Set by the `--device` flag or the `MEDCHALLENGE_DEVICE` variable.
+    """
+    import onnxruntime as ort
+
+    available = ort.get_available_providers()
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = int(os.environ.get("ORT_NUM_THREADS", physical_cores()))
+    options.log_severity_level = 3
+    if device == "cpu":
+        providers = ["CPUExecutionProvider"]
+    elif device == "cuda":
+        if "CUDAExecutionProvider" not in available:
+            raise RuntimeError(f"--device cuda: this ONNX Runtime offers only {available}")
+        options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
+        providers = ["CUDAExecutionProvider"]
+    elif device == "auto":
+        providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
+    else:
+        raise ValueError(f"unknown device {device!r} (auto, cpu, cuda)")
+    session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
+    used = session.get_providers()
+    log.info("ONNX Runtime %s: model %s on %s", ort.__version__, model_path, used[0])
+    if device == "auto" and "CUDAExecutionProvider" in providers and used[0] != "CUDAExecutionProvider":
+        log.warning("CUDA provider requested but unavailable at run time; running on CPU")
+    return session
+
+
+def model_metadata(session) -> dict:
+    """The model's custom metadata; values that are JSON are decoded."""
+    meta = {}
+    for key, value in session.get_modelmeta().custom_metadata_map.items():
+        try:
+            meta[key] = json.loads(value)
+        except json.JSONDecodeError:
+            meta[key] = value
+    return meta

@@ -1,0 +1,1 @@
+"""Synthetic data generators, one module per challenge (`python -m medchallenge.synth CHALLENGE --help`)."""
