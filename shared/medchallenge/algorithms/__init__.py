@@ -1,0 +1,1 @@
+"""Inference code of the project's algorithm images, one module per challenge."""

@@ -1,0 +1,357 @@
+"""ImageCLEF 2022 TB caverns detection: CT -> cavern boxes with a small 3-D segmentation network (ONNX).
+
+Pipeline: read the CT (SimpleITK; array order z, y, x), reduce it block-wise to a coarse grid (mean HU in a window
+plus the fractions of air and of soft-tissue voxels per block), run the network (cavern probability per coarse
+voxel), take connected components above a threshold, and refine each component's box at full resolution by
+trilinear up-sampling of its probabilities. Every parameter comes from the ONNX model's metadata.
+
+Modes (the container contract): `/input/inputs.json` present -> grand-challenge one-case mode (socket `ct-image`,
+output `/output/tb-cavern-boxes.json`); absent -> batch mode over every `*.nii.gz` of the input folder
+(`submission.txt` in the official run-file format plus one JSON per case).
+
+Boxes use the challenge's convention: X is the first voxel index (ITK index i, nibabel's first axis), corners are
+inclusive voxel indices inside the volume, X1 < X2, Y1 < Y2, Z1 < Z2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..contract import add_path_arguments, read_inputs_json, strip_image_suffix
+from ..errors import InputError, report_errors
+from ..io import write_json_atomic, write_text_atomic
+
+log = logging.getLogger("medchallenge.tb_caverns")
+
+MODEL_FILENAME = "tb_caverns.onnx"
+BAKED_MODEL = Path("/opt/app/model") / MODEL_FILENAME  # the image's model; the entry script passes its own
+INPUT_SOCKET = "ct-image"
+INPUT_RELATIVE_PATH = "images/ct"
+GC_OUTPUT_FILE = "tb-cavern-boxes.json"
+SUBMISSION_FILE = "submission.txt"
+OUTPUT_VERSION = 1
+
+# Metadata keys of the ONNX model (values are JSON objects).
+META_PREPROCESSING = "preprocessing"
+META_POSTPROCESSING = "postprocessing"
+
+
+@dataclass
+class Preprocessing:
+    """How the CT becomes the network input (stored in the model's metadata)."""
+
+    block_zyx: tuple[int, int, int] = (2, 4, 4)
+    hu_window: tuple[float, float] = (-1000.0, 200.0)
+    air_below_hu: float = -950.0
+    tissue_above_hu: float = -400.0
+    pad_multiple: int = 4  # coarse grid sizes are padded to a multiple of this (the network's total pooling)
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Preprocessing":
+        return cls(
+            block_zyx=tuple(int(v) for v in values["block_zyx"]),
+            hu_window=tuple(float(v) for v in values["hu_window"]),
+            air_below_hu=float(values["air_below_hu"]),
+            tissue_above_hu=float(values["tissue_above_hu"]),
+            pad_multiple=int(values["pad_multiple"]),
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "block_zyx": list(self.block_zyx),
+            "hu_window": list(self.hu_window),
+            "air_below_hu": self.air_below_hu,
+            "tissue_above_hu": self.tissue_above_hu,
+            "pad_multiple": self.pad_multiple,
+        }
+
+
+@dataclass
+class Postprocessing:
+    """How coarse probabilities become boxes (stored in the model's metadata)."""
+
+    component_threshold: float = 0.5  # coarse voxels above it form components
+    refine_threshold: float = 0.5  # full-resolution threshold of the up-sampled probabilities
+    min_score: float = 0.5  # a component's score (its maximum probability) must reach it
+    min_coarse_voxels: int = 2
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Postprocessing":
+        return cls(
+            component_threshold=float(values["component_threshold"]),
+            refine_threshold=float(values["refine_threshold"]),
+            min_score=float(values["min_score"]),
+            min_coarse_voxels=int(values["min_coarse_voxels"]),
+        )
+
+    def to_dict(self) -> dict:
+        return {
+            "component_threshold": self.component_threshold,
+            "refine_threshold": self.refine_threshold,
+            "min_score": self.min_score,
+            "min_coarse_voxels": self.min_coarse_voxels,
+        }
+
+
+@dataclass
+class Detection:
+    """One cavern box: inclusive voxel corners in (x, y, z) index order, and its probability."""
+
+    x1: int
+    y1: int
+    z1: int
+    x2: int
+    y2: int
+    z2: int
+    probability: float
+
+    def corners(self) -> list[int]:
+        return [self.x1, self.y1, self.z1, self.x2, self.y2, self.z2]
+
+
+def block_features(ct_zyx: np.ndarray, pre: Preprocessing) -> np.ndarray:
+    """(3, z', y', x') float32 network input from a (z, y, x) HU array.
+
+    The volume is padded with air to whole blocks, then each block gives: its mean HU mapped from the window to
+    [0, 1], its fraction of air voxels, and its fraction of soft-tissue voxels. The coarse grid is then padded
+    (edge values) to a multiple of `pre.pad_multiple`.
+    """
+    bz, by, bx = pre.block_zyx
+    z, y, x = ct_zyx.shape
+    padded_shape = (-(-z // bz) * bz, -(-y // by) * by, -(-x // bx) * bx)
+    if padded_shape != ct_zyx.shape:
+        padded = np.full(padded_shape, pre.hu_window[0], dtype=np.float32)
+        padded[:z, :y, :x] = ct_zyx
+    else:
+        padded = ct_zyx.astype(np.float32)
+    gz, gy, gx = padded_shape[0] // bz, padded_shape[1] // by, padded_shape[2] // bx
+    lo, hi = pre.hu_window
+
+    def block_mean(values: np.ndarray) -> np.ndarray:
+        blocks = values.reshape(gz, bz, gy, by, gx, bx)
+        return blocks.sum(axis=5, dtype=np.float32).sum(axis=3).sum(axis=1) / float(bz * by * bx)
+
+    air = block_mean((padded < pre.air_below_hu).view(np.uint8))
+    tissue = block_mean((padded > pre.tissue_above_hu).view(np.uint8))
+    np.clip(padded, lo, hi, out=padded)
+    mean = (block_mean(padded) - lo) / (hi - lo)
+    features = np.stack([mean, air, tissue]).astype(np.float32)
+    m = pre.pad_multiple
+    pad = [(0, 0)] + [(0, -(-s // m) * m - s) for s in features.shape[1:]]
+    return np.pad(features, pad, mode="edge")
+
+
+def _coarse_to_full(coords_full: np.ndarray, block: int) -> np.ndarray:
+    """Continuous coarse index of full-resolution voxel centres (block centres at (k + 0.5) * block - 0.5)."""
+    return (coords_full + 0.5) / block - 0.5
+
+
+def probabilities_to_detections(
+    probability_zyx: np.ndarray, shape_zyx: tuple[int, int, int], pre: Preprocessing, post: Postprocessing
+) -> list[Detection]:
+    """Boxes (x, y, z order) from coarse probabilities, sorted by probability descending."""
+    from scipy import ndimage
+
+    gz, gy, gx = (-(-s // b) for s, b in zip(shape_zyx, pre.block_zyx))
+    prob = probability_zyx[:gz, :gy, :gx]
+    labels, count = ndimage.label(prob >= post.component_threshold, structure=np.ones((3, 3, 3), bool))
+    detections = []
+    for k, sl in enumerate(ndimage.find_objects(labels), start=1):
+        component = labels[sl] == k
+        if component.sum() < post.min_coarse_voxels:
+            continue
+        score = float(prob[sl][component].max())
+        if score < post.min_score:
+            continue
+        box = _refine_box(prob, labels, k, sl, shape_zyx, pre, post)
+        detections.append(Detection(*box, probability=score))
+    detections.sort(key=lambda d: -d.probability)
+    return detections
+
+
+def _refine_box(prob, labels, k, sl, shape_zyx, pre: Preprocessing, post: Postprocessing) -> list[int]:
+    """Inclusive (x1, y1, z1, x2, y2, z2) of the component at full resolution."""
+    from scipy import ndimage
+
+    lo = [max(s.start - 1, 0) for s in sl]
+    hi = [min(s.stop + 1, n) for s, n in zip(sl, labels.shape)]
+    crop = tuple(slice(a, b) for a, b in zip(lo, hi))
+    # this component's probabilities, other components' voxels zeroed so neighbours do not merge
+    own = np.where((labels[crop] == k) | (labels[crop] == 0), prob[crop], 0.0).astype(np.float32)
+    full_lo = [a * b for a, b in zip(lo, pre.block_zyx)]
+    full_hi = [min(c * b, n) for c, b, n in zip(hi, pre.block_zyx, shape_zyx)]
+    grids = np.meshgrid(
+        *[_coarse_to_full(np.arange(a, b, dtype=np.float32), blk) - c
+          for a, b, blk, c in zip(full_lo, full_hi, pre.block_zyx, lo)],
+        indexing="ij",
+    )
+    upsampled = ndimage.map_coordinates(own, grids, order=1, mode="nearest")
+    mask = upsampled >= post.refine_threshold
+    if mask.any():
+        idx = np.nonzero(mask)
+        box_lo = [a + int(i.min()) for a, i in zip(full_lo, idx)]
+        box_hi = [a + int(i.max()) for a, i in zip(full_lo, idx)]
+    else:  # the whole component's blocks
+        box_lo = [s.start * b for s, b in zip(sl, pre.block_zyx)]
+        box_hi = [min(s.stop * b, n) - 1 for s, b, n in zip(sl, pre.block_zyx, shape_zyx)]
+    for axis, n in enumerate(shape_zyx):  # strictly ordered corners inside the volume
+        if box_hi[axis] <= box_lo[axis]:
+            if box_lo[axis] + 1 < n:
+                box_hi[axis] = box_lo[axis] + 1
+            else:
+                box_lo[axis] = box_hi[axis] - 1
+    (z1, y1, x1), (z2, y2, x2) = box_lo, box_hi
+    return [x1, y1, z1, x2, y2, z2]
+
+
+class CavernDetector:
+    """The ONNX model with its pre- and post-processing parameters."""
+
+    def __init__(self, model_path: Path, device: str = "auto"):
+        from ..onnx_session import create_session, model_metadata
+
+        self.session = create_session(model_path, device)
+        meta = model_metadata(self.session)
+        try:
+            self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
+            self.post = Postprocessing.from_dict(meta[META_POSTPROCESSING])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None
+        self.input_name = self.session.get_inputs()[0].name
+        self.provider = self.session.get_providers()[0]
+
+    def probabilities(self, ct_zyx: np.ndarray) -> np.ndarray:
+        features = block_features(ct_zyx, self.pre)
+        (prob,) = self.session.run(None, {self.input_name: features[None]})
+        return prob[0, 0]
+
+    def detect(self, ct_zyx: np.ndarray) -> list[Detection]:
+        return probabilities_to_detections(self.probabilities(ct_zyx), ct_zyx.shape, self.pre, self.post)
+
+
+def read_ct(path: Path):
+    """The SimpleITK image and its (z, y, x) int16 array; an unreadable file is an InputError naming it."""
+    import SimpleITK as sitk
+
+    try:
+        image = sitk.ReadImage(str(path))
+    except RuntimeError as exc:
+        reason = next((line.strip() for line in str(exc).splitlines() if line.strip().startswith("ITK")),
+                      "not a readable image")
+        raise InputError(f"{path}: cannot read the CT image ({reason})") from None
+    if image.GetDimension() != 3 or image.GetNumberOfComponentsPerPixel() != 1:
+        raise InputError(f"{path}: expected a 3-D single-channel CT, got {image.GetDimension()}-D with "
+                         f"{image.GetNumberOfComponentsPerPixel()} component(s)")
+    array = sitk.GetArrayViewFromImage(image)
+    if array.dtype != np.int16:
+        array = np.clip(array, -32768, 32767).astype(np.int16)
+    return image, array
+
+
+def world_box_mm(image, detection: Detection) -> list[float]:
+    """Axis-aligned box (xmin, ymin, zmin, xmax, ymax, zmax) in SimpleITK world coordinates (LPS mm) covering the
+    voxel box's corner voxel centres."""
+    corners = [
+        image.TransformContinuousIndexToPhysicalPoint((float(x), float(y), float(z)))
+        for x in (detection.x1, detection.x2)
+        for y in (detection.y1, detection.y2)
+        for z in (detection.z1, detection.z2)
+    ]
+    points = np.asarray(corners)
+    return [round(float(v), 3) for v in (*points.min(axis=0), *points.max(axis=0))]
+
+
+def case_result(image_name: str, image, detections: list[Detection]) -> dict:
+    """The per-case JSON (same schema in GC and batch mode)."""
+    return {
+        "version": OUTPUT_VERSION,
+        "image": image_name,
+        "boxes": [
+            {
+                "voxel_bbox": d.corners(),
+                "world_bbox_mm": world_box_mm(image, d),
+                "probability": round(d.probability, 6),
+            }
+            for d in detections
+        ],
+    }
+
+
+def run_file_lines(file_name: str, detections: list[Detection]) -> list[str]:
+    """Official run-file lines `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2`, in probability order."""
+    return [",".join([file_name, *map(str, d.corners())]) for d in detections]
+
+
+def _process(detector: CavernDetector, path: Path, image_name: str) -> tuple[dict, list[Detection]]:
+    image, array = read_ct(path)
+    detections = detector.detect(array)
+    return case_result(image_name, image, detections), detections
+
+
+def run_gc_case(detector: CavernDetector, inputs: dict, output_dir: Path) -> None:
+    socket = inputs.get(INPUT_SOCKET) or next(
+        (s for s in inputs.values() if s.relative_path.rstrip("/") == INPUT_RELATIVE_PATH), None)
+    if socket is None:
+        raise InputError(f"inputs.json: no socket '{INPUT_SOCKET}' ({INPUT_RELATIVE_PATH}); found {sorted(inputs)}")
+    path = socket.image_file()
+    started = time.perf_counter()
+    result, detections = _process(detector, path, socket.image_name or path.name)
+    write_json_atomic(output_dir / GC_OUTPUT_FILE, result)
+    log.info("%s: %d box(es) in %.1f s -> %s", path.name, len(detections), time.perf_counter() - started,
+             output_dir / GC_OUTPUT_FILE)
+
+
+def run_batch(detector: CavernDetector, input_dir: Path, output_dir: Path) -> None:
+    if not input_dir.is_dir():
+        raise InputError(f"{input_dir}: input folder does not exist")
+    paths = sorted(p for p in input_dir.glob("*.nii.gz") if p.is_file())
+    if not paths:
+        raise InputError(f"{input_dir}: no *.nii.gz CT images (and no inputs.json)")
+    lines = []
+    for number, path in enumerate(paths, start=1):
+        started = time.perf_counter()
+        result, detections = _process(detector, path, path.name)
+        write_json_atomic(output_dir / f"{strip_image_suffix(path.name)}.json", result)
+        lines += run_file_lines(path.name, detections)
+        log.info("[%d/%d] %s: %d box(es) in %.1f s", number, len(paths), path.name, len(detections),
+                 time.perf_counter() - started)
+    write_text_atomic(output_dir / SUBMISSION_FILE, "".join(line + "\n" for line in lines))
+    log.info("wrote %s (%d boxes, %d cases)", output_dir / SUBMISSION_FILE, len(lines), len(paths))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_path_arguments(parser, "input", "output", "model")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
+                        default=os.environ.get("MEDCHALLENGE_DEVICE", "auto"),
+                        help="ONNX Runtime device (default $MEDCHALLENGE_DEVICE or auto: CUDA if available)")
+    return parser
+
+
+@report_errors
+def main(argv: list[str] | None = None, baked_model: Path = BAKED_MODEL) -> int:
+    """Entry point: GC one-case mode when INPUT/inputs.json exists, batch mode otherwise."""
+    from ..onnx_session import resolve_model
+
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO").upper(), format="%(message)s", stream=sys.stderr)
+    model_path = resolve_model(baked_model, args.model, MODEL_FILENAME)
+    if not model_path.is_file():
+        raise InputError(f"{model_path}: model file not found")
+    inputs = read_inputs_json(args.input)
+    detector = CavernDetector(model_path, args.device)
+    log.info("model %s, provider %s", model_path, detector.provider)
+    if inputs is not None:
+        run_gc_case(detector, inputs, args.output)
+    else:
+        run_batch(detector, args.input, args.output)
+    return 0
