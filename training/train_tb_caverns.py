@@ -84,11 +84,11 @@ def coarse_fraction(mask_zyx: np.ndarray, pre: Preprocessing, grid_shape: tuple[
 
 def make_case(seed: int, index: int, pre: Preprocessing, shape) -> dict:
     case = generate_case(case_rng(seed, index), shape)
-    ct_zyx = np.ascontiguousarray(case.ct.T)
+    ct_zyx = case.ct.T  # C-contiguous (z, y, x) view
     features = block_features(ct_zyx, pre)
     grid = features.shape[1:]
-    target = coarse_fraction(np.ascontiguousarray(case.cavern_labels.T > 0), pre, grid)
-    lungs = coarse_fraction(np.ascontiguousarray(case.lung_mask_v2.T > 0), pre, grid) > 0.5
+    target = coarse_fraction(case.cavern_labels.T > 0, pre, grid)
+    lungs = coarse_fraction(case.lung_mask_v2.T > 0, pre, grid) > 0.5
     return {
         "features": features.astype(np.float16),
         "target": target.astype(np.float16),
@@ -242,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         optimiser.step()
         schedule.step()
-        running = 0.95 * running + 0.05 * float(loss) if step > 1 else float(loss)
+        running = 0.95 * running + 0.05 * loss.item() if step > 1 else loss.item()
         if step % 50 == 0:
             log.info("step %d/%d loss %.4f (%.0f s)", step, args.iterations, running, time.perf_counter() - started)
 

@@ -218,7 +218,12 @@ class CavernDetector:
     def __init__(self, model_path: Path, device: str = "auto"):
         from ..onnx_session import create_session, model_metadata
 
-        self.session = create_session(model_path, device)
+        try:
+            self.session = create_session(model_path, device)
+        except Exception as exc:  # onnxruntime raises its own exception types for unreadable models
+            if str(exc).startswith("--device cuda"):
+                raise InputError(str(exc)) from None
+            raise InputError(f"{model_path}: cannot load the ONNX model ({type(exc).__name__})") from None
         meta = model_metadata(self.session)
         try:
             self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])

@@ -56,7 +56,7 @@ class CavernBox:
 class SyntheticCase:
     """One synthetic CT with its masks; all arrays in (x, y, z) order."""
 
-    ct: np.ndarray  # int16 HU
+    ct: np.ndarray  # int16 HU; all arrays are Fortran-ordered, so `.T` is a C-contiguous (z, y, x) view
     affine: np.ndarray  # 4x4 voxel -> RAS mm (nibabel convention)
     lung_mask_v1: np.ndarray  # uint8, 1 / 2 per lung; accurate, but excludes caverns and big lesions
     lung_mask_v2: np.ndarray  # uint8, 1 / 2 per lung; rough, dilated, includes lesions
@@ -200,8 +200,10 @@ class _Anatomy:
         masks = []
         for lung in self.lungs:
             rn, dome = self.lung_fields(lung)
-            inside = (rn[:, :, None] < scale[None, None, :]) & (h[None, None, :] > dome[:, :, None])
-            masks.append(inside)
+            # built as a C-ordered (z, y, x) array whose transpose is the Fortran-ordered (x, y, z) mask
+            rn_yx, dome_yx = np.ascontiguousarray(rn.T), np.ascontiguousarray(dome.T)
+            inside_zyx = (rn_yx[None, :, :] < scale[:, None, None]) & (h[:, None, None] > dome_yx[None, :, :])
+            masks.append(inside_zyx.T)
         return masks
 
 
@@ -221,7 +223,8 @@ def _draw_anatomy(rng: np.random.Generator, canvas: _Canvas, anatomy: _Anatomy) 
     slice2d[sternum] = 400.0
     # soft-tissue texture (fat streaks) in the body wall
     slice2d += (body_r < 1.0) * rng.normal(0, 8, size=canvas.shape[:2]).astype(np.float32)
-    ct = np.repeat(slice2d[:, :, None], canvas.shape[2], axis=2)
+    ct = np.empty(canvas.shape, dtype=np.float32, order="F")
+    ct[...] = slice2d[:, :, None]
     lungs = anatomy.lung_masks()
     # gravity-dependent density: posterior parenchyma is denser
     gradient = (HU_PARENCHYMA + rng.uniform(-20, 20) + 35.0 * (y - anatomy.body_centre_y) / by).astype(np.float32)
@@ -347,7 +350,7 @@ def _draw_emphysema_and_nodules(rng, ct, canvas, lung_union, lesion_mask):
 
 def _draw_caverns(rng, ct, canvas, lung_union, count):
     """Draw `count` caverns (fewer if they do not fit); return the instance label volume."""
-    labels = np.zeros(canvas.shape, dtype=np.uint8)
+    labels = np.zeros(canvas.shape, dtype=np.uint8, order="F")
     placed: list[tuple[np.ndarray, float]] = []
     for _ in range(count * 30):
         if len(placed) == count:
@@ -418,12 +421,14 @@ def _rough_mask(masks: list[np.ndarray], step: int = 4) -> np.ndarray:
     """Version-2 style lung mask: computed on a coarse grid and dilated, so it is blocky and generous."""
     from scipy import ndimage
 
-    out = np.zeros(masks[0].shape, dtype=np.uint8)
+    out = np.zeros(masks[0].shape, dtype=np.uint8, order="F")
+    out_zyx = out.T
     for value, mask in enumerate(masks, start=1):
-        coarse = mask[::step, ::step, :]
+        mask_zyx = mask.T
+        coarse = mask_zyx[:, ::step, ::step]
         coarse = ndimage.binary_dilation(coarse, structure=np.ones((3, 3, 3), bool), iterations=1)
-        full = np.repeat(np.repeat(coarse, step, axis=0), step, axis=1)[: mask.shape[0], : mask.shape[1], :]
-        out[full & (out == 0)] = value
+        full = np.repeat(np.repeat(coarse, step, axis=1), step, axis=2)[:, : mask_zyx.shape[1], : mask_zyx.shape[2]]
+        out_zyx[full & (out_zyx == 0)] = value
     return out
 
 
@@ -440,16 +445,16 @@ def generate_case(
     lung_union = lungs[0] | lungs[1]
     _draw_vessels(rng, ct, canvas, anatomy, lung_union)
     _draw_airways(rng, ct, canvas, anatomy, lung_union)
-    lesion_mask = np.zeros(canvas.shape, dtype=bool)
+    lesion_mask = np.zeros(canvas.shape, dtype=bool, order="F")
     _draw_emphysema_and_nodules(rng, ct, canvas, lung_union, lesion_mask)
     if n_caverns is None:
         n_caverns = int(rng.choice(len(CAVERN_COUNT_PROBABILITIES), p=CAVERN_COUNT_PROBABILITIES))
     labels = _draw_caverns(rng, ct, canvas, lung_union, n_caverns)
-    ct += rng.standard_normal(size=canvas.shape, dtype=np.float32) * NOISE_SIGMA_HU
+    ct += rng.standard_normal(size=canvas.shape[::-1], dtype=np.float32).T * NOISE_SIGMA_HU
     np.clip(ct, -1024, 3071, out=ct)
     ct_int = np.rint(ct).astype(np.int16)
     lesion_mask |= labels > 0
-    v1 = np.zeros(canvas.shape, dtype=np.uint8)
+    v1 = np.zeros(canvas.shape, dtype=np.uint8, order="F")
     for value, mask in enumerate(lungs, start=1):
         v1[mask & ~lesion_mask] = value
     v2 = _rough_mask(lungs)
