@@ -89,22 +89,31 @@ def make_case(seed: int, index: int, pre: Preprocessing, shape) -> dict:
     grid = features.shape[1:]
     target = coarse_fraction(case.cavern_labels.T > 0, pre, grid)
     lungs = coarse_fraction(case.lung_mask_v2.T > 0, pre, grid) > 0.5
+    # look-alikes: lung blocks full of air (bullae, bronchi) or of soft tissue (nodules, vessels), not caverns
+    look_alikes = lungs & (target == 0) & ((features[1] > 0.6) | (features[2] > 0.6))
     return {
         "features": features.astype(np.float16),
         "target": target.astype(np.float16),
         "lung_voxels": np.argwhere(lungs),
         "cavern_voxels": np.argwhere(target > 0.5),
+        "look_alike_voxels": np.argwhere(look_alikes),
         "shape_zyx": ct_zyx.shape,
         "boxes": [b.corners() for b in case.boxes],
     }
 
 
 def sample_batch(rng: np.random.Generator, cases: list[dict], batch: int, patch: tuple[int, int, int]):
-    """Patches centred on caverns (half) or anywhere in the lungs; random left-right flips."""
+    """Patches centred on caverns (40 %), on look-alikes (30 %) or anywhere in the lungs; left-right flips."""
     xs, ys = [], []
     for _ in range(batch):
         case = cases[int(rng.integers(len(cases)))]
-        pool = case["cavern_voxels"] if len(case["cavern_voxels"]) and rng.random() < 0.5 else case["lung_voxels"]
+        kind = rng.random()
+        if kind < 0.4 and len(case["cavern_voxels"]):
+            pool = case["cavern_voxels"]
+        elif kind < 0.7 and len(case["look_alike_voxels"]):
+            pool = case["look_alike_voxels"]
+        else:
+            pool = case["lung_voxels"]
         centre = pool[int(rng.integers(len(pool)))] + rng.integers(-6, 7, size=3) * np.array([0.5, 1, 1])
         grid = case["features"].shape[1:]
         start = [int(np.clip(c - p // 2, 0, max(g - p, 0))) for c, p, g in zip(centre, patch, grid)]
@@ -208,13 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="output .onnx path")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-cases", type=int, default=64)
+    parser.add_argument("--train-cases", type=int, default=80)
     parser.add_argument("--val-cases", type=int, default=16)
-    parser.add_argument("--iterations", type=int, default=700)
-    parser.add_argument("--batch", type=int, default=4)
-    parser.add_argument("--patch", type=int, nargs=3, default=[24, 56, 56], metavar=("Z", "Y", "X"),
-                        help="coarse patch size (default 24 56 56)")
-    parser.add_argument("--base-channels", type=int, default=12)
+    parser.add_argument("--iterations", type=int, default=1500)
+    parser.add_argument("--batch", type=int, default=6)
+    parser.add_argument("--patch", type=int, nargs=3, default=[16, 48, 48], metavar=("Z", "Y", "X"),
+                        help="coarse patch size (default 16 48 48)")
+    parser.add_argument("--base-channels", type=int, default=8)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")

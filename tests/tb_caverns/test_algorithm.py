@@ -58,8 +58,11 @@ def test_a_block_of_certain_probability_gives_exactly_its_blocks_extent():
     # (kept), full 11 -> 2.375 -> 0.375 (dropped); full 23 -> 5.375 -> 0.625 (kept), 24 -> 0.375: x 12..23.
     # Along z (block 2): full 4 -> 1.75 -> 0.75, 3 -> 1.25 -> 0.25; full 7 -> 3.25 -> 0.75, 8 -> 0.25: z 4..7.
     assert big.corners() == [12, 12, 4, 23, 23, 7] and big.probability == 1.0
-    # the second component touches the x = 0 border (mode nearest): x 0..7, y 36..43, z 12..13; sorted after
-    assert small.corners() == [0, 36, 12, 7, 43, 13] and small.probability == pytest.approx(0.9)
+    # The second, one coarse slice thick (z 6), has 0.9: trilinear weights multiply, 0.9 * wz * wy * wx >= 0.5.
+    # z: full 12 -> 5.75 and 13 -> 6.25 both give wz = 0.75, so wy * wx >= 0.741. y (coarse 9..10): full 36 ->
+    # 8.625 -> 0.625 (no), 37 -> 0.875 (yes) ... 42 -> 10.125 -> 0.875 (yes), 43 -> 0.625 (no). x (coarse 0..1,
+    # at the border, mode nearest -> 1): full 6 -> 1.125 -> 0.875 (yes), 7 -> 0.625 (no). Sorted after the 1.0.
+    assert small.corners() == [0, 37, 12, 6, 42, 13] and small.probability == pytest.approx(0.9)
 
 
 def test_score_and_size_filters():
@@ -83,7 +86,7 @@ def test_world_box_uses_origin_spacing_and_direction():
 def cohort(tmp_path_factory):
     """TST_001 with one big planted cavern, TST_002 without caverns; the batch-mode run over both."""
     root = tmp_path_factory.mktemp("tb_algo")
-    planted = generate_case(case_rng(7, 0), SHAPE, n_caverns=1)
+    planted = generate_case(case_rng(7, 0), SHAPE, n_caverns=1, cavern_radius_mm=(14.0, 17.0))
     assert len(planted.boxes) == 1
     empty = generate_case(case_rng(7, 1), SHAPE, n_caverns=0)
     save_nifti(root / "input" / "TST_001.nii.gz", planted.ct, planted.affine)

@@ -28,6 +28,7 @@ DEFAULT_SPACING = (0.7, 0.7, 2.5)
 GT_HEADER = "id,bbox_X1,bbox_Y1,bbox_Z1,bbox_X2,bbox_Y2,bbox_Z2,centroid_X,centroid_Y,centroid_Z"
 # Probability of 0, 1, 2, 3, 4 caverns in a case.
 CAVERN_COUNT_PROBABILITIES = (0.25, 0.35, 0.2, 0.12, 0.08)
+CAVERN_RADIUS_MM = (7.0, 28.0)  # mean outer radius (wall included)
 
 HU_AIR = -1000.0
 HU_SOFT_TISSUE = 40.0
@@ -348,14 +349,14 @@ def _draw_emphysema_and_nodules(rng, ct, canvas, lung_union, lesion_mask):
                 lesion_mask[window[0]] = True
 
 
-def _draw_caverns(rng, ct, canvas, lung_union, count):
+def _draw_caverns(rng, ct, canvas, lung_union, count, radius_mm):
     """Draw `count` caverns (fewer if they do not fit); return the instance label volume."""
     labels = np.zeros(canvas.shape, dtype=np.uint8, order="F")
     placed: list[tuple[np.ndarray, float]] = []
     for _ in range(count * 30):
         if len(placed) == count:
             break
-        radius = rng.uniform(7, 28)
+        radius = rng.uniform(*radius_mm)
         centre = _random_point_in(rng, lung_union, canvas)
         if centre is None:
             break
@@ -437,8 +438,10 @@ def generate_case(
     shape: tuple[int, int, int] = DEFAULT_SHAPE,
     spacing: tuple[float, float, float] = DEFAULT_SPACING,
     n_caverns: int | None = None,
+    cavern_radius_mm: tuple[float, float] = CAVERN_RADIUS_MM,
 ) -> SyntheticCase:
-    """Draw one synthetic chest CT; `n_caverns` forces the cavern count (fewer if they do not fit)."""
+    """Draw one synthetic chest CT; `n_caverns` forces the cavern count (fewer if they do not fit), and
+    `cavern_radius_mm` the range of their mean outer radius."""
     canvas = _Canvas(shape, spacing)
     anatomy = _Anatomy(rng, canvas)
     ct, lungs = _draw_anatomy(rng, canvas, anatomy)
@@ -449,7 +452,7 @@ def generate_case(
     _draw_emphysema_and_nodules(rng, ct, canvas, lung_union, lesion_mask)
     if n_caverns is None:
         n_caverns = int(rng.choice(len(CAVERN_COUNT_PROBABILITIES), p=CAVERN_COUNT_PROBABILITIES))
-    labels = _draw_caverns(rng, ct, canvas, lung_union, n_caverns)
+    labels = _draw_caverns(rng, ct, canvas, lung_union, n_caverns, cavern_radius_mm)
     ct += rng.standard_normal(size=canvas.shape[::-1], dtype=np.float32).T * NOISE_SIGMA_HU
     np.clip(ct, -1024, 3071, out=ct)
     ct_int = np.rint(ct).astype(np.int16)
