@@ -101,3 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     metrics = write_metrics(args.output / "metrics.json", aggregate(records, len(all_ids)), records, meta)
     log.info("map = %.6f over %d ids -> %s", metrics["aggregates"]["map"], len(all_ids), args.output / "metrics.json")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
