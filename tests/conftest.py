@@ -43,9 +43,3 @@ def docker_compose(repo: Path):
 
     return run
 
-
-def open_dir(path: Path) -> Path:
-    """A folder the containers' uid 1000 can write."""
-    path.mkdir(parents=True, exist_ok=True)
-    os.chmod(path, 0o777)
-    return path

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import open_dir
+from helpers import open_dir
 from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate
 
 SHAPE = ("192", "192", "48")
