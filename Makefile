@@ -6,6 +6,7 @@ PY := $(VENV)/bin/python
 TRAIN_VENV := .venv-train
 VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' shared/pyproject.toml)
 export PYTHONDONTWRITEBYTECODE := 1
+export COMPOSE_BAKE := false
 
 .PHONY: venv wheels images test demo bench save models docker lock clean
 
