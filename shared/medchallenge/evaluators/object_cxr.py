@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -289,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare_hit_tests(gt, submission, args.polygon_rule)
     records = compute_records(block_ids(len(gt.image_paths)), functools.partial(hit_record, data),
                               workers=args.workers or 1, records=args.records, shard=shard,
-                              progress=not args.no_progress, description="image blocks")
+                              progress=not args.no_progress and sys.stderr.isatty(), description="image blocks")
     if shard is not None:
         print(f"shard {shard[0]}/{shard[1]}: {len(records)} record(s) written to {args.records}")
         return 0
@@ -334,12 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     write_metrics(args.output / "metrics.json", aggregates,
                   _per_image(gt, submission, hit_point, hit_object, false_positive), meta)
     if not args.no_plots:
-        from ..plots import plot_froc, plot_roc
+        from .object_cxr_plots import plot_froc_curve, plot_roc_curve
 
         rate, sensitivity = metrics.froc_curve(false_positive_sorted, new_hits, gt.num_image, gt.num_object)
-        plot_froc(args.output / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
-                  title=f"object-CXR FROC = {froc.froc:.4f}", xlabel="false positives per image")
-        plot_roc(args.output / "roc.png", roc.fpr, roc.tpr, roc.auc, title="object-CXR ROC (foreign object present)")
+        plot_froc_curve(args.output / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
+                        title=f"object-CXR FROC = {froc.froc:.4f} ({args.polygon_rule} polygons)")
+        plot_roc_curve(args.output / "roc.png", roc.fpr, roc.tpr, roc.auc,
+                       title="object-CXR ROC: foreign object present")
     print(f"auc {roc.auc:.6f}  froc {froc.froc:.6f}  ({len(gt.image_paths)} images, {len(order)} points, "
           f"{time.perf_counter() - started:.2f} s) -> {args.output / 'metrics.json'}")
     return 0

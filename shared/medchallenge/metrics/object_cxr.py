@@ -94,6 +94,25 @@ class Objects:
     vertex_start: np.ndarray  # int64 (n + 1,), polygon vertices of row k: vertex_start[k]:vertex_start[k+1]
     vertices_x: np.ndarray
     vertices_y: np.ndarray
+    polygon_box: np.ndarray  # float64 (n, 4): polygon vertex bounds widened by a margin, NaN for other rows
+
+
+def _polygon_boxes(vertex_start: np.ndarray, vertices_x: np.ndarray, vertices_y: np.ndarray) -> np.ndarray:
+    """Bounds of each polygon's vertices, widened by 1e-6 * (1 + |largest coordinate|).
+
+    Only a prefilter: a point outside these bounds is outside under both rules (no edge straddles its y, or
+    every crossing lies on one side of it, and no vertex is within 1e-12), far beyond any rounding of the
+    crossing arithmetic; points inside the bounds get the exact test.
+    """
+    boxes = np.full((len(vertex_start) - 1, 4), np.nan)
+    rows = np.flatnonzero(vertex_start[1:] > vertex_start[:-1])
+    if len(rows):
+        first = vertex_start[rows]
+        boxes[rows] = np.column_stack([np.minimum.reduceat(vertices_x, first), np.minimum.reduceat(vertices_y, first),
+                                       np.maximum.reduceat(vertices_x, first), np.maximum.reduceat(vertices_y, first)])
+        margin = 1e-6 * (1 + np.abs(boxes[rows]).max(axis=1))
+        boxes[rows] += margin[:, None] * np.array([-1, -1, 1, 1])
+    return boxes
 
 
 def group_objects(object_image: np.ndarray, object_type: np.ndarray, boxes: np.ndarray, vertex_start: np.ndarray,
@@ -112,6 +131,7 @@ def group_objects(object_image: np.ndarray, object_type: np.ndarray, boxes: np.n
         vertex_start=new_start.astype(np.int64),
         vertices_x=vertices_x[vertex_rows],
         vertices_y=vertices_y[vertex_rows],
+        polygon_box=_polygon_boxes(new_start, vertices_x[vertex_rows], vertices_y[vertex_rows]),
     )
 
 
@@ -135,6 +155,7 @@ def hit_pairs(point_image: np.ndarray, x: np.ndarray, y: np.ndarray, objects: Ob
         sel = np.flatnonzero(kind == code)
         inside[sel] = test(px[sel], py[sel], objects.boxes[pair_row[sel]])
     sel = np.flatnonzero(kind == 2)
+    sel = sel[inside_rectangles(px[sel], py[sel], objects.polygon_box[pair_row[sel]])]
     inside[sel] = inside_polygons(px[sel], py[sel], pair_row[sel], objects.vertex_start,
                                   objects.vertices_x, objects.vertices_y, polygon_rule)
     return pair_point[inside], objects.object_id[pair_row[inside]]
