@@ -335,13 +335,13 @@ def main(argv: list[str] | None = None) -> int:
     write_metrics(args.output / "metrics.json", aggregates,
                   _per_image(gt, submission, hit_point, hit_object, false_positive), meta)
     if not args.no_plots:
-        from .object_cxr_plots import plot_froc_curve, plot_roc_curve
+        from ..plots import plot_froc, plot_roc
 
         rate, sensitivity = metrics.froc_curve(false_positive_sorted, new_hits, gt.num_image, gt.num_object)
-        plot_froc_curve(args.output / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
-                        title=f"object-CXR FROC = {froc.froc:.4f} ({args.polygon_rule} polygons)")
-        plot_roc_curve(args.output / "roc.png", roc.fpr, roc.tpr, roc.auc,
-                       title="object-CXR ROC: foreign object present")
+        plot_froc(args.output / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
+                  title=f"object-CXR FROC = {froc.froc:.4f} ({args.polygon_rule} polygons)",
+                  xlabel="false positives per image")
+        plot_roc(args.output / "roc.png", roc.fpr, roc.tpr, roc.auc, title="object-CXR ROC: foreign object present")
     print(f"auc {roc.auc:.6f}  froc {froc.froc:.6f}  ({len(gt.image_paths)} images, {len(order)} points, "
           f"{time.perf_counter() - started:.2f} s) -> {args.output / 'metrics.json'}")
     return 0
