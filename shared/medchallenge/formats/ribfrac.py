@@ -176,6 +176,17 @@ def parse_detections(document: object, where: str) -> list[PredRow]:
     return rows
 
 
+class _ImagePixels:
+    """Exposes a SimpleITK image's pixel buffer to numpy and keeps the image alive as the array's base.
+
+    (`sitk.GetArrayViewFromImage` alone does not keep the image alive, `GetArrayFromImage` copies.)
+    """
+
+    def __init__(self, image: object, view: np.ndarray) -> None:
+        self.image = image
+        self.__array_interface__ = view.__array_interface__
+
+
 def read_label_volume(path: Path) -> np.ndarray:
     """Read an instance-label volume in its stored integer type and return it as uint8 in (x, y, z) order.
 
@@ -193,9 +204,9 @@ def read_label_volume(path: Path) -> np.ndarray:
     if image.GetNumberOfComponentsPerPixel() != 1 or image.GetDimension() != 3:
         raise InputError(f"{path}: expected a 3-D single-channel label volume, got {image.GetDimension()}-D "
                          f"with {image.GetNumberOfComponentsPerPixel()} component(s)")
-    if image.GetPixelID() == sitk.sitkUInt8:
-        return sitk.GetArrayFromImage(image).T  # one copy: a view would not keep the image alive
     zyx = sitk.GetArrayViewFromImage(image)
+    if zyx.dtype == np.uint8:
+        return np.asarray(_ImagePixels(image, zyx)).T
     low, high = (zyx.min(), zyx.max()) if zyx.size else (0, 0)
     if low < 0 or high >= MAX_LABEL + 1:
         raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} (the official code would wrap them "
