@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     aggregates, details = aggregate(records, args.branch, args.tie_order)
     meta = {
-        "challenge": "ribfrac", "edition": "MICCAI 2020 RibFrac", "evaluator_version": __version__,
+        "challenge": "MICCAI 2020 RibFrac - Rib Fracture Detection and Classification", "edition": 2020,
+        "evaluator": "medchallenge.evaluators.ribfrac", "evaluator_version": __version__,
         "options": {"branch": args.branch, "tie_order": args.tie_order, "layout": layout},
         "n_cases": len(case_ids), "notes": NOTES, **details,
     }
