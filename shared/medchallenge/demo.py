@@ -27,6 +27,8 @@ class Demo:
 DEMOS = (
     Demo("ImageCLEF 2022 TB caverns", "tb_caverns", "tb-caverns-evaluator", "TB_CAVERNS",
          ("tb-caverns", "--cases", "8", "--seed", "2026"), runs_algorithm=True),
+    Demo("MICCAI 2020 RibFrac", "ribfrac", "ribfrac-evaluator", "RIBFRAC",
+         ("ribfrac", "--cases", "8", "--shape", "256", "256", "160", "--seed", "2026")),
     Demo("object-CXR", "object_cxr", "object-cxr-evaluator", "OBJECT_CXR",
          ("object-cxr", "--images", "1000", "--seed", "2026")),
 )

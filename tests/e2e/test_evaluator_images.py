@@ -12,6 +12,7 @@ from helpers import open_dir
 
 # (compose service, env prefix, synth arguments at test size, evaluate.py, extra evaluator arguments)
 EVALUATORS = [
+    ("ribfrac-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"], "evaluators/ribfrac/evaluate.py", []),
     ("object-cxr-evaluator", "OBJECT_CXR", ["object-cxr", "--images", "200", "--seed", "5"],
      "evaluators/object_cxr/evaluate.py", []),
 ]
