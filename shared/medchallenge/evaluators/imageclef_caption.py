@@ -375,3 +375,7 @@ def main(argv: list[str] | None = None) -> int:
         _plot(args.output / PLOT_NAME, records)
     log.info("%s", ", ".join(f"{key} = {value:.6f}" for key, value in aggregates.items()))
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
