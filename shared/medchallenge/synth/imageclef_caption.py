@@ -97,11 +97,13 @@ def generate(edition: str, images: int, concepts: int, seed: int) -> dict:
             "pred_captions": {i: pred_captions[i] for i in order}, "vocabulary": vocabulary}
 
 
-def _concept_run_lines(edition: str, predictions: dict[str, list[str]], rng: random.Random) -> str:
+def _concept_run_lines(edition: str, data: dict, rng: random.Random) -> str:
     lines = []
-    for image_id, concepts in predictions.items():
-        if edition == "2022" and not concepts and rng.random() < 0.5:
-            lines.append(f"{image_id}\n")  # `id` alone: no concepts at all (2022 reads `()`)
+    for image_id, concepts in data["pred_concepts"].items():
+        if edition == "2022" and not concepts and data["gt_concepts"][image_id] and rng.random() < 0.5:
+            # `id` alone (2022 reads `()`): scores like `id|` except on an empty GT, where the GC layout's `[]`
+            # (written as `id|`) would score 1, so it is used only where both layouts agree
+            lines.append(f"{image_id}\n")
         else:
             separator = "; " if edition == "2022" and rng.random() < 0.05 else ";"  # 2022 strips concepts
             lines.append(f"{image_id}{fmt.PIPE}{separator.join(concepts)}\n")
@@ -117,7 +119,7 @@ def write_cohort(out: Path, data: dict, edition: str, gc_layout: bool, secondary
     write_text_atomic(gt / fmt.CONCEPTS_GT,
                       header + "".join(f"{i}\t{';'.join(c)}\n" for i, c in data["gt_concepts"].items()))
     write_text_atomic(gt / fmt.CAPTIONS_GT, "".join(f"{i}{gt_delimiter}{c}\n" for i, c in data["gt_captions"].items()))
-    write_text_atomic(pred / fmt.CONCEPTS_RUN, _concept_run_lines(edition, data["pred_concepts"], rng))
+    write_text_atomic(pred / fmt.CONCEPTS_RUN, _concept_run_lines(edition, data, rng))
     write_text_atomic(pred / fmt.CAPTIONS_RUN, "".join(fmt.iter_run_lines(data["pred_captions"], fmt.PIPE)))
     if secondary and edition == "2022":
         subset = data["vocabulary"][:15]
