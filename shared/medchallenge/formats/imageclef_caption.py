@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from ..errors import InputError
 
@@ -33,8 +33,7 @@ MAX_CONCEPTS = {"2022": 100, "2021": 1286}  # 2021: the 2018 organiser code's li
 MISSING_SHOWN = 5
 
 
-@dataclass(frozen=True)
-class Row:
+class Row(NamedTuple):
     """One record of a run: where it came from (for messages) and its fields."""
 
     where: str

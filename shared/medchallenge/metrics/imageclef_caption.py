@@ -114,8 +114,15 @@ def treebank_tokenize(text: str) -> list[str]:
     """`nltk.word_tokenize(text)` for text from which the 32 ASCII punctuation characters were deleted (2022 §B
     step 3): "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace -> two tokens,
     Unicode quotes and figure/en/em dashes become tokens of their own; whitespace splits as `str.split()`."""
-    if any(character in text for character in string.punctuation):
+    if _ASCII_PUNCTUATION.search(text):
         raise ValueError("treebank_tokenize expects text without ASCII punctuation")
+    return _treebank_tokens(text)
+
+
+_ASCII_PUNCTUATION = re.compile("[" + re.escape(string.punctuation) + "]")
+
+
+def _treebank_tokens(text: str) -> list[str]:
     text = _TREEBANK_PADDED.sub(r" \g<0> ", text)
     text = _TREEBANK_CONTRACTIONS.sub(_split_contraction, " " + text + " ")
     return text.split()
@@ -160,7 +167,7 @@ def preprocess_caption(text: str, stopwords: frozenset[str],
     """The official caption pre-processing (2022 §B steps 1-5, 2021 §B steps 1-5): `str.lower()`, delete the
     ASCII punctuation without inserting spaces ("x-ray" -> "xray", "3.5" -> "35"), Treebank word tokens, drop
     tokens whose lower-case form is a stop word, then `stem` each token when given (2021: Snowball; 2022: none)."""
-    tokens = treebank_tokenize(text.lower().translate(ASCII_PUNCTUATION_DELETION))
+    tokens = _treebank_tokens(text.lower().translate(ASCII_PUNCTUATION_DELETION))
     tokens = [token for token in tokens if token.lower() not in stopwords]
     if stem is not None:
         tokens = [stem(token) for token in tokens]
@@ -175,10 +182,19 @@ BLEU_MAX_ORDER = 4
 BLEU_WEIGHT = 0.25
 
 
-def _ngram_counts(tokens: Sequence[str], n: int) -> Counter:
-    if n == 1:
-        return Counter(tokens)
-    return Counter(zip(*(tokens[i:] for i in range(n))))
+def _ngrams(tokens: Sequence[str], n: int):
+    return tokens if n == 1 else zip(*(tokens[i:] for i in range(n)))
+
+
+def _clipped_matches(reference: Sequence[str], hypothesis: Sequence[str], n: int) -> int:
+    """Σ over the hypothesis n-grams g of min(count_hyp(g), count_ref(g))."""
+    remaining = Counter(_ngrams(reference, n))
+    matches = 0
+    for gram in _ngrams(hypothesis, n):
+        if remaining[gram] > 0:
+            remaining[gram] -= 1
+            matches += 1
+    return matches
 
 
 def sentence_bleu(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
@@ -188,10 +204,10 @@ def sentence_bleu(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
     brevity penalty 1 if c > r else exp(1 - r/c); BLEU = BP * exp(fsum(0.25*log(p_n)))."""
     hyp_len, ref_len = len(hypothesis), len(reference)
     log_precisions = []
+    matches = 1
     for n in range(1, BLEU_MAX_ORDER + 1):
-        hyp_counts = _ngram_counts(hypothesis, n) if hyp_len >= n else Counter()
-        ref_counts = _ngram_counts(reference, n) if ref_len >= n else Counter()
-        matches = sum(min(count, ref_counts[gram]) for gram, count in hyp_counts.items())
+        # no (n-1)-gram in common -> no n-gram in common either
+        matches = _clipped_matches(reference, hypothesis, n) if matches and hyp_len >= n else 0
         if n == 1 and matches == 0:
             return 0.0
         precision = matches / max(1, hyp_len - n + 1) if matches else sys.float_info.min
