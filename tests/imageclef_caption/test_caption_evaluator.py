@@ -181,6 +181,8 @@ def test_records_and_shards_give_the_same_metrics(tmp_path):
     assert len(list(records.glob("*.json"))) == 40 and not (tmp_path / "x" / "metrics.json").exists()
     resumed = _evaluate(tmp_path, gt, run, "--records", str(records), name="resumed")
     assert resumed["aggregates"] == direct["aggregates"] and resumed["case"] == direct["case"]
+    pooled = _evaluate(tmp_path, gt, run, "--workers", "2", name="pooled")  # workers load the inputs themselves
+    assert pooled["aggregates"] == direct["aggregates"] and pooled["case"] == direct["case"]
 
 
 def test_empty_predictions_are_valid(tmp_path):
