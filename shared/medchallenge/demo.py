@@ -31,6 +31,10 @@ DEMOS = (
          ("ribfrac", "--cases", "8", "--shape", "256", "256", "160", "--seed", "2026")),
     Demo("object-CXR", "object_cxr", "object-cxr-evaluator", "OBJECT_CXR",
          ("object-cxr", "--images", "1000", "--seed", "2026")),
+    Demo("ImageCLEFmed Caption 2022", "caption_2022", "caption-2022-evaluator", "CAPTION_2022",
+         ("imageclef-caption", "--edition", "2022", "--images", "2000", "--secondary", "--seed", "2026")),
+    Demo("ImageCLEFmed Caption 2021", "caption_2021", "caption-2021-evaluator", "CAPTION_2021",
+         ("imageclef-caption", "--edition", "2021", "--images", "2000", "--seed", "2026")),
 )
 
 

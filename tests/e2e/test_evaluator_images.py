@@ -13,6 +13,10 @@ from helpers import open_dir
 # (compose service, env prefix, synth arguments at test size, evaluate.py, extra evaluator arguments)
 EVALUATORS = [
     ("ribfrac-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"], "evaluators/ribfrac/evaluate.py", []),
+    ("caption-2022-evaluator", "CAPTION_2022", ["imageclef-caption", "--edition", "2022", "--images", "300",
+     "--secondary", "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", ["--edition", "2022"]),
+    ("caption-2021-evaluator", "CAPTION_2021", ["imageclef-caption", "--edition", "2021", "--images", "300",
+     "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", ["--edition", "2021"]),
     ("object-cxr-evaluator", "OBJECT_CXR", ["object-cxr", "--images", "200", "--seed", "5"],
      "evaluators/object_cxr/evaluate.py", []),
 ]
