@@ -44,7 +44,7 @@ bench: venv images
 # The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
 save: images
 	mkdir -p dist
-	for image in $$(docker compose config --images); do \
+	for image in $$(docker compose config --images | sort -u); do \
 	  name=$${image#*/}; name=$${name%%:*}; \
 	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" && mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \
 	done
