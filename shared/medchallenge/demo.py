@@ -70,7 +70,7 @@ def format_table(results: dict[str, dict]) -> str:
             for title, metrics in results.items() for key, value in metrics["aggregates"].items()
             if isinstance(value, (int, float))]
     widths = [max(len(r[i]) for r in rows + [("challenge", "metric", "value")]) for i in range(3)]
-    line = "+".join("-" * (w + 2) for w in widths)
+    line = "-+-".join("-" * w for w in widths)
     out = [" | ".join(h.ljust(w) for h, w in zip(("challenge", "metric", "value"), widths)), line]
     previous = None
     for title, key, value in rows:

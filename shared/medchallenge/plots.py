@@ -30,8 +30,12 @@ def _save(figure, path: Path) -> None:
 
 def plot_froc(path: Path, fps: Sequence[float], sensitivities: Sequence[float],
               key_fps: Sequence[float] = (), key_sensitivities: Sequence[float] = (),
-              title: str = "FROC", xlabel: str = "false positives per scan") -> None:
-    """Sensitivity against false positives per scan/image, log-scaled x with ticks at the key points, marked."""
+              title: str = "FROC", xlabel: str = "false positives per scan", interpolation: str = "step") -> None:
+    """Sensitivity against false positives per scan/image, log-scaled x with ticks at the key points, marked.
+
+    interpolation: how the challenge reads the curve between operating points, "step" (first crossing) or
+    "linear" (np.interp), so that the key points lie on the drawn curve.
+    """
     from matplotlib.ticker import FixedFormatter, FixedLocator, NullLocator
 
     figure = _figure(6, 4.5)
@@ -39,7 +43,8 @@ def plot_froc(path: Path, fps: Sequence[float], sensitivities: Sequence[float],
     ax = figure.add_subplot()
     curve = [(f, s) for f, s in zip(fps, sensitivities) if f > 0]
     if curve:
-        ax.plot(*zip(*curve), drawstyle="steps-post", color="tab:blue", label="all operating points")
+        ax.plot(*zip(*curve), drawstyle="steps-post" if interpolation == "step" else "default", color="tab:blue",
+                label="all operating points")
     marked = [(f, s) for f, s in zip(key_fps, key_sensitivities) if f > 0]
     if marked:
         ax.plot(*zip(*marked), "o", color="tab:red", label="reported points")

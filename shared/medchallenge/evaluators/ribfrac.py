@@ -237,7 +237,7 @@ def write_plots(folder: Path, details: dict) -> None:
     # points with no false positive at all sit at fp = 1e-8/(n+1e-8): leave them off the log axis
     order = [i for i in np.lexsort((froc["recall"], froc["fp"])) if froc["fp"][i] > 1e-6]
     plot_froc(folder / "froc.png", [froc["fp"][i] for i in order], [froc["recall"][i] for i in order],
-              froc["key_fps"], froc["key_recall"], title="RibFrac FROC (detection)")
+              froc["key_fps"], froc["key_recall"], title="RibFrac FROC (detection)", interpolation="linear")
     matrix = details["confusion_matrix"]
     plot_confusion_matrix(folder / "confusion_matrix.png", matrix["data"], matrix["rows"], matrix["columns"],
                           title="RibFrac classification", xlabel="ground truth", ylabel="prediction")
