@@ -1,0 +1,69 @@
+# medchallenge: `make test` and `make demo` set everything up on a fresh machine (see README.md).
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+TRAIN_VENV := .venv-train
+VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' shared/pyproject.toml)
+export PYTHONDONTWRITEBYTECODE := 1
+export COMPOSE_BAKE := false
+
+.PHONY: venv wheels images test demo bench save models docker lock clean
+
+venv: $(VENV)/.installed
+$(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -r requirements/runtime.txt -r requirements/dev.txt
+	$(PY) -m pip install -q --no-deps -e shared
+	touch $@
+
+# Wheels for the image builds: downloaded (or, for pure-Python sdists, built) here, bind-mounted into the
+# builds, never copied into image layers. Carry this folder to build without network (air-gapped sites).
+wheels: wheelhouse/.complete
+wheelhouse/.complete: requirements/runtime.txt requirements/build.txt | venv
+	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/runtime.txt -r requirements/build.txt
+	touch $@
+
+# A Docker engine, Compose v2 and the offline base image on Debian 12 (idempotent; needs root or sudo).
+docker:
+	bash .ci/provision-docker.sh
+
+images: wheels
+	docker compose build
+
+test: venv wheels
+	$(PY) -m pytest tests
+
+demo: venv images
+	$(PY) -m medchallenge.demo
+
+bench: venv images
+	$(PY) benchmarks/run.py --out bench/results.json
+
+# The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
+save: images
+	mkdir -p dist
+	for image in $$(docker compose config --images | sort -u); do \
+	  name=$${image#*/}; name=$${name%%:*}; \
+	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" && mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \
+	done
+	cd dist && sha256sum *-$(VERSION).tar.gz > SHA256SUMS && cat SHA256SUMS
+
+# Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI).
+models: $(TRAIN_VENV)/.installed
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
+$(TRAIN_VENV)/.installed: requirements/train.txt requirements/runtime.txt
+	test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
+	$(TRAIN_VENV)/bin/pip install -q -r requirements/runtime.txt -r requirements/train.txt
+	touch $@
+
+# Re-pin: resolve requirements/runtime.in in a scratch venv and write the full lock.
+lock:
+	rm -rf /tmp/medchallenge-lock && $(PYTHON) -m venv /tmp/medchallenge-lock
+	/tmp/medchallenge-lock/bin/pip install -q -r requirements/runtime.in
+	{ echo "# Exact pins of every runtime package (images, make test, make demo). Regenerate: make lock"; \
+	  /tmp/medchallenge-lock/bin/pip freeze; } > requirements/runtime.txt
+
+clean:
+	rm -rf demo bench dist wheelhouse .pytest_cache

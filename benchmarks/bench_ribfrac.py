@@ -1,0 +1,119 @@
+"""RibFrac evaluator benchmark: seconds and peak memory per 512x512x300 case vs plain decompression of its inputs.
+
+`run()` generates (once, cached under $MEDCHALLENGE_BENCH_DIR or /tmp/medchallenge-bench) three synthetic cases
+of 512x512x300 uint8 instance masks, then measures in fresh child processes (so ru_maxrss is the peak of that work
+alone): the per-case step of the evaluator (read both masks + match + rows), stdlib gzip decompression of the same
+two files, SimpleITK reading of them, and the whole evaluator on the three cases. Times are the best of 3 runs.
+The official code needs about 10 s and 2.4 GB per case on this kind of machine (issue 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+DATA = Path(os.environ.get("MEDCHALLENGE_BENCH_DIR", "/tmp/medchallenge-bench")) / "ribfrac-512"
+CASES = ("RibFrac501", "RibFrac502", "RibFrac503")
+OFFICIAL_SECONDS, OFFICIAL_PEAK_MB = 10.0, 2400.0
+REPEATS = 3
+
+
+def _env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO / "shared"), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def ensure_data() -> Path:
+    """The cached 512x512x300 cohort (generated on first use, about 5 s)."""
+    if not (DATA / "predictions" / "ribfrac-synth-pred.csv").is_file():
+        subprocess.run([sys.executable, "-m", "medchallenge.synth", "ribfrac", "--out", str(DATA), "--cases",
+                        str(len(CASES)), "--shape", "512", "512", "300", "--fractures", "8", "--seed", "7"],
+                       check=True, env=_env(), capture_output=True)
+    return DATA
+
+
+def _peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _child(task: str, case_id: str) -> dict:
+    """Runs in a fresh process: best-of-3 seconds of one task on one case, and the process's peak memory."""
+    gt_path = DATA / "ground_truth" / f"{case_id}-label.nii.gz"
+    pred_path = DATA / "predictions" / f"{case_id}.nii.gz"
+    if task == "decompress":
+        import gzip
+
+        def work():
+            return [len(gzip.decompress(path.read_bytes())) for path in (gt_path, pred_path)]
+    elif task == "read":
+        from medchallenge.formats.ribfrac import read_label_volume
+
+        def work():
+            return [read_label_volume(path).shape for path in (gt_path, pred_path)]
+    else:
+        from medchallenge.evaluators.ribfrac import collect_sources, evaluate_case
+
+        _, sources, _ = collect_sources(DATA / "predictions", DATA / "ground_truth")
+        sources = {case_id: sources[case_id]}
+
+        def work():
+            return evaluate_case(case_id, sources)["num_gt"]
+    baseline = _peak_mb()
+    seconds = []
+    for _ in range(REPEATS):
+        start = time.perf_counter()
+        work()
+        seconds.append(time.perf_counter() - start)
+    return {"seconds": min(seconds), "peak_mb": _peak_mb(), "baseline_mb": baseline}
+
+
+def _measure(task: str, case_id: str) -> dict:
+    result = subprocess.run([sys.executable, __file__, "--child", task, case_id], check=True, env=_env(),
+                            capture_output=True, text=True)
+    return json.loads(result.stdout)
+
+
+def run() -> dict:
+    """Per-case seconds and peak MB of the evaluator, of stdlib gzip decompression and of SimpleITK reading."""
+    ensure_data()
+    per_task: dict[str, list[dict]] = {"evaluate": [], "decompress": [], "read": []}
+    for case in CASES:  # interleaved, so that load from other processes hits every task alike
+        for task, results in per_task.items():
+            results.append(_measure(task, case))
+
+    def mean(task: str, key: str) -> float:
+        return round(sum(r[key] for r in per_task[task]) / len(CASES), 4)
+
+    start = time.perf_counter()
+    subprocess.run([sys.executable, str(REPO / "evaluators" / "ribfrac" / "evaluate.py"), "--input",
+                    str(DATA / "predictions"), "--ground-truth", str(DATA / "ground_truth"), "--output",
+                    str(DATA / "out"), "--no-progress"], check=True, env=_env(), capture_output=True)
+    total = time.perf_counter() - start
+    case_seconds = mean("evaluate", "seconds")
+    return {
+        "case_shape": "512x512x300 uint8",
+        "case_seconds": case_seconds,
+        "case_peak_mb": mean("evaluate", "peak_mb"),
+        "python_baseline_mb": mean("evaluate", "baseline_mb"),
+        "gzip_decompress_seconds": mean("decompress", "seconds"),
+        "gzip_decompress_peak_mb": mean("decompress", "peak_mb"),
+        "sitk_read_seconds": mean("read", "seconds"),
+        "case_over_decompress": round(case_seconds / mean("decompress", "seconds"), 3),
+        "case_over_sitk_read": round(case_seconds / mean("read", "seconds"), 3),
+        "speedup_vs_official": round(OFFICIAL_SECONDS / case_seconds, 1),
+        "evaluator_wall_seconds_3_cases": round(total, 3),
+    }
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        print(json.dumps(_child(sys.argv[2], sys.argv[3])))
+    else:
+        print(json.dumps(run(), indent=1))

@@ -1,0 +1,57 @@
+"""`make bench`: run every benchmarks/bench_*.py (each has `run() -> dict`) and write one JSON of results."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from medchallenge.io import write_json_atomic  # noqa: E402
+
+
+def image_sizes() -> dict[str, int]:
+    """Bytes of every image compose.yaml names (absent when Docker is not available)."""
+    try:
+        images = subprocess.run(["docker", "compose", "config", "--images"], check=True, capture_output=True,
+                                text=True).stdout.split()
+        return {image: int(subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", image],
+                                          check=True, capture_output=True, text=True).stdout)
+                for image in images}
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("bench/results.json"))
+    parser.add_argument("--only", nargs="*", help="benchmark module names (bench_<name>) to run")
+    args = parser.parse_args()
+    results = {"machine": {"python": platform.python_version(), "cpus": len(__import__("os").sched_getaffinity(0)),
+                           "processor": platform.processor() or platform.machine()},
+               "image_sizes_bytes": image_sizes()}
+    for path in sorted(Path(__file__).parent.glob("bench_*.py")):
+        name = path.stem.removeprefix("bench_")
+        if args.only and name not in args.only:
+            continue
+        print(f"== {name}", flush=True)
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        start = time.perf_counter()
+        results[name] = module.run()
+        results[name]["benchmark_seconds"] = round(time.perf_counter() - start, 2)
+        print(json.dumps(results[name], indent=1), flush=True)
+    write_json_atomic(args.out, results)
+    print(f"written {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

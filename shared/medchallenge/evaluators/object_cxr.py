@@ -1,0 +1,347 @@
+"""object-CXR evaluator (MIDL 2020): official FROC (froc.py) and ROC AUC, from run files or GC predictions.json.
+
+Stage 1 tests every predicted point against the objects of its image, in blocks of images (the per-case step of
+`compute_records`, cacheable with --records and shardable with --shard); stage 2 sorts all points by probability
+and walks the official FROC levels, computes the AUC, per-image counts, metrics.json and the two PNGs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import numpy as np
+
+from .. import __version__
+from ..contract import GCJob, add_path_arguments, read_json_file, read_predictions_json, strip_image_suffix
+from ..errors import InputError, report_errors
+from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..formats.object_cxr import GroundTruth, read_classification, read_ground_truth, read_localization
+from ..io import write_metrics
+from ..metrics import object_cxr as metrics
+
+GROUND_TRUTH_FILE = "annotations.csv"
+CLASSIFICATION_FILE = "classification.csv"
+LOCALIZATION_FILE = "localization.csv"
+INPUT_SLUG = "chest-x-ray"
+LIKELIHOOD_SLUG = "foreign-object-likelihood"
+POINTS_SLUG = "foreign-objects"
+IMAGES_PER_RECORD = 4096
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="evaluate.py",
+        description="Score object-CXR submissions: FROC exactly as the official froc.py, and ROC AUC.",
+    )
+    add_path_arguments(parser, "input", "output", "ground_truth")
+    parser.add_argument("--fps", default=",".join(f"{f:g}" for f in metrics.DEFAULT_FPS),
+                        help="false positives per image of the FROC levels, comma separated (default: the released "
+                             "froc.py's %(default)s; the challenge page's list is 1,2,4,8,16,32)")
+    parser.add_argument("--polygon-rule", choices=metrics.POLYGON_RULES, default="skimage-0.16.2",
+                        help="polygon boundary rule: scikit-image 0.16.2 as pinned by the organisers (default) or 0.19")
+    parser.add_argument("--sklearn-auc", action="store_true",
+                        help="compute the AUC with scikit-learn itself (slower import; same number)")
+    parser.add_argument("--no-plots", action="store_true", help="do not draw froc.png and roc.png")
+    add_evaluation_arguments(parser)
+    return parser
+
+
+def parse_fps(text: str) -> list[float]:
+    """`--fps 0.125,0.25` -> [0.125, 0.25] (float of each field, as froc.py); finite and distinct."""
+    levels = []
+    for token in text.split(","):
+        try:
+            level = float(token)
+        except ValueError:
+            raise InputError(f"--fps {text!r}: {token!r} is not a number") from None
+        if not np.isfinite(level):
+            raise InputError(f"--fps {text!r}: {token!r} is not finite")
+        if level in levels:
+            raise InputError(f"--fps {text!r}: level {token!r} given twice")
+        levels.append(level)
+    return levels
+
+
+def level_key(level: float) -> str:
+    """Aggregate name of a level: 0.125 -> sensitivity_at_fp_0.125, 8.0 -> sensitivity_at_fp_8."""
+    text = str(int(level)) if level.is_integer() else repr(level)
+    return f"sensitivity_at_fp_{text}"
+
+
+@dataclass
+class Submission:
+    """Predictions aligned to the ground truth: every point with its image (-1: not in the ground truth)."""
+
+    layout: str
+    point_image: np.ndarray  # int64 per point, in file order (GC: ground-truth image order, then point order)
+    probability: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    image_probability: np.ndarray  # float64 per ground-truth image
+    notes: list[str] = field(default_factory=list)
+
+
+def _find_file(folder: Path, name: str) -> Path:
+    """`folder/name`, or the single `folder/*/name` (a prediction ZIP extracted with its folder)."""
+    direct = folder / name
+    if direct.is_file():
+        return direct
+    nested = sorted(folder.glob(f"*/{name}"))
+    if len(nested) == 1:
+        return nested[0]
+    if nested:
+        raise InputError(f"{folder}: several {name} files ({', '.join(str(p) for p in nested)})")
+    raise InputError(f"{folder}: no {name} (and no predictions.json)")
+
+
+def _image_probabilities(probability: dict[str, float], gt: GroundTruth, source: str,
+                         where: dict[str, str]) -> np.ndarray:
+    """One probability per ground-truth image (§6, joined by image_path): missing or unknown images are errors."""
+    known = set(gt.image_paths)
+    for image_path in probability:
+        if image_path not in known:
+            raise InputError(f"{source}: {where[image_path]}: image {image_path!r} is not in the ground truth")
+    missing = [p for p in gt.image_paths if p not in probability]
+    if missing:
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise InputError(f"{source}: no probability for {len(missing)} of {len(gt.image_paths)} ground-truth images ({shown})")
+    return np.fromiter((probability[p] for p in gt.image_paths), dtype=np.float64, count=len(gt.image_paths))
+
+
+def read_run_files(input_dir: Path, gt: GroundTruth) -> Submission:
+    """The official layout: classification.csv and localization.csv in the input folder."""
+    classification = read_classification(_find_file(input_dir, CLASSIFICATION_FILE))
+    localization = read_localization(_find_file(input_dir, LOCALIZATION_FILE))
+    where = {p: f"line {n}" for p, n in classification.line_numbers.items()}
+    image_probability = _image_probabilities(classification.probability, gt, str(classification.path), where)
+    index = {p: i for i, p in enumerate(gt.image_paths)}
+    line_image = np.fromiter((index.get(p, -1) for p in localization.line_image_paths), dtype=np.int64,
+                             count=len(localization.line_image_paths))
+    point_image = np.repeat(line_image, localization.triples_per_line)
+    notes = classification.notes + localization.notes
+    unknown_lines = np.flatnonzero(line_image < 0)
+    if len(unknown_lines):
+        first = unknown_lines[0]
+        notes.append(
+            f"{localization.path.name}: {len(unknown_lines)} line(s) name images not in the ground truth (first: line "
+            f"{localization.line_numbers[first]}, {localization.line_image_paths[first]!r}); their "
+            f"{int(np.count_nonzero(point_image < 0))} points count as false positives, as in the official script"
+        )
+    return Submission("run files", point_image, localization.probability, localization.x, localization.y,
+                      image_probability, notes)
+
+
+def case_key(name: str) -> str:
+    """The image name without folders and image suffix: `test/08001.jpg` and `08001.jpg` -> `08001`."""
+    return strip_image_suffix(PurePosixPath(name.replace("\\", "/")).name)
+
+
+def _number(value, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+        raise InputError(f"{where}: expected a finite number, got {value!r}")
+    return float(value)
+
+
+def _read_points(job: GCJob) -> list[tuple[float, float, float]]:
+    """(probability, x, y) of each point of the job's "Multiple points" output, in order."""
+    path = job.output(POINTS_SLUG).path
+    if not path.is_file():
+        raise InputError(f"{path}: output '{POINTS_SLUG}' of job {job.pk} not found")
+    document = read_json_file(path)
+    if not isinstance(document, dict) or not isinstance(document.get("points"), list):
+        raise InputError(f"{path}: expected a 'Multiple points' object with a 'points' list")
+    triples = []
+    for k, element in enumerate(document["points"]):
+        where = f"{path}: points[{k}]"
+        if not isinstance(element, dict) or not isinstance(element.get("point"), list) \
+                or len(element["point"]) not in (2, 3):
+            raise InputError(f"{where}: expected {{'point': [x, y, z], 'probability': p}}")
+        if "probability" not in element:
+            raise InputError(f"{where}: no probability (needed to rank the points for FROC)")
+        x, y = (_number(v, f"{where}.point") for v in element["point"][:2])
+        triples.append((_number(element["probability"], f"{where}.probability"), x, y))
+    return triples
+
+
+def read_gc_predictions(jobs: list[GCJob], gt: GroundTruth) -> Submission:
+    """GC layout: per job a bare-float likelihood and a "Multiple points" JSON, matched to the ground truth by the
+    input image's name without folders and suffix (`08001.jpg` -> ground-truth row `test/08001.jpg`).
+
+    Points [x, y, z] are taken as pixel coordinates (JPEG/PNG uploads become images with spacing 1 and origin 0);
+    the points are ordered by ground-truth row, then by their order in the JSON (the tie order of the FROC sort).
+    """
+    by_key: dict[str, int] = {}
+    for i, image_path in enumerate(gt.image_paths):
+        key = case_key(image_path)
+        if key in by_key:
+            raise InputError(f"{gt.path}: images {gt.image_paths[by_key[key]]!r} and {image_path!r} have the same "
+                             "name; GC jobs are matched by image name, so names must be unique")
+        by_key[key] = i
+    job_of_image: dict[int, GCJob] = {}
+    for job in jobs:
+        name = job.case_name(INPUT_SLUG)
+        index = by_key.get(case_key(name))
+        if index is None:
+            raise InputError(f"predictions.json: job {job.pk}: image {name!r} matches no ground-truth image")
+        if index in job_of_image:
+            raise InputError(f"predictions.json: image {gt.image_paths[index]!r} in jobs {job_of_image[index].pk} and {job.pk}")
+        job_of_image[index] = job
+    missing = [gt.image_paths[i] for i in range(len(gt.image_paths)) if i not in job_of_image]
+    if missing:
+        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise InputError(f"predictions.json: expected {len(gt.image_paths)} images, got {len(job_of_image)}: missing {shown}")
+    image_probability = np.empty(len(gt.image_paths), dtype=np.float64)
+    point_image: list[int] = []
+    triples: list[tuple[float, float, float]] = []
+    for index in range(len(gt.image_paths)):
+        job = job_of_image[index]
+        path = job.output(LIKELIHOOD_SLUG).path
+        if not path.is_file():
+            raise InputError(f"{path}: output '{LIKELIHOOD_SLUG}' of job {job.pk} not found")
+        image_probability[index] = _number(read_json_file(path), str(path))
+        points = _read_points(job)
+        triples.extend(points)
+        point_image.extend([index] * len(points))
+    values = np.asarray(triples, dtype=np.float64).reshape(-1, 3)
+    return Submission("predictions.json", np.asarray(point_image, dtype=np.int64), values[:, 0].copy(),
+                      values[:, 1].copy(), values[:, 2].copy(), image_probability)
+
+
+@dataclass
+class HitTestInput:
+    """Everything stage 1 needs, picklable: objects and points grouped by image."""
+
+    objects: metrics.Objects
+    point_start: np.ndarray  # points of image i: positions point_start[i]:point_start[i+1] of the arrays below
+    point_index: np.ndarray  # global point number (file order)
+    point_image: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
+    polygon_rule: str
+
+
+def prepare_hit_tests(gt: GroundTruth, submission: Submission, polygon_rule: str) -> HitTestInput:
+    n_images = len(gt.image_paths)
+    objects = metrics.group_objects(gt.object_image, gt.object_type, gt.boxes, gt.vertex_start,
+                                    gt.vertices_x, gt.vertices_y, n_images)
+    order = np.argsort(submission.point_image, kind="stable")
+    image = submission.point_image[order]
+    return HitTestInput(objects, np.searchsorted(image, np.arange(n_images + 1)), order, image,
+                        submission.x[order], submission.y[order], polygon_rule)
+
+
+def block_ids(n_images: int) -> list[str]:
+    """Stage-1 case ids: blocks of IMAGES_PER_RECORD ground-truth images (`images-000001-004096`, 1-based)."""
+    return [f"images-{a + 1:06d}-{min(a + IMAGES_PER_RECORD, n_images):06d}"
+            for a in range(0, n_images, IMAGES_PER_RECORD)]
+
+
+def hit_record(data: HitTestInput, block_id: str) -> dict:
+    """Stage 1 for one block of images: the (point, object) pairs where a point lies inside an object (§3)."""
+    first, last = (int(v) for v in block_id.split("-")[1:])
+    start, stop = data.point_start[first - 1], data.point_start[last]
+    point, obj = metrics.hit_pairs(data.point_image[start:stop], data.x[start:stop], data.y[start:stop],
+                                   data.objects, data.polygon_rule)
+    return {"point": data.point_index[start + point].tolist(), "object": obj.tolist()}
+
+
+def _per_image(gt: GroundTruth, submission: Submission, hit_point: np.ndarray, hit_object: np.ndarray,
+               false_positive: np.ndarray) -> dict[str, dict]:
+    """metrics.json `case`: per ground-truth image its counts over all its points (not cut at the last level)."""
+    n = len(gt.image_paths)
+    known = submission.point_image >= 0
+    objects = np.bincount(gt.object_image, minlength=n)
+    points = np.bincount(submission.point_image[known], minlength=n)
+    fps = np.bincount(submission.point_image[known & false_positive], minlength=n)
+    detected = np.bincount(gt.object_image[np.unique(hit_object)], minlength=n)
+    columns = zip(gt.image_paths, objects.tolist(), submission.image_probability.tolist(), points.tolist(),
+                  detected.tolist(), fps.tolist())
+    return {path: {"n_objects": o, "probability": p, "n_points": k, "n_objects_hit": d, "n_false_positives": f}
+            for path, o, p, k, d, f in columns}
+
+
+def _roc(has_object: np.ndarray, probability: np.ndarray, use_sklearn: bool) -> metrics.RocResult:
+    result = metrics.roc_auc(has_object, probability)
+    if use_sklearn and not result.notes:
+        from sklearn.metrics import auc, roc_curve
+
+        fpr, tpr, _ = roc_curve(has_object, probability)
+        result = metrics.RocResult(fpr, tpr, float(auc(fpr, tpr)))
+    return result
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    started = time.perf_counter()
+    fps = parse_fps(args.fps)
+    shard = parse_shard(args.shard)
+    gt_path = args.ground_truth if args.ground_truth.is_file() else args.ground_truth / GROUND_TRUTH_FILE
+    gt = read_ground_truth(gt_path)
+    jobs = read_predictions_json(args.input)
+    submission = read_gc_predictions(jobs, gt) if jobs is not None else read_run_files(args.input, gt)
+
+    # stage 1: hit tests per block of images
+    data = prepare_hit_tests(gt, submission, args.polygon_rule)
+    records = compute_records(block_ids(len(gt.image_paths)), functools.partial(hit_record, data),
+                              workers=args.workers or 1, records=args.records, shard=shard,
+                              progress=not args.no_progress and sys.stderr.isatty(), description="image blocks")
+    if shard is not None:
+        print(f"shard {shard[0]}/{shard[1]}: {len(records)} record(s) written to {args.records}")
+        return 0
+
+    # stage 2: the official FROC walk, AUC, per-image counts, outputs
+    hit_point = np.concatenate([np.asarray(r["point"], dtype=np.int64) for r in records.values()] or [[]])
+    hit_object = np.concatenate([np.asarray(r["object"], dtype=np.int64) for r in records.values()] or [[]])
+    order = metrics.sort_by_probability(submission.probability)
+    false_positive_sorted, new_hits = metrics.walk_counts(order, hit_point, hit_object, gt.num_object)
+    froc = metrics.froc_levels(false_positive_sorted, new_hits, gt.num_image, gt.num_object, fps)
+    has_object = np.bincount(gt.object_image, minlength=len(gt.image_paths)) > 0
+    roc = _roc(has_object, submission.image_probability, args.sklearn_auc)
+    false_positive = np.empty_like(false_positive_sorted)
+    false_positive[order] = false_positive_sorted
+
+    aggregates = {"auc": roc.auc, "froc": froc.froc}
+    aggregates.update({level_key(f): s for f, s in zip(froc.fps, froc.sensitivities)})
+    meta = {
+        "challenge": "object-CXR",
+        "edition": "MIDL 2020",
+        "evaluator": "medchallenge.evaluators.object_cxr",
+        "version": __version__,
+        "options": {
+            "fps": froc.fps,
+            "polygon_rule": args.polygon_rule,
+            "auc": "scikit-learn" if args.sklearn_auc else "numpy, identical to scikit-learn roc_curve + auc",
+            "layout": submission.layout,
+        },
+        "counts": {
+            "images": len(gt.image_paths),
+            "ground_truth_lines": gt.num_image,
+            "objects": gt.num_object,
+            "points": int(len(order)),
+            "false_positives": int(np.count_nonzero(false_positive_sorted)),
+            "objects_hit": int(len(np.unique(hit_object))),
+        },
+        "froc_levels": [{"fp_per_image": f, "sensitivity": s, "reached": r}
+                        for f, s, r in zip(froc.fps, froc.sensitivities, froc.reached)],
+        "notes": gt.notes + submission.notes + froc.notes + roc.notes,
+    }
+    args.output.mkdir(parents=True, exist_ok=True)
+    write_metrics(args.output / "metrics.json", aggregates,
+                  _per_image(gt, submission, hit_point, hit_object, false_positive), meta)
+    if not args.no_plots:
+        from ..plots import plot_froc, plot_roc
+
+        rate, sensitivity = metrics.froc_curve(false_positive_sorted, new_hits, gt.num_image, gt.num_object)
+        plot_froc(args.output / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
+                  title=f"object-CXR FROC = {froc.froc:.4f} ({args.polygon_rule} polygons)",
+                  xlabel="false positives per image")
+        plot_roc(args.output / "roc.png", roc.fpr, roc.tpr, roc.auc, title="object-CXR ROC: foreign object present")
+    print(f"auc {roc.auc:.6f}  froc {froc.froc:.6f}  ({len(gt.image_paths)} images, {len(order)} points, "
+          f"{time.perf_counter() - started:.2f} s) -> {args.output / 'metrics.json'}")
+    return 0

@@ -1,0 +1,243 @@
+"""RibFrac 2020 evaluator: the official FROC detection score, classification F1s and Dice/IoU, number for number.
+
+Inputs (docs/metrics/ribfrac.md §1):
+  ground truth  `<pid>-label.nii.gz` instance masks + one CSV `public_id,label_id,label_code`
+  predictions   `<pid>.nii.gz` instance masks + one CSV `public_id,label_id,confidence,label_code` (official), or
+                grand-challenge's `predictions.json` with, per job, an instance image in
+                `images/rib-fracture-instances` and `rib-fracture-detections.json`.
+Stage 1 turns each case into a JSON record (overlaps, IoUs, detection rows, confusion matrix, voxel sums), in
+parallel; stage 2 aggregates the records into metrics.json, froc.png and confusion_matrix.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import __version__
+from ..contract import add_path_arguments, jobs_by_case, read_json_file, read_predictions_json
+from ..errors import InputError, report_errors
+from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..formats import ribfrac as formats
+from ..io import write_metrics
+from ..metrics import ribfrac as metrics
+
+log = logging.getLogger("medchallenge.ribfrac")
+
+INPUT_SLUG = "ct-image"
+INSTANCES_SLUG = "rib-fracture-instances"
+DETECTIONS_SLUG = "rib-fracture-detections"
+BRANCHES = ("master", "legacy")
+KEY_NAMES = ("recall_at_fp_0.5", "recall_at_fp_1", "recall_at_fp_2", "recall_at_fp_4", "recall_at_fp_8")
+LEGACY_KEYS = ("froc_average", *KEY_NAMES, "macro_f1")
+
+
+@dataclass(frozen=True)
+class CaseSource:
+    """Where one case's data is: both masks and the case's CSV/JSON rows (and where those rows came from)."""
+
+    gt_volume: Path
+    pred_volume: Path
+    gt_rows: tuple[formats.GTRow, ...]
+    pred_rows: tuple[formats.PredRow, ...]
+    pred_rows_source: str
+
+
+def evaluate_case(case_id: str, sources: dict[str, CaseSource]) -> dict:
+    """Stage 1 for one case: a plain JSON record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
+    source = sources[case_id]
+    gt = formats.read_label_volume(source.gt_volume)
+    pred = formats.read_label_volume(source.pred_volume)
+    if gt.shape != pred.shape:
+        raise InputError(f"case {case_id}: prediction {source.pred_volume.name} has shape {pred.shape}, ground truth "
+                         f"{source.gt_volume.name} has {gt.shape} (the official code fails an assert)")
+    match = metrics.match_instances(gt, pred)
+    del gt, pred
+    try:
+        rows = metrics.detection_rows(match, source.gt_rows, source.pred_rows)
+    except metrics.MissingPredictionRow as exc:
+        raise InputError(f"{source.pred_rows_source}: case {case_id}: {exc}") from None
+    matrix = metrics.confusion_matrix(rows, source.gt_rows)
+    gt_max_iou = match.iou.max(axis=1) if match.num_pred else np.zeros(match.num_gt)
+    hit_labels = {row["hit_label"] for row in rows}
+    return {
+        "num_gt": match.num_gt,
+        "num_pred": match.num_pred,
+        "detections": [
+            {**row, "voxels": int(match.pred_voxels[row["pred_label"] - 1]),
+             "overlap_voxels": int(match.overlap[row["hit_label"], row["pred_label"]]) if row["hit_label"] else 0}
+            for row in rows
+        ],
+        "ground_truth": [
+            {"label_id": label, "voxels": int(match.gt_voxels[label - 1]),
+             "max_iou": float(gt_max_iou[label - 1]), "hit": label in hit_labels}
+            for label in range(1, match.num_gt + 1)
+        ],
+        "confusion_matrix": matrix.tolist(),
+        "inter": match.inter, "union": match.union, "y_true": match.y_true, "y_pred": match.y_pred,
+    }
+
+
+def aggregate(records: dict[str, dict], branch: str = "master", tie_order: str = "numpy122") -> tuple[dict, dict]:
+    """Stage 2: (aggregates, details) from all case records (§3 FROC, §5 F1s, §6 Dice/IoU)."""
+    cases = list(records.values())
+    num_gt_total = sum(r["num_gt"] for r in cases)
+    fp, recall = metrics.froc_points([r["detections"] for r in cases], num_gt_total, len(cases))
+    key_recall = metrics.key_recalls(fp, recall, metrics.KEY_FPS, tie_order)
+    matrix = np.sum([np.asarray(r["confusion_matrix"], dtype=np.int64) for r in cases], axis=0) if cases \
+        else np.zeros((len(metrics.MATRIX_ROWS), len(metrics.MATRIX_COLUMNS)), dtype=np.int64)
+    f1 = metrics.f1_scores(matrix)
+    seg = metrics.segmentation_scores(*(sum(r[k] for r in cases) for k in ("inter", "union", "y_true", "y_pred")))
+    aggregates = {
+        "froc_average": float(np.mean(key_recall)),
+        **dict(zip(KEY_NAMES, key_recall)),
+        "max_recall": float(recall.max()),
+        "average_fp_at_max_recall": float(fp.max()),
+        **f1,
+        **seg,
+    }
+    if branch == "legacy":
+        aggregates = {key: aggregates[key] for key in LEGACY_KEYS}
+    details = {
+        "froc": {"thresholds": metrics.THRESHOLDS.tolist(), "fp": fp.tolist(), "recall": recall.tolist(),
+                 "key_fps": list(metrics.KEY_FPS), "key_recall": key_recall},
+        "confusion_matrix": {"rows": list(metrics.MATRIX_ROWS), "columns": list(metrics.MATRIX_COLUMNS),
+                             "data": matrix.tolist()},
+    }
+    return aggregates, details
+
+
+def _pick_case_ids(gt_ids: list[str], pred_ids: list[str], where: str) -> list[str]:
+    """§1: both sides must hold the same cases (the official code fails an assert)."""
+    missing = sorted(set(gt_ids) - set(pred_ids))
+    extra = sorted(set(pred_ids) - set(gt_ids))
+    if missing or extra:
+        parts = []
+        if missing:
+            parts.append(f"missing {len(missing)} case(s): {', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+        if extra:
+            parts.append(f"{len(extra)} case(s) not in the ground truth: {', '.join(extra[:10])}"
+                         f"{' ...' if len(extra) > 10 else ''}")
+        raise InputError(f"{where}: expected {len(gt_ids)} cases; " + "; ".join(parts))
+    return gt_ids
+
+
+def _gc_detections(job, where: str) -> list[formats.PredRow]:
+    socket = job.output(DETECTIONS_SLUG)
+    if socket.path.is_file():
+        return formats.parse_detections(read_json_file(socket.path), str(socket.path))
+    if socket.value is not None:
+        return formats.parse_detections(socket.value, f"{where}: job {job.pk} {DETECTIONS_SLUG}")
+    raise InputError(f"{socket.path}: not found (job {job.pk}, output '{DETECTIONS_SLUG}')")
+
+
+def collect_sources(input_dir: Path, gt_dir: Path) -> tuple[list[str], dict[str, CaseSource], str]:
+    """Case ids (sorted), each case's source, and the layout found ("files" or "grand-challenge")."""
+    gt_volumes = formats.list_volumes(gt_dir)
+    gt_csv = formats.read_gt_csv(formats.find_csv(gt_dir))
+    if not gt_volumes:
+        raise InputError(f"{gt_dir}: no ground-truth volumes (*-label.nii.gz)")
+    jobs = read_predictions_json(input_dir)
+    sources: dict[str, CaseSource] = {}
+    if jobs is None:
+        layout = "files"
+        pred_volumes = formats.list_volumes(input_dir)
+        pred_csv_path = formats.find_csv(input_dir)
+        pred_csv = formats.read_pred_csv(pred_csv_path)
+        case_ids = _pick_case_ids(list(gt_volumes), list(pred_volumes), str(input_dir))
+        for case_id in case_ids:
+            sources[case_id] = CaseSource(gt_volumes[case_id], pred_volumes[case_id],
+                                          tuple(gt_csv.get(case_id, ())), tuple(pred_csv.get(case_id, ())),
+                                          str(pred_csv_path))
+    else:
+        layout = "grand-challenge"
+        where = str(input_dir / "predictions.json")
+        by_name = jobs_by_case(jobs, INPUT_SLUG)
+        by_case = {}
+        for name, job in by_name.items():
+            case_id = formats.case_id_from_gc_image_name(name)
+            if case_id in by_case:
+                raise InputError(f"{where}: case {case_id} appears in jobs {by_case[case_id].pk} and {job.pk}")
+            by_case[case_id] = job
+        case_ids = _pick_case_ids(list(gt_volumes), list(by_case), where)
+        for case_id in case_ids:
+            job = by_case[case_id]
+            detections = _gc_detections(job, where)
+            sources[case_id] = CaseSource(gt_volumes[case_id], job.output(INSTANCES_SLUG).image_file(),
+                                          tuple(gt_csv.get(case_id, ())), tuple(detections),
+                                          str(job.output(DETECTIONS_SLUG).path))
+    return case_ids, sources, layout
+
+
+NOTES = [
+    "IoU per prediction is the official connected-component IoU (§2): touching objects share one component.",
+    "FROC points are sorted by fp with the tie order named in options.tie_order; numpy122 reproduces the "
+    "official run (numpy 1.22 quicksort), whatever numpy is installed.",
+    "Labels must be 0..255 and every prediction mask label 1..max needs a row; CSV label codes must be -1..4 and "
+    "a folder must hold exactly one CSV: where the official code crashes, wraps or picks arbitrarily, this "
+    "evaluator stops with one error line instead.",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evaluate.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_path_arguments(parser, "input", "ground_truth", "output")
+    add_evaluation_arguments(parser)
+    parser.add_argument("--branch", choices=BRANCHES, default="master",
+                        help="official code version: master (online evaluation, default: all metrics) or legacy "
+                             "(MICCAI 2020 ranking: FROC and overall macro F1 only; same numbers)")
+    parser.add_argument("--tie-order", choices=metrics.TIE_ORDERS, default="numpy122",
+                        help="order of FROC points with equal fp: numpy122 (official, default) or stable")
+    parser.add_argument("--no-plots", action="store_true", help="do not write froc.png and confusion_matrix.png")
+    return parser
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    shard = parse_shard(args.shard)
+    if shard is not None and args.records is None:
+        raise InputError("--shard needs --records (the folder where shards leave their records)")
+    case_ids, sources, layout = collect_sources(args.input, args.ground_truth)
+    log.info("ribfrac: %d cases (%s layout)", len(case_ids), layout)
+    records = compute_records(case_ids, functools.partial(evaluate_case, sources=sources), workers=args.workers,
+                              records=args.records, shard=shard, progress=not args.no_progress,
+                              description="ribfrac")
+    if shard is not None:
+        log.info("shard %d/%d: %d records in %s", *shard, len(records), args.records)
+        return 0
+    aggregates, details = aggregate(records, args.branch, args.tie_order)
+    meta = {
+        "challenge": "MICCAI 2020 RibFrac - Rib Fracture Detection and Classification", "edition": 2020,
+        "evaluator": "medchallenge.evaluators.ribfrac", "evaluator_version": __version__,
+        "options": {"branch": args.branch, "tie_order": args.tie_order, "layout": layout},
+        "n_cases": len(case_ids), "notes": NOTES, **details,
+    }
+    output = args.output / "metrics.json"
+    write_metrics(output, aggregates, records, meta)
+    if not args.no_plots:
+        write_plots(args.output, details)
+    for key, value in aggregates.items():
+        log.info("%-26s %.6f", key, value)
+    return 0
+
+
+def write_plots(folder: Path, details: dict) -> None:
+    """froc.png (sensitivity vs FP per scan, log x, key points) and confusion_matrix.png beside metrics.json."""
+    from ..plots import plot_confusion_matrix, plot_froc
+
+    froc = details["froc"]
+    # points with no false positive at all sit at fp = 1e-8/(n+1e-8): leave them off the log axis
+    order = [i for i in np.lexsort((froc["recall"], froc["fp"])) if froc["fp"][i] > 1e-6]
+    plot_froc(folder / "froc.png", [froc["fp"][i] for i in order], [froc["recall"][i] for i in order],
+              froc["key_fps"], froc["key_recall"], title="RibFrac FROC (detection)", interpolation="linear")
+    matrix = details["confusion_matrix"]
+    plot_confusion_matrix(folder / "confusion_matrix.png", matrix["data"], matrix["rows"], matrix["columns"],
+                          title="RibFrac classification", xlabel="ground truth", ylabel="prediction")

@@ -1,0 +1,214 @@
+"""RibFrac 2020 file formats: instance-mask folders, the info/prediction CSVs, GC detections JSON.
+
+Spec: docs/metrics/ribfrac.md §1 (inputs). Volumes are returned as uint8 arrays in the official (nibabel) axis order
+(x, y, z): a transposed, Fortran-ordered view of the (z, y, x) array SimpleITK reads, so no voxel is copied.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+
+# §1: label_code -> class name; any other code is an error here (NaN -> KeyError crash in the official code).
+LABEL_CODES = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
+GT_COLUMNS = ("public_id", "label_id", "label_code")
+PRED_COLUMNS = ("public_id", "label_id", "confidence", "label_code")
+MAX_LABEL = 255  # the official code casts to uint8; larger labels would wrap (§7), we refuse them
+VOLUME_SUFFIX = re.compile(r"\.nii(\.gz)?$")
+_CASE_ID_NOISE = re.compile(r"(\.nii)|(\.gz)|(-label)")
+
+
+@dataclass(frozen=True)
+class GTRow:
+    """One row of the ground-truth info CSV (for one case)."""
+
+    label_id: int
+    label_code: int
+
+
+@dataclass(frozen=True)
+class PredRow:
+    """One row of the prediction CSV or of a GC detections JSON (for one case)."""
+
+    label_id: int
+    confidence: float
+    label_code: int
+
+
+def case_id_from_filename(name: str) -> str:
+    """§1: the basename with every `.nii`, `.gz` and `-label` removed (`RibFrac1-label.nii.gz` -> `RibFrac1`)."""
+    return _CASE_ID_NOISE.sub("", os.path.basename(name))
+
+
+def case_id_from_gc_image_name(name: str) -> str:
+    """A GC input image's upload name -> case id: `RibFrac501-image.nii.gz` -> `RibFrac501`."""
+    from ..contract import strip_image_suffix
+
+    stem = strip_image_suffix(os.path.basename(name))
+    return case_id_from_filename(stem.removesuffix("-image"))
+
+
+def list_volumes(folder: Path) -> dict[str, Path]:
+    """§1: case id -> `.nii`/`.nii.gz` file of a folder (sorted by path); two files with one id are an error."""
+    if not folder.is_dir():
+        raise InputError(f"{folder}: not a folder")
+    volumes: dict[str, Path] = {}
+    for path in sorted(p for p in folder.iterdir() if VOLUME_SUFFIX.search(p.name) and p.is_file()):
+        case_id = case_id_from_filename(path.name)
+        if case_id in volumes:
+            raise InputError(f"{folder}: case {case_id} has two volumes: {volumes[case_id].name} and {path.name}")
+        volumes[case_id] = path
+    return volumes
+
+
+def find_csv(folder: Path) -> Path:
+    """§1: the folder's one `.csv` file (the official code takes the first in directory order; we need exactly one)."""
+    found = sorted(p for p in folder.iterdir() if p.name.endswith(".csv") and p.is_file())
+    if len(found) != 1:
+        names = ", ".join(p.name for p in found) or "none"
+        raise InputError(f"{folder}: expected exactly one .csv file, found {len(found)} ({names})")
+    return found[0]
+
+
+def _parse_int(text: str, what: str, where: str) -> int:
+    try:
+        value = float(text)
+    except ValueError:
+        raise InputError(f"{where}: {what} {text!r} is not a number") from None
+    if not math.isfinite(value) or value != int(value):
+        raise InputError(f"{where}: {what} {text!r} is not an integer")
+    return int(value)
+
+
+def parse_label_code(value: object, where: str) -> int:
+    """A label code from CSV text or JSON; it must be one of -1, 0, 1, 2, 3, 4."""
+    code = _parse_int(str(value), "label_code", where) if not isinstance(value, bool) else None
+    if code not in LABEL_CODES:
+        raise InputError(f"{where}: label_code {value!r} is not one of -1, 0, 1, 2, 3, 4")
+    return code
+
+
+def parse_label_id(value: object, where: str) -> int:
+    """A label id: an integer 0..255."""
+    label = _parse_int(str(value), "label_id", where) if not isinstance(value, bool) else -1
+    if not 0 <= label <= MAX_LABEL:
+        raise InputError(f"{where}: label_id {value!r} is not an integer in 0..{MAX_LABEL}")
+    return label
+
+
+def parse_confidence(value: object, where: str) -> float:
+    """A finite confidence (used as-is, no clipping: §1)."""
+    try:
+        confidence = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        confidence = math.nan
+    if isinstance(value, bool) or not math.isfinite(confidence):
+        raise InputError(f"{where}: confidence {value!r} is not a finite number")
+    return confidence
+
+
+def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            reader = csv.DictReader(handle)
+            header = [name.strip() for name in reader.fieldnames or []]
+            missing = [c for c in columns if c not in header]
+            if missing:
+                raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)} (need {','.join(columns)})")
+            reader.fieldnames = header
+            rows = []
+            for row in reader:
+                if not any((value or "").strip() for value in row.values() if isinstance(value, str)):
+                    continue
+                for column in columns:
+                    if row.get(column) is None:
+                        raise InputError(f"{path}: line {reader.line_num}: missing value for {column}")
+                rows.append((reader.line_num, {c: row[c].strip() for c in columns}))
+            return rows
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except (csv.Error, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+
+
+def read_gt_csv(path: Path) -> dict[str, list[GTRow]]:
+    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept)."""
+    table: dict[str, list[GTRow]] = {}
+    for line, row in _read_csv(path, GT_COLUMNS):
+        where = f"{path}: line {line}"
+        table.setdefault(row["public_id"], []).append(
+            GTRow(parse_label_id(row["label_id"], where), parse_label_code(row["label_code"], where)))
+    return table
+
+
+def read_pred_csv(path: Path) -> dict[str, list[PredRow]]:
+    """The prediction CSV `public_id,label_id,confidence,label_code` -> rows per case (duplicates kept: §7)."""
+    table: dict[str, list[PredRow]] = {}
+    for line, row in _read_csv(path, PRED_COLUMNS):
+        where = f"{path}: line {line}"
+        table.setdefault(row["public_id"], []).append(PredRow(
+            parse_label_id(row["label_id"], where),
+            parse_confidence(row["confidence"], where),
+            parse_label_code(row["label_code"], where),
+        ))
+    return table
+
+
+def parse_detections(document: object, where: str) -> list[PredRow]:
+    """GC `rib-fracture-detections` value `{"detections": [{"label_id", "confidence", "label_code"}, ...]}`."""
+    if not isinstance(document, dict) or not isinstance(document.get("detections"), list):
+        raise InputError(f"{where}: expected an object with a list 'detections'")
+    rows = []
+    for index, item in enumerate(document["detections"]):
+        here = f"{where}: detections[{index}]"
+        if not isinstance(item, dict) or any(k not in item for k in ("label_id", "confidence", "label_code")):
+            raise InputError(f"{here}: expected an object with label_id, confidence, label_code")
+        rows.append(PredRow(parse_label_id(item["label_id"], here), parse_confidence(item["confidence"], here),
+                            parse_label_code(item["label_code"], here)))
+    return rows
+
+
+class _ImagePixels:
+    """Exposes a SimpleITK image's pixel buffer to numpy and keeps the image alive as the array's base.
+
+    (`sitk.GetArrayViewFromImage` alone does not keep the image alive, `GetArrayFromImage` copies.)
+    """
+
+    def __init__(self, image: object, view: np.ndarray) -> None:
+        self.image = image
+        self.__array_interface__ = view.__array_interface__
+
+
+def read_label_volume(path: Path) -> np.ndarray:
+    """Read an instance-label volume in its stored integer type and return it as uint8 in (x, y, z) order.
+
+
+    §1: the official code casts to uint8 (labels modulo 256, fractions truncated). Fractions are truncated here
+    too; labels outside 0..255 are refused (they would wrap), as is anything that is not one 3-D channel.
+    """
+    import SimpleITK as sitk
+
+    try:
+        image = sitk.ReadImage(str(path))
+    except RuntimeError as exc:
+        detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
+        raise InputError(f"{path}: cannot read image ({detail})") from None
+    if image.GetNumberOfComponentsPerPixel() != 1 or image.GetDimension() != 3:
+        raise InputError(f"{path}: expected a 3-D single-channel label volume, got {image.GetDimension()}-D "
+                         f"with {image.GetNumberOfComponentsPerPixel()} component(s)")
+    zyx = sitk.GetArrayViewFromImage(image)
+    if zyx.dtype == np.uint8:
+        return np.asarray(_ImagePixels(image, zyx)).T
+    low, high = (zyx.min(), zyx.max()) if zyx.size else (0, 0)
+    if low < 0 or high >= MAX_LABEL + 1:
+        raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} (the official code would wrap them "
+                         f"modulo 256), found {low}..{high}")
+    return zyx.astype(np.uint8).T

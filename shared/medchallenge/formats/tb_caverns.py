@@ -1,0 +1,126 @@
+"""ImageCLEF 2022 TB caverns file formats: ground-truth box CSV, id list, run file, GC box JSON.
+
+Spec: docs/metrics/tb-caverns-2022.md §1; the run-file rules of the task page (seed 000).
+Inputs the official code crashed on (header or blank line in a run file, non-integer coordinates, short rows) are
+errors naming the line; rules the task page states but the official metric never checked (ordered corners, known
+file names) are warnings, or errors with `strict=True`.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+
+Box = tuple[int, int, int, int, int, int]
+
+
+def _read_rows(path: Path) -> list[list[str]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            return list(csv.reader(handle, delimiter=",", quoting=csv.QUOTE_NONE))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror})") from None
+    except (UnicodeDecodeError, csv.Error) as exc:
+        raise InputError(f"{path}: not a UTF-8 CSV file ({exc})") from None
+
+
+def _parse_box(path: Path, line: int, row: list[str]) -> Box:
+    if len(row) < 7:
+        raise InputError(f"{path}: line {line}: expected a file name and 6 coordinates, found {len(row)} fields")
+    try:
+        return tuple(int(value) for value in row[1:7])  # type: ignore[return-value]
+    except ValueError:
+        raise InputError(f"{path}: line {line}: coordinates must be integers, got {','.join(row[1:7])!r}") from None
+
+
+def read_gt_boxes(path: Path) -> dict[str, list[Box]]:
+    """§1: ground-truth boxes by file name (`id` + `.nii.gz`), rows in file order; the header line is skipped."""
+    boxes: dict[str, list[Box]] = {}
+    for line, row in enumerate(_read_rows(path)[1:], start=2):
+        if not row:
+            raise InputError(f"{path}: line {line}: blank line")
+        boxes.setdefault(row[0] + ".nii.gz", []).append(_parse_box(path, line, row))
+    return boxes
+
+
+def read_all_ids(path: Path) -> list[str]:
+    """§1: the id list, first field of each row verbatim (with `.nii.gz`), duplicates collapsed, no header."""
+    ids: dict[str, None] = {}
+    for line, row in enumerate(_read_rows(path), start=1):
+        if not row:
+            raise InputError(f"{path}: line {line}: blank line")
+        ids.setdefault(row[0], None)
+    if not ids:
+        raise InputError(f"{path}: the id list is empty (the official score divides by its length)")
+    return list(ids)
+
+
+@dataclass
+class RunFile:
+    """Predicted boxes by file name in file order, and the rule violations that were only warnings."""
+
+    boxes: dict[str, list[Box]] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+
+
+def _check_seed_rules(where: str, name: str, box: Box, known_ids: set[str] | None, strict: bool, run: RunFile) -> None:
+    problems = []
+    if not (box[0] < box[3] and box[1] < box[4] and box[2] < box[5]):
+        problems.append("corners must be ordered X1<X2, Y1<Y2, Z1<Z2 (the official metric scores such a box IoU 0)")
+    if known_ids is not None and name not in known_ids:
+        problems.append(f"unknown file name {name!r} (the official metric ignores its boxes)")
+    for problem in problems:
+        if strict:
+            raise InputError(f"{where}: {problem}")
+        run.warnings.append(f"{where}: {problem}")
+
+
+def read_run_file(path: Path, known_ids: set[str] | None = None, strict: bool = False) -> RunFile:
+    """A submission: `<file name>,X1,Y1,Z1,X2,Y2,Z2` per line, no header, no blank lines; several lines per case."""
+    run = RunFile()
+    for line, row in enumerate(_read_rows(path), start=1):
+        where = f"{path}: line {line}"
+        if not row:
+            raise InputError(f"{where}: blank line (the run file must have none)")
+        if line == 1 and len(row) >= 2 and not row[1].strip().lstrip("-").isdigit():
+            raise InputError(f"{where}: looks like a header; the run file must have none")
+        box = _parse_box(path, line, row)
+        if len(row) > 7:
+            run.warnings.append(f"{where}: {len(row) - 7} extra field(s) ignored")
+        _check_seed_rules(where, row[0], box, known_ids, strict, run)
+        run.boxes.setdefault(row[0], []).append(box)
+    return run
+
+
+def read_box_json(path: Path, case_name: str, known_ids: set[str] | None = None, strict: bool = False,
+                  run: RunFile | None = None) -> RunFile:
+    """One GC job's `tb-cavern-boxes.json` (`{"boxes": [{"voxel_bbox": [6 ints], ...}]}`), added to `run`."""
+    run = run if run is not None else RunFile()
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read ({exc.strerror}) for case {case_name}") from None
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    entries = document.get("boxes") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise InputError(f"{path}: expected an object with a list 'boxes' (case {case_name})")
+    for index, entry in enumerate(entries):
+        where = f"{path}: boxes[{index}]"
+        bbox = entry.get("voxel_bbox") if isinstance(entry, dict) else None
+        if not (isinstance(bbox, list) and len(bbox) == 6 and all(type(v) is int for v in bbox)):
+            raise InputError(f"{where}: voxel_bbox must be a list of 6 integers")
+        box: Box = tuple(bbox)  # type: ignore[assignment]
+        _check_seed_rules(where, case_name, box, known_ids, strict, run)
+        run.boxes.setdefault(case_name, []).append(box)
+    run.boxes.setdefault(case_name, [])
+    return run
+
+
+def write_run_file_line(name: str, box: Box) -> str:
+    """One run-file line."""
+    return f"{name}," + ",".join(str(int(v)) for v in box)

@@ -1,0 +1,278 @@
+"""ImageCLEFmed Caption 2021/2022 metrics: per-image concept F1, caption BLEU and ROUGE-1, as the official code did.
+
+Pure functions over plain Python values. Section references (`2022 §A`, `2021 §B` ...) point to
+docs/metrics/imageclef-caption-2022.md and imageclef-caption-2021.md. Nothing here imports NLTK or rouge-score:
+the three pieces of them that the official scorers use are re-implemented for the inputs they can receive
+(text without ASCII punctuation) and tested against those libraries. The one exception is the 2021 Snowball stemmer,
+which `snowball_stemmer()` imports from NLTK on first use (it needs no NLTK data).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import math
+import re
+import string
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from importlib import resources
+
+EDITIONS = ("2021", "2022")
+
+STOPWORDS_FILE = "nltk-english-stopwords-179.txt"
+STOPWORDS_SHA256 = "019f104ba2ed07436d05f9cdd3383034ad66014edc27fc651f837e1a038b6451"
+
+# ---------------------------------------------------------------------------------------------------------------
+# Concept detection
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def binary_f1(true_positives: int, false_positives: int, false_negatives: int) -> float:
+    """scikit-learn's binary F1 arithmetic (2022 §A Score, 2021 §A): p = tp/(tp+fp), r = tp/(tp+fn),
+    F = ((2.0*p)*r)/(p+r), and 0.0 when tp = 0 (zero_division "warn")."""
+    if true_positives == 0:
+        return 0.0
+    precision = true_positives / (true_positives + false_positives)
+    recall = true_positives / (true_positives + false_negatives)
+    return ((2.0 * precision) * recall) / (precision + recall)
+
+
+def set_f1(ground_truth: Iterable[str], prediction: Iterable[str]) -> float:
+    """F1 between two concept collections compared as sets (y_true/y_pred over their sorted union)."""
+    truth, predicted = set(ground_truth), set(prediction)
+    tp = len(truth & predicted)
+    return binary_f1(tp, len(predicted) - tp, len(truth) - tp)
+
+
+def concept_f1_2022(ground_truth: Sequence[str], prediction: Sequence[str]) -> float:
+    """Per-image F1, 2022 (§A Score). Both are tuples of stripped concept strings as the 2022 reader makes them:
+    `()` for a run line `id`, `('',)` for `id|` or an empty ground truth. Comparison is case-insensitive
+    (`str.upper`); the empty string is a concept like any other, so an empty GT matched by `id|` scores 1.
+    The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one element), so every image counts."""
+    return set_f1((c.upper() for c in ground_truth), (c.upper() for c in prediction))
+
+
+def concept_f1_2021(ground_truth: str, prediction: str) -> float | None:
+    """Per-image F1, 2021 (2021 §A, the 2018 organiser code). Both are the raw concept field (`''` for a line with
+    the id only). The whole string is upper-cased; blank -> no concepts, else split on ';' WITHOUT stripping
+    (`"C1; C2"` holds `" C2"`). Returns None for an empty ground truth: that image is excluded from the mean."""
+    truth = ground_truth.upper()
+    predicted = prediction.upper()
+    if truth.strip() == "":
+        return None
+    predicted_concepts = [] if predicted.strip() == "" else predicted.split(";")
+    return set_f1(truth.split(";"), predicted_concepts)
+
+
+def secondary_concept_f1(ground_truth: Sequence[str], prediction: Sequence[str],
+                         concept_subset: frozenset[str]) -> float | None:
+    """Secondary F1 of one image (2022 §A Secondary score, the organisers' later definition): ground truth (the
+    manually validated concepts) and prediction both restricted to `concept_subset` (upper-case CUIs), compared
+    case-insensitively. None when the restricted ground truth is empty: the image is skipped."""
+    truth = {c.upper() for c in ground_truth} & concept_subset
+    if not truth:
+        return None
+    return set_f1(truth, {c.upper() for c in prediction} & concept_subset)
+
+
+def mean_over_counted(scores: Iterable[float | None], denominator: int) -> float | None:
+    """Σ scores (in the given order, float additions from 0) / (denominator - number of None scores): the official
+    aggregation for concept F1 (2022: denominator len(GT), no None; 2021: empty-GT images are None and excluded).
+    None when nothing is counted (the official code would divide by zero)."""
+    total = 0.0
+    for score in scores:
+        if score is None:
+            denominator -= 1
+        else:
+            total += score
+    return total / denominator if denominator > 0 else None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Caption pre-processing (2022 §B Preprocessing, 2021 §B steps 1-5)
+# ---------------------------------------------------------------------------------------------------------------
+
+ASCII_PUNCTUATION_DELETION = str.maketrans("", "", string.punctuation)
+
+# NLTK's NLTKWordTokenizer (Treebank rules, behind nltk.word_tokenize) on text WITHOUT ASCII punctuation: the only
+# rules that can still fire pad the Unicode quotes « “ ‘ „ » ” ’ and the dashes U+2012-U+2015 with spaces and split
+# six contractions; Punkt's sentence split is a no-op without . ? ! (2022 §B step 3).
+_TREEBANK_PADDED = re.compile("[«“‘„»”’\u2012-\u2015]")
+_TREEBANK_CONTRACTIONS = re.compile(
+    r"(?i)\b(can)(not)\b|\b(gim)(me)\b|\b(gon)(na)\b|\b(got)(ta)\b|\b(lem)(me)\b|\b(wan)(na)(?=\s)"
+)
+
+
+def _split_contraction(match: re.Match) -> str:
+    last = match.lastindex
+    return f" {match[last - 1]} {match[last]} "
+
+
+def treebank_tokenize(text: str) -> list[str]:
+    """`nltk.word_tokenize(text)` for text from which the 32 ASCII punctuation characters were deleted (2022 §B
+    step 3): "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace -> two tokens,
+    Unicode quotes and figure/en/em dashes become tokens of their own; whitespace splits as `str.split()`."""
+    if _ASCII_PUNCTUATION.search(text):
+        raise ValueError("treebank_tokenize expects text without ASCII punctuation")
+    return _treebank_tokens(text)
+
+
+_ASCII_PUNCTUATION = re.compile("[" + re.escape(string.punctuation) + "]")
+
+
+def _treebank_tokens(text: str) -> list[str]:
+    text = _TREEBANK_PADDED.sub(r" \g<0> ", text)
+    text = _TREEBANK_CONTRACTIONS.sub(_split_contraction, " " + text + " ")
+    return text.split()
+
+
+@functools.cache
+def load_stopwords() -> frozenset[str]:
+    """NLTK's 179-word English stop-word list as the 2021/2022 evaluators used it (2022 §B step 4), read from the
+    package data and checked against its sha256 (the list NLTK downloads today has 198 words)."""
+    data = resources.files("medchallenge").joinpath("data", STOPWORDS_FILE).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != STOPWORDS_SHA256:
+        raise RuntimeError(f"medchallenge/data/{STOPWORDS_FILE}: sha256 {digest} is not the expected "
+                           f"{STOPWORDS_SHA256}; reinstall the medchallenge package")
+    words = frozenset(data.decode("utf-8").split())
+    if len(words) != 179:
+        raise RuntimeError(f"medchallenge/data/{STOPWORDS_FILE}: expected 179 words, found {len(words)}")
+    return words
+
+
+def snowball_stemmer() -> Callable[[str], str]:
+    """NLTK's English Snowball (Porter2) stemmer, `SnowballStemmer("english").stem` (2021 §B step 5), memoised.
+    Constructed with ignore_stopwords=False, so it reads no NLTK data. Importing NLTK costs about a second, which
+    is why only the 2021 edition pays it."""
+    return _snowball_stem
+
+
+@functools.lru_cache(maxsize=None)
+def _snowball_stem(word: str) -> str:
+    return _nltk_snowball().stem(word)
+
+
+@functools.cache
+def _nltk_snowball():
+    from nltk.stem.snowball import SnowballStemmer
+
+    return SnowballStemmer("english")
+
+
+def preprocess_caption(text: str, stopwords: frozenset[str],
+                       stem: Callable[[str], str] | None = None) -> list[str]:
+    """The official caption pre-processing (2022 §B steps 1-5, 2021 §B steps 1-5): `str.lower()`, delete the
+    ASCII punctuation without inserting spaces ("x-ray" -> "xray", "3.5" -> "35"), Treebank word tokens, drop
+    tokens whose lower-case form is a stop word, then `stem` each token when given (2021: Snowball; 2022: none)."""
+    tokens = _treebank_tokens(text.lower().translate(ASCII_PUNCTUATION_DELETION))
+    tokens = [token for token in tokens if token.lower() not in stopwords]
+    if stem is not None:
+        tokens = [stem(token) for token in tokens]
+    return tokens
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# BLEU (2022 §B BLEU per image; 2021 §B step 6)
+# ---------------------------------------------------------------------------------------------------------------
+
+BLEU_MAX_ORDER = 4
+BLEU_WEIGHT = 0.25
+
+
+def _ngrams(tokens: Sequence[str], n: int):
+    return tokens if n == 1 else zip(*(tokens[i:] for i in range(n)))
+
+
+def _clipped_matches(reference: Sequence[str], hypothesis: Sequence[str], n: int) -> int:
+    """Σ over the hypothesis n-grams g of min(count_hyp(g), count_ref(g))."""
+    remaining = Counter(_ngrams(reference, n))
+    matches = 0
+    for gram in _ngrams(hypothesis, n):
+        if remaining[gram] > 0:
+            remaining[gram] -= 1
+            matches += 1
+    return matches
+
+
+def sentence_bleu(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
+    """NLTK's `sentence_bleu([reference], hypothesis)` with weights (0.25,)*4 and no smoothing (method0):
+    clipped n-gram counts num_n over den_n = max(1, len(hyp)-n+1); 0 when no unigram matches; a zero num_n
+    (n > 1) enters as sys.float_info.min, so short or 4-gram-less candidates get tiny non-zero scores (~1e-77);
+    brevity penalty 1 if c > r else exp(1 - r/c); BLEU = BP * exp(fsum(0.25*log(p_n)))."""
+    hyp_len, ref_len = len(hypothesis), len(reference)
+    log_precisions = []
+    matches = 1
+    for n in range(1, BLEU_MAX_ORDER + 1):
+        # no (n-1)-gram in common -> no n-gram in common either
+        matches = _clipped_matches(reference, hypothesis, n) if matches and hyp_len >= n else 0
+        if n == 1 and matches == 0:
+            return 0.0
+        precision = matches / max(1, hyp_len - n + 1) if matches else sys.float_info.min
+        log_precisions.append(BLEU_WEIGHT * math.log(precision))
+    brevity_penalty = 1.0 if hyp_len > ref_len else math.exp(1 - ref_len / hyp_len)
+    return brevity_penalty * math.exp(math.fsum(log_precisions))
+
+
+def caption_bleu(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
+    """Per-image BLEU of the official evaluators: 1 when both token lists are empty, else `sentence_bleu`."""
+    if not reference and not hypothesis:
+        return 1.0
+    return sentence_bleu(reference, hypothesis)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# ROUGE-1 (2022 §B ROUGE-1 per image)
+# ---------------------------------------------------------------------------------------------------------------
+
+_ROUGE_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
+
+
+def rouge_tokenize(text: str) -> list[str]:
+    """rouge-score 0.1.2's default tokeniser without stemmer: lower(), every run outside [a-z0-9] -> one space,
+    split; so non-ASCII letters (µ, é) and Unicode punctuation vanish or split words."""
+    return _ROUGE_NON_ALPHANUMERIC.sub(" ", text.lower()).split()
+
+
+def rouge1_fmeasure(target: str, prediction: str) -> float:
+    """rouge-score's `RougeScorer(['rouge1']).score(target, prediction)['rouge1'].fmeasure`: unigram multisets,
+    overlap = Σ min counts, P = overlap/max(|pred|,1), R = overlap/max(|target|,1), F = 2*P*R/(P+R) or 0.0."""
+    target_counts = Counter(rouge_tokenize(target))
+    prediction_counts = Counter(rouge_tokenize(prediction))
+    overlap = sum(min(count, prediction_counts[gram]) for gram, count in target_counts.items())
+    precision = overlap / max(sum(prediction_counts.values()), 1)
+    recall = overlap / max(sum(target_counts.values()), 1)
+    if precision + recall > 0:
+        return 2 * precision * recall / (precision + recall)
+    return 0.0
+
+
+def caption_rouge1(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
+    """Per-image ROUGE-1 F of the 2022 evaluator: tokens joined by spaces; 1 when both joined strings are empty,
+    else `rouge1_fmeasure(reference, hypothesis)` (a non-empty caption that rouge tokenises to nothing gives 0)."""
+    target, prediction = " ".join(reference), " ".join(hypothesis)
+    if not target and not prediction:
+        return 1.0
+    return rouge1_fmeasure(target, prediction)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Caption aggregates
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def sum_then_divide(scores: Iterable[float], denominator: int) -> float:
+    """Primary caption score (2022 §B, 2021 §B): Σ per-image BLEU in submission order, divided by len(GT)."""
+    total = 0.0
+    for score in scores:
+        total += score
+    return total / denominator
+
+
+def numpy_mean(scores: Sequence[float]) -> float:
+    """2022 ROUGE-1 aggregate: `np.mean(list_of_F)` (numpy's pairwise summation, bit for bit)."""
+    import numpy as np
+
+    return float(np.mean(np.asarray(scores, dtype=np.float64)))

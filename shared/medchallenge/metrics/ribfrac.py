@@ -1,0 +1,411 @@
+"""RibFrac 2020 metrics as pure functions, number for number with the official evaluation.
+
+Every function cites the section of docs/metrics/ribfrac.md (the spec of `M3DV/RibFrac-Challenge`
+`ribfrac/evaluation.py`, master afc4060 / legacy b011e16) that it implements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+# §1: label codes -> classes
+LABEL_CODES = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
+# §4: rows = predicted class (+ FN), columns = ground-truth class (+ FP, Ignore)
+MATRIX_ROWS = ("Buckle", "Displaced", "Nondisplaced", "Segmental", "FN")
+MATRIX_COLUMNS = ("Buckle", "Displaced", "Nondisplaced", "Segmental", "FP", "Ignore")
+# §3: the 100 thresholds exactly as numpy produces them, the hit criterion and the key FP levels
+THRESHOLDS = np.arange(0, 1, 0.01)
+HIT_IOU = 0.2
+KEY_FPS = (0.5, 1, 2, 4, 8)
+EPS = 1e-8
+TIE_ORDERS = ("numpy122", "stable")
+
+
+@dataclass
+class InstanceMatch:
+    """§2: the per-case quantities of `evaluate_single_prediction`.
+
+    `iou[g-1, p-1]` is the official connected-component IoU (num_gt x num_pred); `max_iou`/`hit_label` per
+    prediction label 1..num_pred; `gt_voxels`/`pred_voxels` per label; `overlap[g, p]` voxel counts of the joint
+    label histogram (index 0 = background); `inter`, `union`, `y_true`, `y_pred` are the segmentation sums.
+    """
+
+    num_gt: int
+    num_pred: int
+    iou: np.ndarray
+    max_iou: np.ndarray
+    hit_label: np.ndarray
+    gt_voxels: np.ndarray
+    pred_voxels: np.ndarray
+    overlap: np.ndarray
+    inter: int
+    union: int
+    y_true: int
+    y_pred: int
+
+
+def _memory_view(volume: np.ndarray) -> tuple[np.ndarray, bool]:
+    """A C-contiguous view of `volume` and whether its axes are reversed relative to `volume`."""
+    if volume.flags.c_contiguous:
+        return volume, False
+    if volume.flags.f_contiguous:
+        return volume.T, True
+    return np.ascontiguousarray(volume), False
+
+
+def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
+    """§2: IoU by connected components of the overlap, as the official code computes it.
+
+    `gt` and `pred` are uint8 instance-label volumes of equal shape in the official axis order (as nibabel
+    returns them); "first voxel" means first in C order of these arrays, whatever their memory layout.
+    Number of objects = max label (§1). For every 26-connected component R of (gt>0)&(pred>0), with anchor
+    a = its first voxel: iou[gt[a]-1, pred[a]-1] = |R| / (|26-connected component of (gt>0)|(pred>0) at a| + 1e-8),
+    later components (in anchor order = skimage's regionprops order) overwriting earlier ones. Per prediction
+    j: max_iou = max_i iou[i, j], hit_label = first argmax + 1, or 0 where max_iou == 0. When either volume is
+    empty no IoU is computed (§2 cases 1 and 2). Work is done on foreground voxels (joint bincount) and inside
+    the foreground's bounding box (cc3d), never on float copies.
+    """
+    if gt.shape != pred.shape:
+        raise ValueError(f"shape mismatch: ground truth {gt.shape}, prediction {pred.shape}")
+    if gt.dtype != np.uint8 or pred.dtype != np.uint8:
+        raise ValueError("label volumes must be uint8 (the official code casts with astype(np.uint8))")
+    gt_mem, reversed_axes = _memory_view(gt)
+    pred_mem = pred.T if reversed_axes else pred
+    if not pred_mem.flags.c_contiguous:
+        pred_mem = np.ascontiguousarray(pred_mem)
+    gt_flat, pred_flat = gt_mem.reshape(-1), pred_mem.reshape(-1)
+    foreground = foreground_indices(gt_flat, pred_flat)
+    g = gt_flat[foreground]
+    p = pred_flat[foreground]
+    num_gt = int(g.max()) if g.size else 0  # max over foreground = max(label) (§1)
+    num_pred = int(p.max()) if p.size else 0
+    overlap = np.bincount(g.astype(np.intp) * 256 + p, minlength=256 * 256).reshape(256, 256)
+    overlap = overlap[: num_gt + 1, : num_pred + 1]
+    iou = np.zeros((num_gt, num_pred))
+    both = (g > 0) & (p > 0)
+    inter = int(np.count_nonzero(both))
+    match = InstanceMatch(
+        num_gt=num_gt, num_pred=num_pred, iou=iou,
+        max_iou=np.zeros(num_pred), hit_label=np.zeros(num_pred, dtype=np.int64),
+        gt_voxels=overlap[1:, :].sum(axis=1), pred_voxels=overlap[:, 1:].sum(axis=0), overlap=overlap,
+        inter=inter, union=int(foreground.size),
+        y_true=int(overlap[1:, :].sum()), y_pred=int(overlap[:, 1:].sum()),
+    )
+    if num_gt == 0 or num_pred == 0 or inter == 0:
+        return match
+
+    shape = gt_mem.shape
+    coords = np.stack(np.unravel_index(foreground, shape))
+    # 26-connected components of gt>0 | pred>0 inside the foreground's bounding box, and their sizes
+    union_at_fg = _components_in_box(coords)
+    union_sizes = np.bincount(union_at_fg)
+    # 26-connected components of the intersection inside its own (smaller) bounding box
+    component = _components_in_box(coords[:, both])
+    union_at_inter = union_at_fg[both]
+    del coords
+
+    # position of each intersection voxel in C order of the official (logical) array
+    if reversed_axes:
+        mem = np.unravel_index(foreground[both], shape)
+        logical_key = np.ravel_multi_index(mem[::-1], shape[::-1])
+    else:
+        logical_key = foreground[both]
+    by_key = np.argsort(logical_key, kind="stable")
+    labels_in_key_order = component[by_key]
+    component_ids, first = np.unique(labels_in_key_order, return_index=True)
+    anchor = by_key[first]  # index (into the intersection voxels) of each component's first voxel
+    area = np.bincount(component)[component_ids]
+    anchor_key = logical_key[anchor]
+    anchor_gt = g[both][anchor].astype(np.intp)
+    anchor_pred = p[both][anchor].astype(np.intp)
+    component_iou = area / (union_sizes[union_at_inter[anchor]] + EPS)
+
+    # regionprops order = ascending anchor; assignment means the last component of a (g, p) pair wins
+    in_order = np.argsort(anchor_key, kind="stable")[::-1]
+    pair = anchor_gt[in_order] * 256 + anchor_pred[in_order]
+    _, last = np.unique(pair, return_index=True)
+    winners = in_order[last]
+    iou[anchor_gt[winners] - 1, anchor_pred[winners] - 1] = component_iou[winners]
+
+    match.max_iou = iou.max(axis=0)
+    match.hit_label = np.where(match.max_iou == 0, 0, iou.argmax(axis=0) + 1)
+    return match
+
+
+def foreground_indices(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 20) -> np.ndarray:
+    """Sorted flat indices where either of two flat uint8 arrays is non-zero.
+
+    Scans 8 voxels per 64-bit word in chunks (about 7x faster than np.flatnonzero on uint8, no full-size
+    temporary), then checks the voxels of the non-zero words.
+    """
+    head = a.size - a.size % 8
+    a_words, b_words = a[:head].view(np.uint64), b[:head].view(np.uint64)
+    parts = []
+    for start in range(0, a_words.size, chunk):
+        words = np.flatnonzero(a_words[start:start + chunk] | b_words[start:start + chunk])
+        if words.size:
+            parts.append(((words + start)[:, None] * 8 + np.arange(8)).ravel())
+    parts.append(np.arange(head, a.size))
+    candidates = np.concatenate(parts)
+    return candidates[(a[candidates] | b[candidates]) != 0]
+
+
+def _components_in_box(coords: np.ndarray) -> np.ndarray:
+    """26-connected components (cc3d, inside the set's bounding box) of a voxel set given as (3, n) coordinates:
+    the component label of each voxel."""
+    import cc3d
+
+    low = coords.min(axis=1)
+    box_shape = tuple(int(v) for v in coords.max(axis=1) - low + 1)
+    local = np.ravel_multi_index(tuple(coords - low[:, None]), box_shape)
+    mask = np.zeros(box_shape, dtype=bool)
+    mask.reshape(-1)[local] = True
+    return cc3d.connected_components(mask, connectivity=26).reshape(-1)[local].astype(np.intp)
+
+
+class MissingPredictionRow(ValueError):
+    """A prediction mask label 1..max without a CSV/JSON row: the official code crashes (KeyError), §7."""
+
+    def __init__(self, label: int) -> None:
+        super().__init__(f"prediction mask label {label} has no row in the predictions "
+                         f"(labels 1..max(mask) all need one; the official code crashes with KeyError)")
+        self.label = label
+
+
+def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence) -> list[dict]:
+    """§2: `pred_metrics`, one row per prediction label 1..num_pred after the two left merges.
+
+    `gt_rows` have `label_id`, `label_code`; `pred_rows` have `label_id`, `confidence`, `label_code`.
+    Duplicate CSV rows duplicate predictions (pred CSV on pred_label, GT CSV on hit_label). Empty prediction
+    volume: no rows. Empty ground truth: gt_class "FP" without the GT merge; otherwise a missing GT row gives
+    "FP" and a non-hit prediction takes the class of the GT label-0 row ("Background").
+    """
+    if match.num_pred == 0:
+        return []
+    preds_by_label: dict[int, list] = {}
+    for row in pred_rows:
+        preds_by_label.setdefault(row.label_id, []).append(row)
+    gt_by_label: dict[int, list] = {}
+    for row in gt_rows:
+        gt_by_label.setdefault(row.label_id, []).append(row)
+    rows = []
+    for label in range(1, match.num_pred + 1):
+        if label not in preds_by_label:
+            raise MissingPredictionRow(label)
+        max_iou = float(match.max_iou[label - 1])
+        hit = int(match.hit_label[label - 1])
+        if match.num_gt == 0:
+            gt_classes = ["FP"]
+        else:
+            gt_classes = [LABEL_CODES[r.label_code] for r in gt_by_label.get(hit, [])] or ["FP"]
+        for pred in preds_by_label[label]:
+            for gt_class in gt_classes:
+                rows.append({"pred_label": label, "max_iou": max_iou, "hit_label": hit,
+                             "prob": float(pred.confidence), "pred_class": LABEL_CODES[pred.label_code],
+                             "gt_class": gt_class})
+    return rows
+
+
+def confusion_matrix(rows: Sequence[Mapping], gt_rows: Sequence) -> np.ndarray:
+    """§4: the case's 5x6 matrix M[pred_class, gt_class] (rows MATRIX_ROWS, columns MATRIX_COLUMNS).
+
+    Every row counts (no confidence or IoU threshold) unless its pred_class is Background or Ignore; gt_class
+    Background counts as FP. Every non-Background GT CSV row whose label_id is not among the rows' hit_label
+    values (or when there are no rows) is an FN of its class.
+    """
+    matrix = np.zeros((len(MATRIX_ROWS), len(MATRIX_COLUMNS)), dtype=np.int64)
+    for row in rows:
+        if row["pred_class"] in ("Background", "Ignore"):
+            continue
+        gt_class = "FP" if row["gt_class"] == "Background" else row["gt_class"]
+        matrix[MATRIX_ROWS.index(row["pred_class"]), MATRIX_COLUMNS.index(gt_class)] += 1
+    hit_labels = {row["hit_label"] for row in rows}
+    for gt in gt_rows:
+        gt_class = LABEL_CODES[gt.label_code]
+        if gt_class == "Background":
+            continue
+        if not rows or gt.label_id not in hit_labels:
+            matrix[MATRIX_ROWS.index("FN"), MATRIX_COLUMNS.index(gt_class)] += 1
+    return matrix
+
+
+def froc_points(cases: Iterable[Sequence[Mapping]], num_gt_total: int, num_cases: int,
+                thresholds: np.ndarray = THRESHOLDS) -> tuple[np.ndarray, np.ndarray]:
+    """§3: (fp per scan, recall) at each threshold of `np.arange(0, 1, 0.01)`.
+
+    Per case with rows: positives = rows with prob >= t; TP = distinct hit_label among positives with
+    max_iou > 0.2; FP = positives with max_iou <= 0.2. fp = (sum FP + 1e-8) / (num_cases + 1e-8),
+    recall = (sum TP + 1e-8) / (num_gt_total + 1e-8), num_gt_total = sum of max(gt label) over all cases.
+    """
+    tp = np.zeros(len(thresholds), dtype=np.int64)
+    fp = np.zeros(len(thresholds), dtype=np.int64)
+    for rows in cases:
+        if not rows:
+            continue
+        prob = np.array([r["prob"] for r in rows], dtype=np.float64)
+        hit_iou = np.array([r["max_iou"] for r in rows], dtype=np.float64) > HIT_IOU
+        hit = np.array([r["hit_label"] for r in rows], dtype=np.int64)
+        positive = prob[None, :] >= thresholds[:, None]
+        fp += np.count_nonzero(positive & ~hit_iou, axis=1)
+        for t, selected in enumerate(positive & hit_iou):
+            tp[t] += np.unique(hit[selected]).size
+    return (fp + EPS) / (num_cases + EPS), (tp + EPS) / (num_gt_total + EPS)
+
+
+def _numpy_less(a: float, b: float) -> bool:
+    """numpy's float comparison for sorting: NaN sorts last."""
+    return a < b or (b != b and a == a)
+
+
+def _numpy_aheapsort(v: Sequence[float], order: list[int], start: int, count: int) -> None:
+    """numpy's index heapsort (`np.argsort(kind="heapsort")`) of order[start:start+count] by the values v."""
+    base = start - 1  # 1-based heap positions
+
+    def sift(top: int, item: int, size: int) -> None:
+        i, j = top, top * 2
+        while j <= size:
+            if j < size and _numpy_less(v[order[base + j]], v[order[base + j + 1]]):
+                j += 1
+            if _numpy_less(v[item], v[order[base + j]]):
+                order[base + i] = order[base + j]
+                i, j = j, j * 2
+            else:
+                break
+        order[base + i] = item
+
+    for top in range(count >> 1, 0, -1):
+        sift(top, order[base + top], count)
+    size = count
+    while size > 1:
+        item = order[base + size]
+        order[base + size] = order[base + 1]
+        size -= 1
+        sift(1, item, size)
+
+
+def numpy122_argsort(values: Sequence[float]) -> list[int]:
+    """`np.argsort(values, kind="quicksort")` as numpy 1.22 computes it for float64 (introsort), in plain code.
+
+    §3: the official FROC sorts the 100 (fp, recall) points with pandas' default (numpy quicksort, unstable);
+    which of several points with equal fp comes last/first decides the interpolated recall. numpy 1.22 uses
+    median-of-3 quicksort with a partition cut-off of 16 elements (insertion sort below), the larger partition
+    pushed on a stack, and heapsort when the depth budget 2*floor(log2(n)) runs out.
+    """
+    v = [float(x) for x in values]
+    n = len(v)
+    order = list(range(n))
+
+    less = _numpy_less
+    stack: list[tuple[int, int, int]] = []
+    left, right = 0, n - 1
+    depth = (n.bit_length() - 1) * 2 if n > 0 else 0
+    while True:
+        if depth < 0:
+            _numpy_aheapsort(v, order, left, right - left + 1)
+        else:
+            while right - left > 15:
+                mid = left + ((right - left) >> 1)
+                if less(v[order[mid]], v[order[left]]):
+                    order[mid], order[left] = order[left], order[mid]
+                if less(v[order[right]], v[order[mid]]):
+                    order[right], order[mid] = order[mid], order[right]
+                if less(v[order[mid]], v[order[left]]):
+                    order[mid], order[left] = order[left], order[mid]
+                pivot = v[order[mid]]
+                i, j = left, right - 1
+                order[mid], order[j] = order[j], order[mid]
+                while True:
+                    i += 1
+                    while less(v[order[i]], pivot):
+                        i += 1
+                    j -= 1
+                    while less(pivot, v[order[j]]):
+                        j -= 1
+                    if i >= j:
+                        break
+                    order[i], order[j] = order[j], order[i]
+                order[i], order[right - 1] = order[right - 1], order[i]
+                depth -= 1
+                if i - left < right - i:  # keep the smaller side, push the larger one
+                    stack.append((i + 1, right, depth))
+                    right = i - 1
+                else:
+                    stack.append((left, i - 1, depth))
+                    left = i + 1
+            for i in range(left + 1, right + 1):
+                item = order[i]
+                j = i
+                while j > left and less(v[item], v[order[j - 1]]):
+                    order[j] = order[j - 1]
+                    j -= 1
+                order[j] = item
+        if not stack:
+            return order
+        left, right, depth = stack.pop()
+
+
+def key_recalls(fp: Sequence[float], recall: Sequence[float], key_fps: Sequence[float] = KEY_FPS,
+                tie_order: str = "numpy122") -> list[float]:
+    """§3: the recall at each key FP level, interpolated as the official code does.
+
+    Points sorted by fp (tie order: "numpy122" = numpy 1.22 quicksort as in the official run, "stable" = input
+    order among equal fp). less = points with fp <= k, more = points with fp >= k (sorted order kept). No less:
+    0; no more: max(recall); else between the last of less (fp0, r0) and the first of more (fp1, r1):
+    r0 + (r1 - r0) * ((k - fp0) / (fp1 - fp0 + 1e-8)).
+    """
+    fp = np.asarray(fp, dtype=np.float64)
+    recall = np.asarray(recall, dtype=np.float64)
+    if tie_order == "numpy122":
+        order = np.array(numpy122_argsort(fp), dtype=np.intp)
+    elif tie_order == "stable":
+        order = np.argsort(fp, kind="stable")
+    else:
+        raise ValueError(f"tie order {tie_order!r}: expected one of {', '.join(TIE_ORDERS)}")
+    fp_sorted, recall_sorted = fp[order], recall[order]
+    result = []
+    for k in key_fps:
+        less = np.flatnonzero(fp_sorted <= k)
+        more = np.flatnonzero(fp_sorted >= k)
+        if less.size == 0:
+            result.append(0.0)
+        elif more.size == 0:
+            result.append(float(recall.max()))
+        else:
+            fp0, r0 = fp_sorted[less[-1]], recall_sorted[less[-1]]
+            fp1, r1 = fp_sorted[more[0]], recall_sorted[more[0]]
+            result.append(float(r0 + (r1 - r0) * ((k - fp0) / (fp1 - fp0 + EPS))))
+    return result
+
+
+def f1_scores(matrix: np.ndarray) -> dict[str, float]:
+    """§5: macro F1 over Buckle, Displaced, Nondisplaced, Segmental: overall, target-aware, prediction-aware.
+
+    C = M[:, :5] (Ignore column dropped); tp = C[i,i], fp = row sum - tp, fn = column sum - tp.
+    overall P = tp/(tp+fp+1e-8), R = tp/(tp+fn+1e-8); target-aware P drops the FP column
+    (tp/(tp+(fp-C[i,4])+1e-8)); prediction-aware also R drops the FN row (tp/(tp+(fn-C[4,i])+1e-8));
+    F1 = 2PR/(P+R+1e-8); the mean of the 4 classes.
+    """
+    c = np.asarray(matrix, dtype=np.float64)[:, :5]
+    overall, target, prediction = [], [], []
+    for i in range(4):
+        tp = c[i, i]
+        fp = c[i, :].sum() - tp
+        fn = c[:, i].sum() - tp
+        precision = tp / (tp + fp + EPS)
+        recall = tp / (tp + fn + EPS)
+        precision_targets = tp / (tp + (fp - c[i, 4]) + EPS)
+        recall_predictions = tp / (tp + (fn - c[4, i]) + EPS)
+        overall.append(2 * precision * recall / (precision + recall + EPS))
+        target.append(2 * precision_targets * recall / (precision_targets + recall + EPS))
+        prediction.append(2 * precision_targets * recall_predictions / (precision_targets + recall_predictions + EPS))
+    return {"macro_f1": float(np.mean(overall)), "target_aware_f1": float(np.mean(target)),
+            "prediction_aware_f1": float(np.mean(prediction))}
+
+
+def segmentation_scores(inter: int, union: int, y_true: int, y_pred: int) -> dict[str, float]:
+    """§6 (master only): dice = 2*inter/(y_true+y_pred+1e-8), iou = inter/(union+1e-8) over summed voxels."""
+    inter, union, y_true, y_pred = int(inter), int(union), int(y_true), int(y_pred)
+    return {"dice": 2 * inter / (y_true + y_pred + EPS), "iou": inter / (union + EPS)}

@@ -1,0 +1,45 @@
+"""Shared fixtures: the repository root, and Docker (required when REQUIRE_DOCKER=1 or in CI)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def repo() -> Path:
+    return REPO
+
+
+def docker_problem() -> str | None:
+    """Why docker compose cannot be used here, or None."""
+    if shutil.which("docker") is None:
+        return "no docker CLI on PATH"
+    for command in (["docker", "info"], ["docker", "compose", "version"]):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            return f"`{' '.join(command)}` failed: {result.stderr.strip().splitlines()[-1:]}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def docker_compose(repo: Path):
+    """A callable running `docker compose -f compose.yaml ...`; fails (not skips) when Docker is required."""
+    problem = docker_problem()
+    if problem:
+        if os.environ.get("REQUIRE_DOCKER") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(f"Docker is required (REQUIRE_DOCKER=1 or CI=true) but {problem}; run .ci/provision-docker.sh")
+        pytest.skip(f"Docker not available: {problem} (set REQUIRE_DOCKER=1 to make this a failure)")
+
+    def run(*args: str, env: dict | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        return subprocess.run(["docker", "compose", "-f", str(repo / "compose.yaml"), *args],
+                              env=dict(os.environ, **(env or {})), check=check, capture_output=True, text=True)
+
+    return run
+

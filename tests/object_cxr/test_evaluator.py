@@ -1,0 +1,187 @@
+"""object-CXR evaluator end to end: the official example outputs, synthetic cohorts in both layouts, bad input."""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medchallenge.evaluators.object_cxr import main
+from medchallenge.synth import object_cxr as synth
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def official_layout(tmp_path, localization="localization.csv"):
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "pred").mkdir()
+    shutil.copy(FIXTURES / "gt.csv", tmp_path / "gt" / "annotations.csv")
+    shutil.copy(FIXTURES / "classification.csv", tmp_path / "pred" / "classification.csv")
+    shutil.copy(FIXTURES / localization, tmp_path / "pred" / "localization.csv")
+    return tmp_path / "pred", tmp_path / "gt"
+
+
+def evaluate(pred, gt, out, *extra):
+    assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(out), "--no-progress", *extra]) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+def expected(name):
+    return json.loads((FIXTURES / name).read_text())
+
+
+@pytest.mark.parametrize("rule, name", [("skimage-0.16.2", "expected_output_skimage0162.json"),
+                                        ("skimage-0.19", "expected_output_skimage0193.json")])
+def test_official_example_both_polygon_rules(tmp_path, rule, name):
+    pred, gt = official_layout(tmp_path)
+    metrics = evaluate(pred, gt, tmp_path / "out", "--polygon-rule", rule)
+    reference = expected(name)
+    levels = reference["localization"]["fps"]
+    assert metrics["meta"]["options"]["fps"] == levels
+    assert [metrics["aggregates"][f"sensitivity_at_fp_{f:g}"] for f in levels] == reference["localization"]["sensitivity"]
+    assert metrics["aggregates"]["froc"] == reference["localization"]["froc"]
+    assert metrics["aggregates"]["auc"] == reference["classification"]["auc_joined_on_image_path"]
+    assert metrics["meta"]["notes"] == []
+    assert (tmp_path / "out" / "froc.png").stat().st_size > 0 and (tmp_path / "out" / "roc.png").stat().st_size > 0
+
+
+def test_official_example_seed_fp_levels(tmp_path):
+    pred, gt = official_layout(tmp_path)
+    metrics = evaluate(pred, gt, tmp_path / "out", "--fps", "1,2,4,8,16,32", "--no-plots")
+    reference = expected("expected_output_fps_1_32.json")["localization"]
+    assert [metrics["aggregates"][f"sensitivity_at_fp_{int(f)}"] for f in reference["fps"]] == reference["sensitivity"]
+    assert metrics["aggregates"]["froc"] == reference["froc"]
+    assert "sensitivity_at_fp_32" in metrics["aggregates"] and "sensitivity_at_fp_0.125" not in metrics["aggregates"]
+
+
+def test_official_crash_case_gets_documented_value(tmp_path):
+    # froc.py: IndexError (no FP at all). The single point (0.9 at 30,30) hits 1 of the 6 objects -> 1/6 everywhere
+    assert "IndexError" in expected("expected_output_no_fp_crash.json")["localization"]["error"]
+    pred, gt = official_layout(tmp_path, "localization_no_fp.csv")
+    metrics = evaluate(pred, gt, tmp_path / "out")
+    assert metrics["aggregates"]["froc"] == 1 / 6
+    assert all(metrics["aggregates"][f"sensitivity_at_fp_{f}"] == 1 / 6 for f in ("0.125", "1", "8"))
+    assert any("IndexError" in note for note in metrics["meta"]["notes"])
+    assert [level["reached"] for level in metrics["meta"]["froc_levels"]] == [False] * 7
+
+
+def test_per_image_records_of_the_example(tmp_path):
+    pred, gt = official_layout(tmp_path)
+    case = evaluate(pred, gt, tmp_path / "out", "--no-plots")["case"]
+    assert len(case) == 8
+    # /dev/00001.jpg: rectangle + ellipse; points (30,30), (31,31) in the rectangle, (140,110) on the ellipse's
+    # right end ((140-120)/20)^2 = 1 -> both objects hit, no false positive
+    assert case["/dev/00001.jpg"] == {"n_objects": 2, "probability": 0.9, "n_points": 3, "n_objects_hit": 2,
+                                      "n_false_positives": 0}
+    # /dev/00008.jpg: no object, four points -> four false positives
+    assert case["/dev/00008.jpg"]["n_false_positives"] == 4
+
+
+def test_tied_probabilities_keep_file_order(tmp_path):
+    # 2 images, 1 object, level 0.5 FP/image is reached by the first FP (1/2).
+    # TP line first: the TP precedes the FP in the stable sort -> sensitivity 1; FP line first -> 0
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "gt" / "annotations.csv").write_text("image_path,annotation\na.jpg,0 0 0 10 10\nb.jpg,\n")
+    for lines, sensitivity in ((["a.jpg,0.5 5 5", "b.jpg,0.5 1 1"], 1.0), (["b.jpg,0.5 1 1", "a.jpg,0.5 5 5"], 0.0)):
+        pred = tmp_path / f"pred{sensitivity}"
+        pred.mkdir()
+        (pred / "localization.csv").write_text("image_path,prediction\n" + "\n".join(lines) + "\n")
+        (pred / "classification.csv").write_text("image_path,prediction\na.jpg,0.9\nb.jpg,0.1\n")
+        metrics = evaluate(pred, tmp_path / "gt", tmp_path / f"out{sensitivity}", "--fps", "0.5", "--no-plots")
+        assert metrics["aggregates"]["sensitivity_at_fp_0.5"] == sensitivity
+
+
+def synthetic(tmp_path, layout="run-files", images=40, points=8, seed=5):
+    out = tmp_path / layout
+    synth.run(argparse.Namespace(out=out, images=images, points=points, positive_fraction=0.5, layout=layout,
+                                 seed=seed))
+    return out / "predictions", out / "ground_truth"
+
+
+def test_synthetic_end_to_end_and_gc_layout(tmp_path):
+    pred, gt = synthetic(tmp_path)
+    metrics = evaluate(pred, gt, tmp_path / "out-runs")
+    assert set(metrics["aggregates"]) == {"auc", "froc", "sensitivity_at_fp_0.125", "sensitivity_at_fp_0.25",
+                                          "sensitivity_at_fp_0.5", "sensitivity_at_fp_1", "sensitivity_at_fp_2",
+                                          "sensitivity_at_fp_4", "sensitivity_at_fp_8"}
+    assert 0 < metrics["aggregates"]["froc"] < 1 and 0.5 < metrics["aggregates"]["auc"] <= 1
+    assert len(metrics["case"]) == 40 and metrics["meta"]["counts"]["points"] == 320
+    gc_pred, gc_gt = synthetic(tmp_path, "gc")
+    assert (gc_pred / "predictions.json").is_file()
+    gc_metrics = evaluate(gc_pred, gc_gt, tmp_path / "out-gc")
+    assert gc_metrics["aggregates"] == metrics["aggregates"]
+    assert gc_metrics["case"] == metrics["case"]
+    assert gc_metrics["meta"]["options"]["layout"] == "predictions.json"
+    sk = evaluate(pred, gt, tmp_path / "out-sk", "--sklearn-auc", "--no-plots")
+    assert sk["aggregates"] == metrics["aggregates"]
+
+
+def test_records_and_shards_give_the_same_result(tmp_path, monkeypatch):
+    monkeypatch.setattr("medchallenge.evaluators.object_cxr.IMAGES_PER_RECORD", 16)  # 40 images -> 3 blocks
+    pred, gt = synthetic(tmp_path)
+    whole = evaluate(pred, gt, tmp_path / "whole", "--no-plots")
+    records = tmp_path / "records"
+    for shard in ("1/2", "2/2"):
+        assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(tmp_path / "x"),
+                     "--records", str(records), "--shard", shard, "--no-progress"]) == 0
+    assert len(list(records.glob("*.json"))) == 3
+    resumed = evaluate(pred, gt, tmp_path / "resumed", "--records", str(records), "--no-plots")
+    assert resumed["aggregates"] == whole["aggregates"] and resumed["case"] == whole["case"]
+    two_workers = evaluate(pred, gt, tmp_path / "workers", "--workers", "2", "--no-plots")
+    assert two_workers["aggregates"] == whole["aggregates"]
+
+
+def test_empty_predictions_are_valid(tmp_path):
+    pred, gt = official_layout(tmp_path)
+    (pred / "localization.csv").write_text("image_path,prediction\n")
+    metrics = evaluate(pred, gt, tmp_path / "out")
+    assert metrics["aggregates"]["froc"] == 0.0 and metrics["meta"]["notes"]
+
+
+def run_failing(capsys, pred, gt, tmp_path):
+    assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(tmp_path / "out"),
+                 "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ")
+    return err[0]
+
+
+def test_bad_inputs_exit_1_with_one_line(tmp_path, capsys):
+    pred, gt = official_layout(tmp_path)
+    (pred / "localization.csv").write_text("image_path,prediction\n/dev/00001.jpg,0.9  30 30\n")
+    assert "localization.csv: line 2: empty field" in run_failing(capsys, pred, gt, tmp_path)
+    shutil.copy(FIXTURES / "localization.csv", pred / "localization.csv")
+    (pred / "classification.csv").write_text("image_path,prediction\n/dev/00001.jpg,0.9\n")
+    assert "no probability for 7 of 8 ground-truth images (/dev/00002.jpg" in run_failing(capsys, pred, gt, tmp_path)
+    (pred / "classification.csv").write_text(
+        (FIXTURES / "classification.csv").read_text() + "/dev/00099.jpg,0.5\n")
+    assert "line 10: image '/dev/00099.jpg' is not in the ground truth" in run_failing(capsys, pred, gt, tmp_path)
+    (pred / "classification.csv").unlink()
+    assert "no classification.csv" in run_failing(capsys, pred, gt, tmp_path)
+    assert "annotations.csv: file not found" in run_failing(capsys, pred, tmp_path / "nowhere", tmp_path)
+
+
+def test_bad_fps_option(tmp_path, capsys):
+    pred, gt = official_layout(tmp_path)
+    assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(tmp_path / "o"), "--fps", "1,x"]) == 1
+    assert "--fps '1,x': 'x' is not a number" in capsys.readouterr().err
+
+
+def test_gc_layout_errors(tmp_path, capsys):
+    pred, gt = synthetic(tmp_path, "gc", images=5, points=2)
+    jobs = json.loads((pred / "predictions.json").read_text())
+    (pred / "predictions.json").write_text(json.dumps(jobs[1:]))
+    assert "expected 5 images, got 4: missing test/08001.jpg" in run_failing(capsys, pred, gt, tmp_path)
+    jobs[0]["inputs"][0]["image"]["name"] = "99999.jpg"
+    (pred / "predictions.json").write_text(json.dumps(jobs))
+    assert "image '99999.jpg' matches no ground-truth image" in run_failing(capsys, pred, gt, tmp_path)
+    jobs[0]["inputs"][0]["image"]["name"] = "08001.png"  # another upload suffix still maps to test/08001.jpg
+    (pred / "predictions.json").write_text(json.dumps(jobs))
+    points = pred / jobs[0]["pk"] / "output" / "foreign-objects.json"
+    document = json.loads(points.read_text())
+    del document["points"][0]["probability"]
+    points.write_text(json.dumps(document))
+    assert "points[0]: no probability" in run_failing(capsys, pred, gt, tmp_path)
+    (pred / jobs[0]["pk"] / "output" / "foreign-object-likelihood.json").write_text("true")
+    assert "expected a finite number, got True" in run_failing(capsys, pred, gt, tmp_path)

@@ -1,0 +1,200 @@
+"""RibFrac evaluator end to end: synthetic cohorts in both layouts, records/shards, bad inputs (one line, exit 1)."""
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from medchallenge.evaluators.ribfrac import main
+from medchallenge.synth.__main__ import main as synth_main
+from medchallenge.synth.ribfrac import write_volume
+
+FIXTURES = Path(__file__).parent / "fixtures"
+REPO = Path(__file__).resolve().parents[2]
+AGGREGATE_KEYS = ["froc_average", "recall_at_fp_0.5", "recall_at_fp_1", "recall_at_fp_2", "recall_at_fp_4",
+                  "recall_at_fp_8", "max_recall", "average_fp_at_max_recall", "macro_f1", "target_aware_f1",
+                  "prediction_aware_f1", "dice", "iou"]
+
+
+def synth(out: Path, layout: str) -> Path:
+    assert synth_main(["ribfrac", "--out", str(out), "--cases", "6", "--shape", "48", "40", "32", "--seed", "5",
+                       "--layout", layout]) == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def cohorts(tmp_path_factory):
+    base = tmp_path_factory.mktemp("synth")
+    return synth(base / "files", "files"), synth(base / "gc", "gc")
+
+
+def evaluate(inputs: Path, gt: Path, out: Path, *extra: str) -> dict:
+    assert main(["--input", str(inputs), "--ground-truth", str(gt), "--output", str(out), "--no-progress",
+                 *extra]) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_synthetic_cohort_end_to_end(cohorts, tmp_path):
+    files, _ = cohorts
+    metrics = evaluate(files / "predictions", files / "ground_truth", tmp_path, "--workers", "2")
+    assert list(metrics["aggregates"]) == AGGREGATE_KEYS
+    assert all(np.isfinite(v) for v in metrics["aggregates"].values())
+    assert 0 < metrics["aggregates"]["froc_average"] <= 1
+    assert sorted(metrics["case"]) == [f"RibFrac{501 + i}" for i in range(6)]
+    case = metrics["case"]["RibFrac501"]
+    assert {"num_gt", "num_pred", "detections", "ground_truth", "confusion_matrix", "inter", "union"} <= set(case)
+    assert metrics["meta"]["options"] == {"branch": "master", "tie_order": "numpy122", "layout": "files"}
+    # the generator made an empty-GT case (index 4) and an empty-prediction case (index 5)
+    assert metrics["case"]["RibFrac505"]["num_gt"] == 0 and metrics["case"]["RibFrac506"]["num_pred"] == 0
+    assert (tmp_path / "froc.png").is_file() and (tmp_path / "confusion_matrix.png").is_file()
+
+
+def test_grand_challenge_layout_gives_the_same_numbers(cohorts, tmp_path):
+    files, gc = cohorts
+    assert (gc / "predictions" / "predictions.json").is_file()
+    from_files = evaluate(files / "predictions", files / "ground_truth", tmp_path / "a", "--workers", "1")
+    from_gc = evaluate(gc / "predictions", gc / "ground_truth", tmp_path / "b", "--workers", "1")
+    assert from_gc["aggregates"] == from_files["aggregates"]
+    assert from_gc["case"] == from_files["case"]
+    assert from_gc["meta"]["options"]["layout"] == "grand-challenge"
+
+
+def test_records_resume_and_shards_agree(cohorts, tmp_path):
+    files, _ = cohorts
+    args = (files / "predictions", files / "ground_truth")
+    whole = evaluate(*args, tmp_path / "whole", "--workers", "1", "--no-plots")
+    records = tmp_path / "records"
+    for shard in ("1/2", "2/2"):
+        assert main(["--input", str(args[0]), "--ground-truth", str(args[1]), "--output", str(tmp_path / "x"),
+                     "--records", str(records), "--shard", shard, "--workers", "1", "--no-progress"]) == 0
+    assert len(list(records.glob("*.json"))) == 6 and not (tmp_path / "x" / "metrics.json").exists()
+    merged = evaluate(*args, tmp_path / "merged", "--records", str(records), "--workers", "1", "--no-plots")
+    assert merged["aggregates"] == whole["aggregates"] and merged["case"] == whole["case"]
+
+
+def test_empty_predictions_are_valid(tmp_path):
+    gt = tmp_path / "gt"
+    pred = tmp_path / "pred"
+    shutil.copytree(FIXTURES / "gt", gt)
+    pred.mkdir()
+    for case in ("RibFrac901", "RibFrac902", "RibFrac903", "RibFrac904"):
+        write_volume(pred / f"{case}.nii.gz", np.zeros((48, 48, 24), np.uint8))
+    (pred / "pred.csv").write_text("public_id,label_id,confidence,label_code\n")
+    aggregates = evaluate(pred, gt, tmp_path / "out", "--workers", "1")["aggregates"]
+    # no rows anywhere: fp = 1e-8/(4+1e-8) < 0.5 everywhere and no point reaches 0.5 -> max recall 1e-8/(6+1e-8)
+    assert aggregates["recall_at_fp_0.5"] == 1e-8 / (6 + 1e-8) and aggregates["macro_f1"] == 0.0
+    assert aggregates["dice"] == 0.0 and aggregates["iou"] == 0.0
+
+
+def test_evaluate_py_runs_as_a_script(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "evaluators" / "ribfrac" / "evaluate.py"), "--input",
+                             str(FIXTURES / "pred"), "--ground-truth", str(FIXTURES / "gt"), "--output",
+                             str(tmp_path), "--no-progress", "--no-plots", "--workers", "1"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((tmp_path / "metrics.json").read_text())["aggregates"]["froc_average"] == 0.36666666772222223
+
+
+# ---------------------------------------------------------------- bad input: one line, exit 1
+
+@pytest.fixture
+def example(tmp_path):
+    shutil.copytree(FIXTURES / "gt", tmp_path / "gt")
+    shutil.copytree(FIXTURES / "pred", tmp_path / "pred")
+    return tmp_path
+
+
+def fails(example, capsys, *extra) -> str:
+    code = main(["--input", str(example / "pred"), "--ground-truth", str(example / "gt"), "--output",
+                 str(example / "out"), "--no-progress", "--workers", "1", *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 1 and len(err) == 1 and err[0].startswith("error: "), err
+    assert not (example / "out" / "metrics.json").exists()
+    return err[0]
+
+
+def edit_pred_csv(example, old: str, new: str) -> None:
+    path = example / "pred" / "ribfrac-val-pred.csv"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_missing_and_extra_cases(example, capsys):
+    (example / "pred" / "RibFrac904.nii.gz").unlink()
+    shutil.copy(example / "pred" / "RibFrac901.nii.gz", example / "pred" / "RibFrac999.nii.gz")
+    line = fails(example, capsys)
+    assert "missing 1 case(s): RibFrac904" in line and "not in the ground truth: RibFrac999" in line
+
+
+def test_shape_mismatch(example, capsys):
+    write_volume(example / "pred" / "RibFrac903.nii.gz", np.zeros((48, 48, 23), np.uint8))
+    line = fails(example, capsys)
+    assert "case RibFrac903" in line and "shape" in line
+
+
+def test_more_than_255_labels(example, capsys):
+    labels = np.zeros((48, 48, 24), np.uint16)
+    labels[0, 0, 0] = 300
+    write_volume(example / "pred" / "RibFrac902.nii.gz", labels, np.uint16)
+    line = fails(example, capsys)
+    assert "RibFrac902.nii.gz" in line and "0..255" in line
+
+
+def test_mask_label_without_a_row(example, capsys):
+    edit_pred_csv(example, "RibFrac901,4,0.7,4\n", "")
+    line = fails(example, capsys)
+    assert "ribfrac-val-pred.csv" in line and "case RibFrac901" in line and "label 4" in line
+
+
+def test_mask_label_without_a_row_from_a_worker_process(example, capsys):
+    edit_pred_csv(example, "RibFrac904,1,0.5,4\n", "")
+    line = fails(example, capsys, "--workers", "2")
+    assert "case RibFrac904" in line and "label 1" in line
+
+
+def test_unknown_label_code(example, capsys):
+    edit_pred_csv(example, "RibFrac901,5,0.4,2", "RibFrac901,5,0.4,7")
+    line = fails(example, capsys)
+    assert "ribfrac-val-pred.csv: line 7" in line and "label_code '7'" in line
+
+
+def test_bad_confidence_and_missing_column(example, capsys):
+    edit_pred_csv(example, "RibFrac902,1,0.95,1", "RibFrac902,1,high,1")
+    assert "line 10" in fails(example, capsys)
+    (example / "gt" / "ribfrac-val-info.csv").write_text("public_id,label_id\nRibFrac901,0\n")
+    assert "missing column(s) label_code" in fails(example, capsys)
+
+
+def test_csv_count(example, capsys):
+    shutil.copy(example / "pred" / "ribfrac-val-pred.csv", example / "pred" / "second.csv")
+    assert "expected exactly one .csv file, found 2" in fails(example, capsys)
+    for path in (example / "pred").glob("*.csv"):
+        path.unlink()
+    assert "found 0 (none)" in fails(example, capsys)
+
+
+def test_gc_layout_errors(cohorts, tmp_path, capsys):
+    _, gc = cohorts
+    shutil.copytree(gc, tmp_path / "gc")
+    predictions = tmp_path / "gc" / "predictions"
+    jobs = json.loads((predictions / "predictions.json").read_text())
+    (predictions / "predictions.json").write_text(json.dumps(jobs[:-1]))
+    args = ["--input", str(predictions), "--ground-truth", str(tmp_path / "gc" / "ground_truth"), "--output",
+            str(tmp_path / "out"), "--no-progress", "--workers", "1"]
+    assert main(args) == 1
+    assert "missing 1 case(s): RibFrac506" in capsys.readouterr().err
+    (predictions / "predictions.json").write_text(json.dumps(jobs + [jobs[0]]))
+    assert main(args) == 1
+    assert "appears in jobs" in capsys.readouterr().err
+    job = jobs[0]
+    detections = predictions / job["pk"] / "output" / "rib-fracture-detections.json"
+    detections.write_text('{"detections": [{"label_id": 1}]}')
+    (predictions / "predictions.json").write_text(json.dumps(jobs))
+    assert main(args) == 1
+    err = capsys.readouterr().err.strip()
+    assert "rib-fracture-detections.json: detections[0]" in err and len(err.splitlines()) == 1

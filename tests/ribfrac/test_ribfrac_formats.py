@@ -1,0 +1,95 @@
+"""RibFrac file formats: case ids, CSV rows, GC detections, label volumes in the official axis order."""
+
+from pathlib import Path
+
+import nibabel as nib
+import numpy as np
+import pytest
+
+from medchallenge.errors import InputError
+from medchallenge.formats import ribfrac as f
+from medchallenge.synth.ribfrac import write_volume
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_case_ids_follow_the_official_regex():
+    assert f.case_id_from_filename("RibFrac1-label.nii.gz") == "RibFrac1"
+    assert f.case_id_from_filename("/x/RibFrac1.nii") == "RibFrac1"
+    # every occurrence is removed, as re.sub does in the official code
+    assert f.case_id_from_filename("a.nii-label.gz-b.nii.gz") == "a-b"
+    assert f.case_id_from_gc_image_name("RibFrac501-image.nii.gz") == "RibFrac501"
+    assert f.case_id_from_gc_image_name("RibFrac501.mha") == "RibFrac501"
+
+
+def test_csv_rows_keep_duplicates_and_order(tmp_path):
+    path = tmp_path / "p.csv"
+    path.write_text("\ufeffpublic_id, label_id ,confidence,label_code,extra\n"
+                    "A,1,0.5,1,x\nA,1,0.25,-1,y\nB,2.0,1e-1,0,z\n\n")
+    rows = f.read_pred_csv(path)
+    assert rows == {"A": [f.PredRow(1, 0.5, 1), f.PredRow(1, 0.25, -1)], "B": [f.PredRow(2, 0.1, 0)]}
+
+
+@pytest.mark.parametrize("line,message", [
+    ("A,1.5,1", "label_id '1.5' is not an integer"),
+    ("A,256,1", "label_id .256. is not an integer in 0..255"),
+    ("A,1,5", "label_code '5' is not one of"),
+    ("A,1,", "label_code '' is not a number"),
+])
+def test_gt_csv_errors_name_file_and_line(tmp_path, line, message):
+    path = tmp_path / "gt.csv"
+    path.write_text(f"public_id,label_id,label_code\nA,0,0\n{line}\n")
+    with pytest.raises(InputError, match=f"gt.csv: line 3: {message}"):
+        f.read_gt_csv(path)
+
+
+def test_detections_json():
+    rows = f.parse_detections({"version": 1, "detections": [
+        {"label_id": 2, "confidence": 0.75, "label_code": 4, "center_mm": [1, 2, 3]}]}, "d.json")
+    assert rows == [f.PredRow(2, 0.75, 4)]
+    with pytest.raises(InputError, match="d.json: detections\\[0\\]: confidence True"):
+        f.parse_detections({"detections": [{"label_id": 1, "confidence": True, "label_code": 1}]}, "d.json")
+    with pytest.raises(InputError, match="list 'detections'"):
+        f.parse_detections([], "d.json")
+
+
+def test_label_volume_has_the_nibabel_axis_order():
+    path = FIXTURES / "gt" / "RibFrac901-label.nii.gz"
+    labels = f.read_label_volume(path)
+    reference = np.asanyarray(nib.load(path).dataobj)
+    assert labels.dtype == np.uint8 and labels.shape == reference.shape == (48, 48, 24)
+    assert np.array_equal(labels, reference)
+
+
+@pytest.mark.parametrize("dtype", [np.int16, np.uint16, np.float32])
+def test_other_stored_types_are_read_and_cast(tmp_path, dtype):
+    labels = np.zeros((6, 5, 4), dtype)
+    labels[1, 2, 3] = 255
+    labels[5, 0, 0] = 3
+    path = tmp_path / "v.nii.gz"
+    write_volume(path, labels, dtype)
+    read = f.read_label_volume(path)
+    assert read.dtype == np.uint8 and read[1, 2, 3] == 255 and read[5, 0, 0] == 3 and read.sum() == 258
+
+
+def test_negative_labels_and_non_3d_images_are_refused(tmp_path):
+    import SimpleITK as sitk
+
+    labels = np.zeros((4, 4, 4), np.int16)
+    labels[0, 0, 0] = -1
+    write_volume(tmp_path / "neg.nii.gz", labels, np.int16)
+    with pytest.raises(InputError, match="neg.nii.gz: label values must be in 0..255"):
+        f.read_label_volume(tmp_path / "neg.nii.gz")
+    sitk.WriteImage(sitk.GetImageFromArray(np.zeros((4, 4), np.uint8)), str(tmp_path / "flat.nii.gz"))
+    with pytest.raises(InputError, match="flat.nii.gz: expected a 3-D"):
+        f.read_label_volume(tmp_path / "flat.nii.gz")
+    (tmp_path / "junk.nii.gz").write_bytes(b"not a volume")
+    with pytest.raises(InputError, match="junk.nii.gz: cannot read image"):
+        f.read_label_volume(tmp_path / "junk.nii.gz")
+
+
+def test_two_volumes_for_one_case_are_refused(tmp_path):
+    for name in ("RibFrac1.nii.gz", "RibFrac1-label.nii"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(InputError, match="case RibFrac1 has two volumes"):
+        f.list_volumes(tmp_path)

@@ -1,0 +1,163 @@
+"""The TB caverns evaluator end to end (main()): official example, GC layout, input checks, resume and shards."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medchallenge.evaluators.tb_caverns import main
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture
+def ground_truth(tmp_path: Path) -> Path:
+    gt = tmp_path / "gt"
+    gt.mkdir()
+    shutil.copy(FIXTURES / "gt.csv", gt / "gt_boxes.csv")
+    shutil.copy(FIXTURES / "all_ids.csv", gt / "all_ids.csv")
+    return gt
+
+
+def run(tmp_path: Path, ground_truth: Path, submission: str | None, *extra: str) -> tuple[int, dict | None]:
+    pred = tmp_path / "pred"
+    pred.mkdir(parents=True, exist_ok=True)
+    if submission is not None:
+        (pred / "submission.txt").write_text(submission)
+    out = tmp_path / "out"
+    code = main(["--input", str(pred), "--ground-truth", str(ground_truth), "--output", str(out),
+                 "--no-progress", *extra])
+    metrics = out / "metrics.json"
+    return code, json.loads(metrics.read_text()) if metrics.exists() else None
+
+
+def test_official_example_number_for_number(tmp_path, ground_truth):
+    expected = json.loads((FIXTURES / "expected_output.json").read_text())
+    code, metrics = run(tmp_path, ground_truth, (FIXTURES / "pred.csv").read_text())
+    assert code == 0
+    assert metrics["aggregates"]["map"] == expected["score"]  # bit for bit
+    for case_id, case in expected["per_case"].items():
+        assert metrics["case"][case_id]["case_score"] == case["case_score"]
+        if "per_threshold" in case:
+            assert [t["score"] for t in metrics["case"][case_id]["per_threshold"]] == case["per_threshold"]
+    assert metrics["meta"]["ignored_prediction_ids"] == expected["ignored_prediction_ids"]
+    assert metrics["meta"]["n_all_ids"] == expected["n_all_ids"]
+    assert any("TST_999" in w for w in metrics["meta"]["warnings"])
+    # 8 per-threshold aggregates average back to map (up to float rounding)
+    per_t = [metrics["aggregates"][k] for k in metrics["aggregates"] if k.startswith("ap_at_iou_")]
+    assert len(per_t) == 8 and sum(per_t) / 8 == pytest.approx(metrics["aggregates"]["map"])
+
+
+def test_empty_submission_is_scored_and_explained(tmp_path, ground_truth):
+    # the official code crashes; here: GT cases TST_001/002/003/006 score 0, TST_004/005 (no GT) score 1 -> 2/6
+    code, metrics = run(tmp_path, ground_truth, "")
+    assert code == 0
+    assert metrics["aggregates"]["map"] == 2 / 6
+    assert any("empty submission" in note for note in metrics["meta"]["notes"])
+
+
+def gc_layout(tmp_path: Path, submission: str) -> Path:
+    """The run file re-expressed as GC's predictions.json with one job per CT (in reverse order)."""
+    by_case: dict[str, list[list[int]]] = {}
+    for row in submission.splitlines():
+        name, *coords = row.split(",")
+        by_case.setdefault(name, []).append([int(c) for c in coords])
+    eval_input = tmp_path / "gc"
+    jobs = []
+    for index, (name, boxes) in enumerate(reversed(list(by_case.items()))):
+        pk = f"job-{index}"
+        document = {"version": 1, "image": name,
+                    "boxes": [{"voxel_bbox": b, "probability": 0.9} for b in boxes]}
+        out = eval_input / pk / "output"
+        out.mkdir(parents=True)
+        (out / "tb-cavern-boxes.json").write_text(json.dumps(document))
+        interface = {"slug": "ct-image", "kind": "Image", "super_kind": "Image", "relative_path": "images/ct"}
+        jobs.append({"pk": pk, "status": "Succeeded",
+                     "inputs": [{"interface": interface, "value": None, "file": None,
+                                 "image": {"pk": "x", "name": name}}],
+                     "outputs": [{"interface": {"slug": "tb-cavern-boxes", "kind": "Anything", "super_kind": "Value",
+                                                "relative_path": "tb-cavern-boxes.json"},
+                                  "value": document, "file": None, "image": None}]})
+    (eval_input / "predictions.json").write_text(json.dumps(jobs))
+    return eval_input
+
+
+def test_gc_predictions_json_gives_the_same_aggregates(tmp_path, ground_truth):
+    submission = (FIXTURES / "pred.csv").read_text()
+    _, batch = run(tmp_path, ground_truth, submission)
+    eval_input = gc_layout(tmp_path, submission)
+    out = tmp_path / "gc-out"
+    assert main(["--input", str(eval_input), "--ground-truth", str(ground_truth), "--output", str(out),
+                 "--no-progress"]) == 0
+    gc = json.loads((out / "metrics.json").read_text())
+    assert gc["aggregates"] == batch["aggregates"]
+    assert gc["meta"]["predictions"] == "grand-challenge predictions.json"
+
+
+@pytest.mark.parametrize("submission, message", [
+    ("file,X1,Y1,Z1,X2,Y2,Z2\n", "line 1: looks like a header"),
+    ("TST_001.nii.gz,1,1,1,5,5,5\n\nTST_002.nii.gz,1,1,1,5,5,5\n", "line 2: blank line"),
+    ("TST_001.nii.gz,1,1,1,5,5,5\nTST_002.nii.gz,1.5,1,1,5,5,5\n", "line 2: coordinates must be integers"),
+    ("TST_001.nii.gz,1,1,1,5,5\n", "line 1: expected a file name and 6 coordinates"),
+])
+def test_bad_run_files_fail_with_one_line(tmp_path, ground_truth, capsys, submission, message):
+    code, metrics = run(tmp_path, ground_truth, submission)
+    assert code == 1 and metrics is None
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "submission.txt" in err[0] and message in err[0]
+
+
+def test_task_page_rules_warn_by_default_and_fail_when_strict(tmp_path, ground_truth, capsys):
+    submission = "TST_001.nii.gz,20,10,10,10,20,20\n"  # X1 > X2
+    code, metrics = run(tmp_path, ground_truth, submission)
+    assert code == 0 and any("ordered" in w for w in metrics["meta"]["warnings"])
+    assert metrics["case"]["TST_001.nii.gz"]["case_score"] == 0.0  # IoU 0 as in the official code
+    shutil.rmtree(tmp_path / "out")
+    code, metrics = run(tmp_path, ground_truth, submission, "--strict")
+    assert code == 1 and metrics is None
+    assert "line 1: corners must be ordered" in capsys.readouterr().err
+
+
+def test_bad_ground_truth_names_the_line(tmp_path, ground_truth, capsys):
+    (ground_truth / "gt_boxes.csv").write_text("id,a,b,c,d,e,f\nTST_001,1,1,1,10.0,5,5\n")
+    code, _ = run(tmp_path, ground_truth, "")
+    assert code == 1 and "gt_boxes.csv: line 2: coordinates must be integers" in capsys.readouterr().err
+    (ground_truth / "gt_boxes.csv").write_text("id\n")
+    (ground_truth / "all_ids.csv").write_text("")
+    code, _ = run(tmp_path, ground_truth, "")
+    assert code == 1 and "all_ids.csv: the id list is empty" in capsys.readouterr().err
+
+
+def test_crlf_run_file_is_read_correctly(tmp_path, ground_truth):
+    submission = (FIXTURES / "pred.csv").read_text()
+    _, lf = run(tmp_path, ground_truth, submission)
+    _, crlf = run(tmp_path, ground_truth, submission.replace("\n", "\r\n"))
+    assert crlf["aggregates"] == lf["aggregates"]
+
+
+def test_shards_and_resume_give_the_same_result(tmp_path, ground_truth):
+    submission = (FIXTURES / "pred.csv").read_text()
+    _, direct = run(tmp_path / "direct", ground_truth, submission)
+    records = tmp_path / "records"
+    for shard in ("1/2", "2/2"):
+        code, metrics = run(tmp_path / shard[0], ground_truth, submission, "--records", str(records), "--shard", shard)
+        assert code == 0 and metrics is None  # a shard writes records only
+    assert len(list(records.glob("*.json"))) == 6
+    _, combined = run(tmp_path / "combined", ground_truth, submission, "--records", str(records))
+    assert combined["aggregates"] == direct["aggregates"] and combined["case"] == direct["case"]
+
+
+def test_stored_records_are_reused_not_recomputed(tmp_path, ground_truth):
+    submission = (FIXTURES / "pred.csv").read_text()
+    records = tmp_path / "records"
+    run(tmp_path / "first", ground_truth, submission, "--records", str(records))
+    # mark TST_003 (GT, no prediction: 0) as perfect in its stored record: the next run must take it as it is
+    path = records / "TST_003.nii.gz.json"
+    record = json.loads(path.read_text())
+    record["case_score"] = 1.0
+    path.write_text(json.dumps(record))
+    _, resumed = run(tmp_path / "second", ground_truth, submission, "--records", str(records))
+    assert resumed["aggregates"]["map"] == (1.0 + 0.25 + 1.0 + 0.5 + 0 + 1) / 6

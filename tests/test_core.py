@@ -1,0 +1,99 @@
+"""The shared core: atomic outputs, strict JSON, path defaults, GC layouts, record computation."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from medchallenge.contract import default_path, jobs_by_case, read_inputs_json, read_predictions_json, strip_image_suffix
+from medchallenge.errors import InputError
+from medchallenge.evaluation import compute_records, parse_shard
+from medchallenge.io import atomic_output, write_json_atomic, write_metrics
+
+
+def test_atomic_output_keeps_the_old_file_when_writing_fails(tmp_path):
+    target = tmp_path / "metrics.json"
+    target.write_text("old")
+    with pytest.raises(RuntimeError):
+        with atomic_output(target) as handle:
+            handle.write("half")
+            raise RuntimeError("boom")
+    assert target.read_text() == "old"
+    assert list(tmp_path.iterdir()) == [target]  # no temporary file left behind
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -math.inf])
+def test_non_finite_numbers_are_refused_and_nothing_is_written(tmp_path, bad):
+    with pytest.raises(ValueError, match=r"\$.aggregates.score"):
+        write_metrics(tmp_path / "metrics.json", {"score": bad}, {}, {})
+    assert not (tmp_path / "metrics.json").exists()
+
+
+def test_metrics_json_shape(tmp_path):
+    write_metrics(tmp_path / "m.json", {"a": 1.5}, {"c1": {"x": 1}}, {"challenge": "t"})
+    assert json.loads((tmp_path / "m.json").read_text()) == {
+        "aggregates": {"a": 1.5}, "case": {"c1": {"x": 1}}, "meta": {"challenge": "t"}}
+    with pytest.raises(TypeError):
+        write_json_atomic(tmp_path / "x.json", {"a": object()})
+
+
+def test_paths_default_to_grand_challenge_and_env_overrides(monkeypatch):
+    monkeypatch.delenv("INPUT_DIR", raising=False)
+    monkeypatch.delenv("HOLOSCAN_INPUT_PATH", raising=False)
+    assert default_path("input") == Path("/input")
+    assert default_path("ground_truth") == Path("/opt/ml/input/data/ground_truth")
+    monkeypatch.setenv("HOLOSCAN_INPUT_PATH", "/holoscan")
+    assert default_path("input") == Path("/holoscan")
+    monkeypatch.setenv("INPUT_DIR", "/data/in")
+    assert default_path("input") == Path("/data/in")
+
+
+def test_image_suffixes_are_stripped():
+    assert strip_image_suffix("TST_001.nii.gz") == "TST_001"
+    assert strip_image_suffix("08001.JPG") == "08001"
+    assert strip_image_suffix("notes.txt") == "notes.txt"
+
+
+def test_inputs_json_absent_means_batch_mode(tmp_path):
+    assert read_inputs_json(tmp_path) is None
+    (tmp_path / "inputs.json").write_text(json.dumps([{"interface": {"slug": "ct-image", "relative_path": "images/ct",
+                                                                     "super_kind": "Image"},
+                                                       "image": {"name": "TST_001.nii.gz"}}]))
+    (tmp_path / "images" / "ct").mkdir(parents=True)
+    (tmp_path / "images" / "ct" / "a.mha").write_bytes(b"")
+    sockets = read_inputs_json(tmp_path)
+    assert sockets["ct-image"].image_name == "TST_001.nii.gz"
+    assert sockets["ct-image"].image_file() == tmp_path / "images" / "ct" / "a.mha"
+
+
+def test_predictions_json_duplicates_and_bad_json_are_errors(tmp_path):
+    interface = {"slug": "ct-image", "relative_path": "images/ct"}
+    job = {"status": "Succeeded", "inputs": [{"interface": interface, "image": {"name": "A.nii.gz"}}], "outputs": []}
+    (tmp_path / "predictions.json").write_text(json.dumps([dict(job, pk="p1"), dict(job, pk="p2"),
+                                                           dict(job, pk="p3", status="Failed")]))
+    jobs = read_predictions_json(tmp_path)
+    assert [j.pk for j in jobs] == ["p1", "p2"]  # failed jobs are not predictions
+    with pytest.raises(InputError, match="case A.nii.gz appears in jobs p1 and p2"):
+        jobs_by_case(jobs, "ct-image")
+    (tmp_path / "predictions.json").write_text("[{]")
+    with pytest.raises(InputError, match=r"predictions.json: line 1: not valid JSON"):
+        read_predictions_json(tmp_path)
+
+
+def square(case_id: str) -> dict:
+    return {"value": int(case_id) ** 2}
+
+
+def test_records_in_parallel_equal_serial_and_keep_order():
+    ids = [str(i) for i in range(7)]
+    serial = compute_records(ids, square, workers=1, progress=False)
+    parallel = compute_records(ids, square, workers=2, progress=False)
+    assert serial == parallel and list(parallel) == ids
+    assert compute_records(ids, square, workers=1, shard=(2, 3), progress=False) == {"1": {"value": 1},
+                                                                                     "4": {"value": 16}}
+    assert parse_shard("2/3") == (2, 3)
+    with pytest.raises(InputError):
+        parse_shard("4/3")
