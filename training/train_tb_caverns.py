@@ -30,13 +30,13 @@ from medchallenge.algorithms.tb_caverns import (
     block_features,
     probabilities_to_detections,
 )
+from medchallenge.metrics.tb_caverns import case_record
 from medchallenge.synth.tb_caverns import DEFAULT_SHAPE, case_rng, generate_case
 
 log = logging.getLogger("train_tb_caverns")
 
 TRAIN_SEED_OFFSET = 10_000
 VALIDATION_SEED_OFFSET = 20_000
-IOU_THRESHOLDS = [0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75]  # the official literal list
 
 
 def conv_block(cin: int, cout: int) -> nn.Sequential:
@@ -136,36 +136,9 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
     return bce + 0.5 * dice
 
 
-def box_iou(a, b) -> float:
-    """IoU of two boxes as the official metric computes it (no +1)."""
-    ix = min(a[3], b[3]) - max(a[0], b[0])
-    iy = min(a[4], b[4]) - max(a[1], b[1])
-    iz = min(a[5], b[5]) - max(a[2], b[2])
-    if ix <= 0 or iy <= 0 or iz <= 0:
-        return 0.0
-    inter = ix * iy * iz
-    vol = lambda c: (c[3] - c[0]) * (c[4] - c[1]) * (c[5] - c[2])  # noqa: E731
-    return inter / (vol(a) + vol(b) - inter)
-
-
 def case_score(gt: list, pred: list) -> float:
-    """Per-case score of the official metric (greedy first-come matching in order, >=; spec section 3/4)."""
-    if not gt:
-        return 0.0 if pred else 1.0
-    if not pred:
-        return 0.0
-    total = 0.0
-    for t in IOU_THRESHOLDS:
-        used, tp, fn = set(), 0, 0
-        for g in gt:
-            hit = next((j for j, p in enumerate(pred) if j not in used and box_iou(g, p) >= t), None)
-            if hit is None:
-                fn += 1
-            else:
-                tp += 1
-                used.add(hit)
-        total += tp / (tp + fn + len(pred) - len(used))
-    return total / len(IOU_THRESHOLDS)
+    """The official per-case score (greedy first-come matching; empty-case rules), from the project's metric."""
+    return case_record(gt, pred, in_all_ids=True, has_ground_truth=bool(gt))["case_score"]
 
 
 @torch.no_grad()

@@ -32,7 +32,13 @@ from ..io import write_json_atomic, write_text_atomic
 log = logging.getLogger("medchallenge.tb_caverns")
 
 MODEL_FILENAME = "tb_caverns.onnx"
-BAKED_MODEL = Path("/opt/app/model") / MODEL_FILENAME  # the image's model; the entry script passes its own
+# The image's model; from a source checkout (editable install), the repository's committed model.
+BAKED_MODEL = next(
+    (p for p in (Path("/opt/app/model") / MODEL_FILENAME,
+                 Path(__file__).resolve().parents[3] / "algorithms" / "tb_caverns" / "model" / MODEL_FILENAME)
+     if p.is_file()),
+    Path("/opt/app/model") / MODEL_FILENAME,
+)
 INPUT_SOCKET = "ct-image"
 INPUT_RELATIVE_PATH = "images/ct"
 GC_OUTPUT_FILE = "tb-cavern-boxes.json"
