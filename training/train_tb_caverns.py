@@ -3,7 +3,7 @@
     PYTHONPATH=$PWD/shared .venv-train/bin/python training/train_tb_caverns.py \
         --out algorithms/tb_caverns/model/tb_caverns.onnx --seed 0
 
-Seeded and CPU-only (2 threads): about 15 minutes on a 2-core machine. Training cases come from
+Seeded and CPU-only (2 threads): about 11 minutes on a shared 2-core machine (3 of them generating the cases). Training cases come from
 `medchallenge.synth.tb_caverns` with generator seeds 10000+seed (training) and 20000+seed (validation, used to choose
 the detection thresholds); the project's held-out cohorts use small seeds (`--seed 1` of the synth CLI), which
 training never sees. Needs torch, onnx, numpy and scipy.

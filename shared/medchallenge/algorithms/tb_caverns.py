@@ -155,7 +155,7 @@ def block_features(ct_zyx: np.ndarray, pre: Preprocessing) -> np.ndarray:
     return np.pad(features, pad, mode="edge")
 
 
-def _coarse_to_full(coords_full: np.ndarray, block: int) -> np.ndarray:
+def _full_to_coarse(coords_full: np.ndarray, block: int) -> np.ndarray:
     """Continuous coarse index of full-resolution voxel centres (block centres at (k + 0.5) * block - 0.5)."""
     return (coords_full + 0.5) / block - 0.5
 
@@ -168,7 +168,7 @@ def probabilities_to_detections(
 
     gz, gy, gx = (-(-s // b) for s, b in zip(shape_zyx, pre.block_zyx))
     prob = probability_zyx[:gz, :gy, :gx]
-    labels, count = ndimage.label(prob >= post.component_threshold, structure=np.ones((3, 3, 3), bool))
+    labels, _ = ndimage.label(prob >= post.component_threshold, structure=np.ones((3, 3, 3), bool))
     detections = []
     for k, sl in enumerate(ndimage.find_objects(labels), start=1):
         component = labels[sl] == k
@@ -195,7 +195,7 @@ def _refine_box(prob, labels, k, sl, shape_zyx, pre: Preprocessing, post: Postpr
     full_lo = [a * b for a, b in zip(lo, pre.block_zyx)]
     full_hi = [min(c * b, n) for c, b, n in zip(hi, pre.block_zyx, shape_zyx)]
     grids = np.meshgrid(
-        *[_coarse_to_full(np.arange(a, b, dtype=np.float32), blk) - c
+        *[_full_to_coarse(np.arange(a, b, dtype=np.float32), blk) - c
           for a, b, blk, c in zip(full_lo, full_hi, pre.block_zyx, lo)],
         indexing="ij",
     )
