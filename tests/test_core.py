@@ -94,6 +94,9 @@ def test_records_in_parallel_equal_serial_and_keep_order():
     assert serial == parallel and list(parallel) == ids
     assert compute_records(ids, square, workers=1, shard=(2, 3), progress=False) == {"1": {"value": 1},
                                                                                      "4": {"value": 16}}
-    assert parse_shard("2/3") == (2, 3)
-    with pytest.raises(InputError):
-        parse_shard("4/3")
+    assert parse_shard("2/3", Path("records")) == (2, 3)
+    assert parse_shard(None, None) is None
+    with pytest.raises(InputError, match="K/N"):
+        parse_shard("4/3", Path("records"))
+    with pytest.raises(InputError, match="--shard needs --records"):
+        parse_shard("1/3", None)

@@ -29,13 +29,15 @@ def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
-def parse_shard(text: str | None) -> tuple[int, int] | None:
-    """'2/4' -> (2, 4)."""
+def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | None:
+    """'2/4' -> (2, 4); a shard needs a records folder, where the shards' records meet."""
     if text is None:
         return None
     match = re.fullmatch(r"(\d+)/(\d+)", text)
     if not match or not 1 <= int(match[1]) <= int(match[2]):
         raise InputError(f"--shard {text!r}: expected K/N with 1 <= K <= N")
+    if records is None:
+        raise InputError("--shard needs --records (the folder where the shards' per-case records meet)")
     return int(match[1]), int(match[2])
 
 

@@ -357,9 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    shard = parse_shard(args.shard)
-    if shard is not None and args.records is None:
-        raise InputError("--shard needs --records (the folder where the shards' per-case records meet)")
+    shard = parse_shard(args.shard, args.records)
     source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter)
     inputs = load_inputs(source)
     lemmatize_model = None

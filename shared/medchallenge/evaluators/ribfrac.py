@@ -202,9 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    shard = parse_shard(args.shard)
-    if shard is not None and args.records is None:
-        raise InputError("--shard needs --records (the folder where shards leave their records)")
+    shard = parse_shard(args.shard, args.records)
     case_ids, sources, layout = collect_sources(args.input, args.ground_truth)
     log.info("ribfrac: %d cases (%s layout)", len(case_ids), layout)
     records = compute_records(case_ids, functools.partial(evaluate_case, sources=sources), workers=args.workers,

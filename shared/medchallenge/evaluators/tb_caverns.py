@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     case_ids = case_order(list(gt), all_ids)
     per_case = functools.partial(_case_record, gt, run.boxes, frozenset(all_ids))
     records = compute_records(case_ids, per_case, workers=args.workers, records=args.records,
-                              shard=parse_shard(args.shard), progress=not args.no_progress, description="cases")
+                              shard=parse_shard(args.shard, args.records), progress=not args.no_progress, description="cases")
     if args.shard:
         log.info("shard %s: %d case records written to %s", args.shard, len(records), args.records)
         return 0
