@@ -44,9 +44,10 @@ bench: venv images
 # The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
 save: images
 	mkdir -p dist
-	for image in $$(docker compose config --images | sort -u); do \
+	set -o pipefail; for image in $$(docker compose config --images | sort -u); do \
 	  name=$${image#*/}; name=$${name%%:*}; \
-	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" && mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \
+	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" || exit 1; \
+	  mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \
 	done
 	cd dist && sha256sum *-$(VERSION).tar.gz > SHA256SUMS && cat SHA256SUMS
 
