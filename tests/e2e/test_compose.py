@@ -71,10 +71,10 @@ def test_one_compose_run_goes_from_images_to_metrics(built, cohort, tmp_path, re
     assert json.loads((local / "metrics.json").read_text())["aggregates"] == metrics["aggregates"]
 
 
-def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path):
+def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, repo):
     spec = ALGORITHMS["tb-caverns"]
     eval_input = emulate(spec, sorted((cohort / "input").glob("*.nii.gz")), tmp_path / "gc",
-                         compose_runner(spec, Path(__file__).parents[2] / "compose.yaml", "TB_CAVERNS"))
+                         compose_runner(spec, repo / "compose.yaml", "TB_CAVERNS"))
     jobs = json.loads((eval_input / "predictions.json").read_text())
     assert len(jobs) == 3 and all((eval_input / j["pk"] / "output" / "tb-cavern-boxes.json").exists() for j in jobs)
     for path in [eval_input, *eval_input.rglob("*")]:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ..contract import add_path_arguments, read_inputs_json, strip_image_suffix
 from ..errors import InputError, report_errors
+from ..formats.tb_caverns import run_file_line
 from ..io import write_json_atomic, write_text_atomic
 
 log = logging.getLogger("medchallenge.tb_caverns")
@@ -298,7 +299,7 @@ def case_result(image_name: str, image, detections: list[Detection]) -> dict:
 
 def run_file_lines(file_name: str, detections: list[Detection]) -> list[str]:
     """Official run-file lines `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2`, in probability order."""
-    return [",".join([file_name, *map(str, d.corners())]) for d in detections]
+    return [run_file_line(file_name, d.corners()) for d in detections]
 
 
 def _process(detector: CavernDetector, path: Path, image_name: str) -> tuple[dict, list[Detection]]:

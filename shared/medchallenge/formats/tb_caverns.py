@@ -121,6 +121,6 @@ def read_box_json(path: Path, case_name: str, known_ids: set[str] | None = None,
     return run
 
 
-def write_run_file_line(name: str, box: Box) -> str:
-    """One run-file line."""
+def run_file_line(name: str, box: Box) -> str:
+    """One run-file line: `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2`."""
     return f"{name}," + ",".join(str(int(v)) for v in box)
