@@ -31,7 +31,7 @@ from medchallenge.algorithms.tb_caverns import (
     probabilities_to_detections,
 )
 from medchallenge.metrics.tb_caverns import case_record
-from medchallenge.synth.tb_caverns import DEFAULT_SHAPE, case_rng, generate_case
+from medchallenge.synth.tb_caverns import DEFAULT_SHAPE, DEFAULT_SPACING, case_rng, generate_case
 
 log = logging.getLogger("train_tb_caverns")
 
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     rng = np.random.default_rng(args.seed)
-    pre = Preprocessing()
+    pre = Preprocessing(spacing_xyz_mm=DEFAULT_SPACING)  # the spacing the cases are generated at
     started = time.perf_counter()
 
     train = [make_case(TRAIN_SEED_OFFSET + args.seed, i, pre, DEFAULT_SHAPE) for i in range(args.train_cases)]

@@ -16,6 +16,7 @@ from medchallenge.algorithms.tb_caverns import (
     Preprocessing,
     block_features,
     main,
+    map_detection,
     probabilities_to_detections,
     world_box_mm,
 )
@@ -80,6 +81,30 @@ def test_world_box_uses_origin_spacing_and_direction():
     image.SetDirection((-1, 0, 0, 0, 1, 0, 0, 0, 1))
     # x: 100 - 0.5 * {2, 4} = {99, 98}; y: -50 + 2 * {1, 3} = {-48, -44}; z: 7 + 3 * {0, 5} = {7, 22}
     assert world_box_mm(image, Detection(2, 1, 0, 4, 3, 5, 0.9)) == [98.0, -48.0, 7.0, 99.0, -44.0, 22.0]
+
+
+def test_boxes_map_between_voxel_grids_through_physical_space():
+    source = sitk.Image(20, 20, 20, sitk.sitkInt16)  # spacing 1 mm
+    target = sitk.Image(40, 40, 10, sitk.sitkInt16)
+    target.SetSpacing((0.5, 0.5, 2.0))
+    # x 2..8 mm -> target 4..16; y 4..10 mm -> 8..20; z 6..12 mm -> 3..6; the probability is kept
+    assert map_detection(Detection(2, 4, 6, 8, 10, 12, 0.7), source, target) == Detection(4, 8, 3, 16, 20, 6, 0.7)
+    # corners outside the target are clipped into it, and stay ordered
+    assert map_detection(Detection(0, 0, 15, 19, 19, 19, 0.5), source, target) == Detection(0, 0, 8, 38, 38, 9, 0.5)
+
+
+def test_a_ct_of_another_spacing_is_resampled_and_its_boxes_mapped_back(tmp_path):
+    # about the field of view of SHAPE at 0.7 x 0.7 x 2.5 mm, sampled at 0.6 x 0.6 x 5 mm (thick slices): run on
+    # the raw grid the model misses this cavern (best IoU 0.0); resampled to its training spacing it finds it
+    shape, spacing = (350, 292, 35), (0.6, 0.6, 5.0)
+    planted = generate_case(case_rng(20, 0), shape, spacing, n_caverns=1, cavern_radius_mm=(12.0, 17.0))
+    save_nifti(tmp_path / "input" / "TST_001.nii.gz", planted.ct, planted.affine)
+    assert main(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--model",
+                 str(tmp_path / "none"), "--device", "cpu"], baked_model=MODEL) == 0
+    rows = (tmp_path / "out" / "submission.txt").read_text().splitlines()
+    boxes = [[int(v) for v in row.split(",")[1:]] for row in rows]
+    assert boxes and all(0 <= b[0] < b[3] < shape[0] and 0 <= b[2] < b[5] < shape[2] for b in boxes)
+    assert max(official_iou(box, planted.boxes[0].corners()) for box in boxes) >= 0.5
 
 
 @pytest.fixture(scope="module")

@@ -60,6 +60,10 @@ class Preprocessing:
     air_below_hu: float = -950.0
     tissue_above_hu: float = -400.0
     pad_multiple: int = 4  # coarse grid sizes are padded to a multiple of this (the network's total pooling)
+    # the training data's voxel spacing; a CT whose spacing differs by more than `spacing_tolerance` (relative)
+    # on any axis is resampled to it first, and the boxes are mapped back to its own voxel grid
+    spacing_xyz_mm: tuple[float, float, float] = (0.7, 0.7, 2.5)
+    spacing_tolerance: float = 0.1
 
     @classmethod
     def from_dict(cls, values: dict) -> "Preprocessing":
@@ -69,6 +73,8 @@ class Preprocessing:
             air_below_hu=float(values["air_below_hu"]),
             tissue_above_hu=float(values["tissue_above_hu"]),
             pad_multiple=int(values["pad_multiple"]),
+            spacing_xyz_mm=tuple(float(v) for v in values.get("spacing_xyz_mm", cls.spacing_xyz_mm)),
+            spacing_tolerance=float(values.get("spacing_tolerance", cls.spacing_tolerance)),
         )
 
     def to_dict(self) -> dict:
@@ -78,6 +84,8 @@ class Preprocessing:
             "air_below_hu": self.air_below_hu,
             "tissue_above_hu": self.tissue_above_hu,
             "pad_multiple": self.pad_multiple,
+            "spacing_xyz_mm": list(self.spacing_xyz_mm),
+            "spacing_tolerance": self.spacing_tolerance,
         }
 
 
@@ -248,6 +256,43 @@ class CavernDetector:
     def detect(self, ct_zyx: np.ndarray) -> list[Detection]:
         return probabilities_to_detections(self.probabilities(ct_zyx), ct_zyx.shape, self.pre, self.post)
 
+    def detect_image(self, image, ct_zyx: np.ndarray) -> list[Detection]:
+        """Detections in `image`'s voxel grid; a CT of another spacing is resampled to the training spacing."""
+        spacing = np.asarray(image.GetSpacing())
+        target = np.asarray(self.pre.spacing_xyz_mm)
+        if np.all(np.abs(spacing / target - 1) <= self.pre.spacing_tolerance):
+            return self.detect(ct_zyx)
+        import SimpleITK as sitk
+
+        resampled = resample_to_spacing(image, self.pre.spacing_xyz_mm)
+        log.info("spacing %s mm resampled to %s mm for the model", tuple(round(v, 3) for v in spacing),
+                 self.pre.spacing_xyz_mm)
+        detections = self.detect(sitk.GetArrayViewFromImage(resampled))
+        return [map_detection(d, resampled, image) for d in detections]
+
+
+def resample_to_spacing(image, spacing_xyz_mm: tuple[float, float, float]):
+    """`image` on a grid of the given spacing (same origin and direction, linear interpolation, air outside)."""
+    import SimpleITK as sitk
+
+    size = np.asarray(image.GetSize()) * np.asarray(image.GetSpacing()) / np.asarray(spacing_xyz_mm)
+    return sitk.Resample(image, [max(1, int(round(n))) for n in size], sitk.Transform(), sitk.sitkLinear,
+                         image.GetOrigin(), tuple(spacing_xyz_mm), image.GetDirection(), -1024.0, sitk.sitkInt16)
+
+
+def map_detection(detection: Detection, source, target) -> Detection:
+    """A box of `source`'s voxel grid as the inclusive box of `target`'s grid covering the same corner points."""
+    d = detection
+    corners = np.asarray([
+        target.TransformPhysicalPointToContinuousIndex(
+            source.TransformContinuousIndexToPhysicalPoint((float(x), float(y), float(z))))
+        for x in (d.x1, d.x2) for y in (d.y1, d.y2) for z in (d.z1, d.z2)
+    ])
+    size = target.GetSize()
+    lo = [min(max(int(round(v)), 0), n - 2) for v, n in zip(corners.min(axis=0), size)]
+    hi = [max(min(int(round(v)), n - 1), a + 1) for v, n, a in zip(corners.max(axis=0), size, lo)]
+    return Detection(*lo, *hi, probability=detection.probability)
+
 
 def read_ct(path: Path):
     """The SimpleITK image and its (z, y, x) int16 array; an unreadable file is an InputError naming it."""
@@ -304,7 +349,7 @@ def run_file_lines(file_name: str, detections: list[Detection]) -> list[str]:
 
 def _process(detector: CavernDetector, path: Path, image_name: str) -> tuple[dict, list[Detection]]:
     image, array = read_ct(path)
-    detections = detector.detect(array)
+    detections = detector.detect_image(image, array)
     return case_result(image_name, image, detections), detections
 
 
