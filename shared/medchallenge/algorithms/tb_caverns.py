@@ -28,6 +28,7 @@ import numpy as np
 from ..contract import add_path_arguments, read_inputs_json, strip_image_suffix
 from ..errors import InputError, report_errors
 from ..formats.tb_caverns import run_file_line
+from ..imaging import read_image
 from ..io import write_json_atomic, write_text_atomic
 
 log = logging.getLogger("medchallenge.tb_caverns")
@@ -298,12 +299,7 @@ def read_ct(path: Path):
     """The SimpleITK image and its (z, y, x) int16 array; an unreadable file is an InputError naming it."""
     import SimpleITK as sitk
 
-    try:
-        image = sitk.ReadImage(str(path))
-    except RuntimeError as exc:
-        reason = next((line.strip() for line in str(exc).splitlines() if line.strip().startswith("ITK")),
-                      "not a readable image")
-        raise InputError(f"{path}: cannot read the CT image ({reason})") from None
+    image = read_image(path, "CT image")
     if image.GetDimension() != 3 or image.GetNumberOfComponentsPerPixel() != 1:
         raise InputError(f"{path}: expected a 3-D single-channel CT, got {image.GetDimension()}-D with "
                          f"{image.GetNumberOfComponentsPerPixel()} component(s)")

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..imaging import read_image
 
 # §1: label_code -> class name; any other code is an error here (NaN -> KeyError crash in the official code).
 LABEL_CODES = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
@@ -196,11 +197,7 @@ def read_label_volume(path: Path) -> np.ndarray:
     """
     import SimpleITK as sitk
 
-    try:
-        image = sitk.ReadImage(str(path))
-    except RuntimeError as exc:
-        detail = str(exc).strip().splitlines()[-1] if str(exc).strip() else "unreadable"
-        raise InputError(f"{path}: cannot read image ({detail})") from None
+    image = read_image(path, "label volume")
     if image.GetNumberOfComponentsPerPixel() != 1 or image.GetDimension() != 3:
         raise InputError(f"{path}: expected a 3-D single-channel label volume, got {image.GetDimension()}-D "
                          f"with {image.GetNumberOfComponentsPerPixel()} component(s)")
