@@ -78,6 +78,12 @@ def test_predictions_json_duplicates_and_bad_json_are_errors(tmp_path):
     assert [j.pk for j in jobs] == ["p1", "p2"]  # failed jobs are not predictions
     with pytest.raises(InputError, match="case A.nii.gz appears in jobs p1 and p2"):
         jobs_by_case(jobs, "ct-image")
+    for bad, message in (({"pk": "p", "inputs": None}, "job p: 'inputs' must be a list"),
+                         ({"pk": "p", "outputs": [{"interface": {"slug": "x", "relative_path": 5}}]},
+                          r"\[0\].outputs\[0\]: socket value without a string interface.slug")):
+        (tmp_path / "predictions.json").write_text(json.dumps([bad]))
+        with pytest.raises(InputError, match=message):
+            read_predictions_json(tmp_path)
     (tmp_path / "predictions.json").write_text("[{]")
     with pytest.raises(InputError, match=r"predictions.json: line 1: not valid JSON"):
         read_predictions_json(tmp_path)

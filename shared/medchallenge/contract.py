@@ -92,12 +92,12 @@ class SocketValue:
         return files[0]
 
 
-def _socket_value(entry: dict, base: Path, where: str) -> SocketValue:
-    try:
-        interface = entry["interface"]
-        slug, relative_path = interface["slug"], interface["relative_path"]
-    except (KeyError, TypeError):
-        raise InputError(f"{where}: socket value without interface.slug/relative_path") from None
+def _socket_value(entry: object, base: Path, where: str) -> SocketValue:
+    interface = entry.get("interface") if isinstance(entry, dict) else None
+    slug = interface.get("slug") if isinstance(interface, dict) else None
+    relative_path = interface.get("relative_path") if isinstance(interface, dict) else None
+    if not isinstance(slug, str) or not isinstance(relative_path, str):
+        raise InputError(f"{where}: socket value without a string interface.slug and interface.relative_path")
     image = entry.get("image") or {}
     return SocketValue(
         slug=slug,
@@ -161,13 +161,14 @@ def read_predictions_json(input_dir: Path) -> list[GCJob] | None:
         if not re.fullmatch(r"[A-Za-z0-9_.-]+", pk):
             raise InputError(f"{where}: job pk {pk!r} is not a plain folder name")
         job_out = input_dir / pk / "output"
-        jobs.append(
-            GCJob(
-                pk=pk,
-                inputs={s.slug: s for s in (_socket_value(e, input_dir, where) for e in entry.get("inputs", []))},
-                outputs={s.slug: s for s in (_socket_value(e, job_out, where) for e in entry.get("outputs", []))},
-            )
-        )
+        sockets = {}
+        for key, base in (("inputs", input_dir), ("outputs", job_out)):
+            values = entry.get(key, [])
+            if not isinstance(values, list):
+                raise InputError(f"{where}: job {pk}: '{key}' must be a list of socket values")
+            sockets[key] = {s.slug: s for s in (_socket_value(v, base, f"{where}.{key}[{i}]")
+                                                 for i, v in enumerate(values))}
+        jobs.append(GCJob(pk=pk, inputs=sockets["inputs"], outputs=sockets["outputs"]))
     return jobs
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .io import write_json_atomic
+from .logs import setup_logging
 
 log = logging.getLogger("medchallenge.gc_emulator")
 
@@ -145,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runner", choices=["compose", "local"], default="compose")
     parser.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root (compose.yaml)")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    setup_logging()
     spec = ALGORITHMS[args.challenge]
     cases = sorted(args.cases.glob(spec.case_glob))
     if args.runner == "compose":

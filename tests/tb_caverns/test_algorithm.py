@@ -206,5 +206,5 @@ def test_entry_script_runs_main(tmp_path, cohort):
     done = subprocess.run([sys.executable, str(script), "--input", str(tmp_path), "--output", str(tmp_path / "o"),
                            "--device", "cpu"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert "CPUExecutionProvider" in done.stderr
+    assert "CPUExecutionProvider" in done.stdout and done.stderr == ""  # the provider is logged; no warnings
     assert (tmp_path / "o" / "submission.txt").read_text() == ""

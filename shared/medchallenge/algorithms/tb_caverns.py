@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from ..contract import add_path_arguments, read_inputs_json, strip_image_suffix
 from ..errors import InputError, report_errors
 from ..formats.tb_caverns import run_file_line
 from ..imaging import read_image
+from ..logs import setup_logging
 from ..io import write_json_atomic, write_text_atomic
 
 log = logging.getLogger("medchallenge.tb_caverns")
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None, baked_model: Path = BAKED_MODEL) -> int:
     from ..onnx_session import resolve_model
 
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=os.environ.get("LOG_LEVEL", "INFO").upper(), format="%(message)s", stream=sys.stderr)
+    setup_logging()
     model_path = resolve_model(baked_model, args.model, MODEL_FILENAME)
     if not model_path.is_file():
         raise InputError(f"{model_path}: model file not found")

@@ -29,6 +29,7 @@ from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
 from ..formats import imageclef_caption as fmt
 from ..io import write_metrics
 from ..metrics import imageclef_caption as metric
+from ..logs import setup_logging
 
 log = logging.getLogger("medchallenge.imageclef_caption")
 
@@ -356,7 +357,7 @@ def build_parser() -> argparse.ArgumentParser:
 @report_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    setup_logging()
     shard = parse_shard(args.shard, args.records)
     source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter)
     inputs = load_inputs(source)

@@ -26,6 +26,7 @@ from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
 from ..formats import ribfrac as formats
 from ..io import write_metrics
 from ..metrics import ribfrac as metrics
+from ..logs import setup_logging
 
 log = logging.getLogger("medchallenge.ribfrac")
 
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 @report_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    setup_logging()
     shard = parse_shard(args.shard, args.records)
     case_ids, sources, layout = collect_sources(args.input, args.ground_truth)
     log.info("ribfrac: %d cases (%s layout)", len(case_ids), layout)

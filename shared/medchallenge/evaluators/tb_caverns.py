@@ -18,6 +18,7 @@ from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
 from ..formats.tb_caverns import RunFile, read_all_ids, read_box_json, read_gt_boxes, read_run_file
 from ..io import write_metrics
 from ..metrics.tb_caverns import IOU_THRESHOLDS, aggregate, case_order, case_record
+from ..logs import setup_logging
 
 log = logging.getLogger("medchallenge.tb_caverns")
 
@@ -65,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
 @report_errors
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    setup_logging()
     gt = read_gt_boxes(args.ground_truth / "gt_boxes.csv")
     all_ids = read_all_ids(args.ground_truth / "all_ids.csv")
     run, layout = read_predictions(args.input, set(all_ids) | set(gt), args.strict)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import logging
 import sys
+
+from ..logs import setup_logging
 
 GENERATORS = {
     "tb-caverns": "tb_caverns",
@@ -33,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
         modules[name] = module
         module.add_arguments(sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0]))
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    setup_logging()
     return modules[args.challenge].run(args)
 
 
