@@ -30,6 +30,16 @@ def test_csv_rows_keep_duplicates_and_order(tmp_path):
     assert rows == {"A": [f.PredRow(1, 0.5, 1), f.PredRow(1, 0.25, -1)], "B": [f.PredRow(2, 0.1, 0)]}
 
 
+def test_background_row_confidence_is_never_read(tmp_path):
+    # the official code never merges label 0 (no instance), so its confidence may be blank; other rows may not
+    path = tmp_path / "p.csv"
+    path.write_text("public_id,label_id,confidence,label_code\nA,0,,0\nA,1,0.5,1\n")
+    assert f.read_pred_csv(path) == {"A": [f.PredRow(0, 0.0, 0), f.PredRow(1, 0.5, 1)]}
+    path.write_text("public_id,label_id,confidence,label_code\nA,0,,0\nA,1,,1\n")
+    with pytest.raises(InputError, match=r"p.csv: line 3: confidence '' is not a finite number"):
+        f.read_pred_csv(path)
+
+
 @pytest.mark.parametrize("line,message", [
     ("A,1.5,1", "label_id '1.5' is not an integer"),
     ("A,256,1", "label_id .256. is not an integer in 0..255"),

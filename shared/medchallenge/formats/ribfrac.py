@@ -150,16 +150,25 @@ def read_gt_csv(path: Path) -> dict[str, list[GTRow]]:
     return table
 
 
+def _pred_row(label_id: object, confidence: object, label_code: object, where: str) -> PredRow:
+    """A prediction row; the background row's (label 0) confidence is never read by the official code (a mask
+    label 0 is no instance), so it may be blank or anything there."""
+    label = parse_label_id(label_id, where)
+    if label == 0:
+        try:
+            value = float(confidence)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            value = 0.0
+        return PredRow(label, value if math.isfinite(value) else 0.0, parse_label_code(label_code, where))
+    return PredRow(label, parse_confidence(confidence, where), parse_label_code(label_code, where))
+
+
 def read_pred_csv(path: Path) -> dict[str, list[PredRow]]:
     """The prediction CSV `public_id,label_id,confidence,label_code` -> rows per case (duplicates kept: §7)."""
     table: dict[str, list[PredRow]] = {}
     for line, row in _read_csv(path, PRED_COLUMNS):
-        where = f"{path}: line {line}"
-        table.setdefault(row["public_id"], []).append(PredRow(
-            parse_label_id(row["label_id"], where),
-            parse_confidence(row["confidence"], where),
-            parse_label_code(row["label_code"], where),
-        ))
+        table.setdefault(row["public_id"], []).append(
+            _pred_row(row["label_id"], row["confidence"], row["label_code"], f"{path}: line {line}"))
     return table
 
 
@@ -172,8 +181,7 @@ def parse_detections(document: object, where: str) -> list[PredRow]:
         here = f"{where}: detections[{index}]"
         if not isinstance(item, dict) or any(k not in item for k in ("label_id", "confidence", "label_code")):
             raise InputError(f"{here}: expected an object with label_id, confidence, label_code")
-        rows.append(PredRow(parse_label_id(item["label_id"], here), parse_confidence(item["confidence"], here),
-                            parse_label_code(item["label_code"], here)))
+        rows.append(_pred_row(item["label_id"], item["confidence"], item["label_code"], here))
     return rows
 
 
