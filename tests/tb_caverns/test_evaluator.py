@@ -131,6 +131,24 @@ def test_bad_ground_truth_names_the_line(tmp_path, ground_truth, capsys):
     assert code == 1 and "all_ids.csv: the id list is empty" in capsys.readouterr().err
 
 
+def test_byte_order_mark_is_read_as_officially_but_named(tmp_path, ground_truth):
+    # the official code keeps the BOM in the first id: TST_001 (GT) then is missing from the id list, and the id
+    # "\ufeffTST_001.nii.gz" has neither GT nor predictions (a true negative): same number, but a warning says why
+    ids = (ground_truth / "all_ids.csv").read_text()
+    (ground_truth / "all_ids.csv").write_text("\ufeff" + ids)
+    code, metrics = run(tmp_path, ground_truth, (FIXTURES / "pred.csv").read_text())
+    # TST_001 still adds its 1.0 (GT outside the list), the BOM id adds 1 as a true negative: 0.4583... + 1/6
+    assert code == 0 and metrics["aggregates"]["map"] == (1.0 + 0.25 + 0 + 0.5 + 1 + 1) / 6
+    assert any("byte-order mark" in w and "all_ids.csv" in w for w in metrics["meta"]["warnings"])
+
+
+def test_empty_ground_truth_file_is_an_error(tmp_path, ground_truth, capsys):
+    (ground_truth / "gt_boxes.csv").write_text("")
+    code, metrics = run(tmp_path, ground_truth, "")
+    assert code == 1 and metrics is None
+    assert "gt_boxes.csv: empty file (expected the header line" in capsys.readouterr().err
+
+
 def test_crlf_run_file_is_read_correctly(tmp_path, ground_truth):
     submission = (FIXTURES / "pred.csv").read_text()
     _, lf = run(tmp_path, ground_truth, submission)

@@ -15,7 +15,9 @@ from .. import __version__
 from ..contract import add_path_arguments, jobs_by_case, read_predictions_json
 from ..errors import InputError, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
-from ..formats.tb_caverns import RunFile, read_all_ids, read_box_json, read_gt_boxes, read_run_file
+from ..formats.tb_caverns import (
+    RunFile, byte_order_mark_warning, read_all_ids, read_box_json, read_gt_boxes, read_run_file,
+)
 from ..io import write_metrics
 from ..metrics.tb_caverns import IOU_THRESHOLDS, aggregate, case_order, case_record
 from ..logs import setup_logging
@@ -70,6 +72,8 @@ def main(argv: list[str] | None = None) -> int:
     gt = read_gt_boxes(args.ground_truth / "gt_boxes.csv")
     all_ids = read_all_ids(args.ground_truth / "all_ids.csv")
     run, layout = read_predictions(args.input, set(all_ids) | set(gt), args.strict)
+    run.warnings[:0] = filter(None, (byte_order_mark_warning(p) for p in
+                                     (args.ground_truth / "all_ids.csv", args.input / RUN_FILE)))
     for warning in run.warnings:
         log.warning("warning: %s", warning)
 

@@ -37,10 +37,26 @@ def _parse_box(path: Path, line: int, row: list[str]) -> Box:
         raise InputError(f"{path}: line {line}: coordinates must be integers, got {','.join(row[1:7])!r}") from None
 
 
+def byte_order_mark_warning(path: Path) -> str | None:
+    """A warning when `path` starts with a UTF-8 byte-order mark, which the official code (like this evaluator)
+    reads as part of the first field: an id list's first id, or a run file's first file name, then differ."""
+    try:
+        with open(path, "rb") as handle:
+            if handle.read(3) == b"\xef\xbb\xbf":
+                return (f"{path}: starts with a UTF-8 byte-order mark, read as part of the first field as the official "
+                        "code did; remove it if that is not intended")
+    except OSError:
+        return None
+    return None
+
+
 def read_gt_boxes(path: Path) -> dict[str, list[Box]]:
     """§1: ground-truth boxes by file name (`id` + `.nii.gz`), rows in file order; the header line is skipped."""
+    rows = _read_rows(path)
+    if not rows:
+        raise InputError(f"{path}: empty file (expected the header line; the official code fails here)")
     boxes: dict[str, list[Box]] = {}
-    for line, row in enumerate(_read_rows(path)[1:], start=2):
+    for line, row in enumerate(rows[1:], start=2):
         if not row:
             raise InputError(f"{path}: line {line}: blank line")
         boxes.setdefault(row[0] + ".nii.gz", []).append(_parse_box(path, line, row))
