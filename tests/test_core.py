@@ -89,6 +89,18 @@ def test_predictions_json_duplicates_and_bad_json_are_errors(tmp_path):
         read_predictions_json(tmp_path)
 
 
+def test_case_ids_that_sanitise_alike_get_their_own_record_files(tmp_path):
+    ids = ["A B", "A_B", "A/B"]
+    records = compute_records(ids, echo, workers=1, records=tmp_path, progress=False)
+    assert len(list(tmp_path.glob("*.json"))) == 3
+    assert compute_records(ids, echo, workers=1, records=tmp_path, progress=False) == records == {
+        i: {"id": i} for i in ids}
+
+
+def echo(case_id: str) -> dict:
+    return {"id": case_id}
+
+
 def square(case_id: str) -> dict:
     return {"value": int(case_id) ** 2}
 

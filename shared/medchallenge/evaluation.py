@@ -7,6 +7,7 @@ resumes after a failure and shards (`--shard K/N`) can run on different machines
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from .errors import InputError
-from .io import write_json_atomic
+from .io import write_json_atomic, write_text_atomic
 
 
 def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,8 +42,55 @@ def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | Non
     return int(match[1]), int(match[2])
 
 
+RUNTIME_OPTIONS = {"input", "output", "ground_truth", "workers", "records", "shard", "no_progress", "no_plots",
+                   "no_plot"}
+SMALL_FILE = 1 << 20
+FINGERPRINT_FILE = ".inputs-fingerprint"  # not *.json: a folder of records is its *.json files
+
+
+def _file_digest(path: Path) -> str:
+    """Small files whole; large ones by size and their first and last 64 KiB (a gzip's end holds its CRC)."""
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with open(path, "rb") as handle:
+        if size <= SMALL_FILE:
+            digest.update(handle.read())
+        else:
+            digest.update(handle.read(1 << 16))
+            handle.seek(-(1 << 16), os.SEEK_END)
+            digest.update(handle.read())
+    return digest.hexdigest()
+
+
+def input_fingerprint(args: argparse.Namespace) -> str:
+    """What the records depend on: the input and ground-truth files (relative names, sizes, contents) and the
+    evaluator options that change numbers. Independent of where the folders are, so shards on other machines agree."""
+    digest = hashlib.sha256()
+    for root in (args.input, args.ground_truth):
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            digest.update(f"{path.relative_to(root) if path != root else path.name}:{_file_digest(path)}\n".encode())
+    options = {k: str(v) for k, v in sorted(vars(args).items()) if k not in RUNTIME_OPTIONS}
+    digest.update(json.dumps(options, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def _check_fingerprint(records: Path, fingerprint: str) -> None:
+    """Records of other inputs or options must not be reused: refuse a records folder that holds them."""
+    path = records / FINGERPRINT_FILE
+    if path.is_file():
+        if path.read_text().strip() != fingerprint:
+            raise InputError(f"{records}: holds records of other inputs or options; use an empty records folder")
+    else:
+        write_text_atomic(path, fingerprint + "\n")
+
+
 def _record_path(records: Path, case_id: str) -> Path:
-    return records / (re.sub(r"[^A-Za-z0-9_.-]", "_", case_id) + ".json")
+    """One file per case; ids changed by the file-name sanitising get a hash so that no two ids share a file."""
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", case_id)
+    if name != case_id or name.startswith("."):
+        name += "-" + hashlib.sha256(case_id.encode()).hexdigest()[:10]
+    return records / (name + ".json")
 
 
 def compute_records(
@@ -54,11 +102,15 @@ def compute_records(
     shard: tuple[int, int] | None = None,
     progress: bool = True,
     description: str = "cases",
+    fingerprint: str | None = None,
 ) -> dict[str, dict]:
     """Stage 1: `per_case(case_id)` for every case (in parallel when workers != 1), reusing cached records.
 
-    `per_case` must be picklable (a module-level function or a functools.partial of one).
+    `per_case` must be picklable (a module-level function or a functools.partial of one). With `records`, a
+    `fingerprint` (input_fingerprint) makes sure stored records come from the same inputs and options.
     """
+    if records is not None and fingerprint is not None:
+        _check_fingerprint(records, fingerprint)
     selected = list(case_ids)
     if shard is not None:
         k, n = shard

@@ -179,3 +179,19 @@ def test_stored_records_are_reused_not_recomputed(tmp_path, ground_truth):
     path.write_text(json.dumps(record))
     _, resumed = run(tmp_path / "second", ground_truth, submission, "--records", str(records))
     assert resumed["aggregates"]["map"] == (1.0 + 0.25 + 1.0 + 0.5 + 0 + 1) / 6
+
+
+def test_records_of_other_inputs_are_refused(tmp_path, ground_truth, capsys):
+    records = tmp_path / "records"
+    submission = "".join(line for line in (FIXTURES / "pred.csv").read_text().splitlines(True) if "TST_999" not in line)
+    assert run(tmp_path / "first", ground_truth, submission, "--records", str(records))[0] == 0
+    # another submission with the same records folder would silently reuse stale records: refused
+    code, metrics = run(tmp_path / "second", ground_truth, submission.replace(",19\n", ",20\n"),
+                        "--records", str(records))
+    assert code == 1 and metrics is None
+    assert "holds records of other inputs or options" in capsys.readouterr().err
+    # options that change numbers count too; the same inputs elsewhere (another machine's copy) do not
+    assert run(tmp_path / "third", ground_truth, submission, "--records", str(records), "--strict")[0] == 1
+    copy = tmp_path / "copy-of-gt"
+    shutil.copytree(ground_truth, copy)
+    assert run(tmp_path / "fourth", copy, submission, "--records", str(records))[0] == 0

@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import __version__
 from ..contract import add_path_arguments, read_json_file, read_predictions_json, strip_image_suffix
 from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats import imageclef_caption as fmt
 from ..io import write_metrics
 from ..metrics import imageclef_caption as metric
@@ -369,7 +369,8 @@ def main(argv: list[str] | None = None) -> int:
     case_ids = list(dict.fromkeys([*(inputs.concept_run or {}), *(inputs.caption_run or {})]))
     records = compute_records(case_ids, functools.partial(score_image, source, lemmatize_model),
                               workers=args.workers, records=args.records, shard=shard,
-                              progress=not args.no_progress, description="images")
+                              progress=not args.no_progress, description="images",
+                              fingerprint=input_fingerprint(args))
     if shard is not None:
         log.info("shard %d/%d: %d per-image records in %s", *shard, len(records), args.records)
         return 0

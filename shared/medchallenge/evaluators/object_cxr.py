@@ -19,7 +19,7 @@ import numpy as np
 from .. import __version__
 from ..contract import GCJob, add_path_arguments, read_json_file, read_predictions_json, strip_image_suffix
 from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats.object_cxr import GroundTruth, read_classification, read_ground_truth, read_localization
 from ..io import write_metrics
 from ..metrics import object_cxr as metrics
@@ -290,7 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     data = prepare_hit_tests(gt, submission, args.polygon_rule)
     records = compute_records(block_ids(len(gt.image_paths)), functools.partial(hit_record, data),
                               workers=args.workers or 1, records=args.records, shard=shard,
-                              progress=not args.no_progress and sys.stderr.isatty(), description="image blocks")
+                              progress=not args.no_progress and sys.stderr.isatty(), description="image blocks",
+                              fingerprint=input_fingerprint(args))
     if shard is not None:
         print(f"shard {shard[0]}/{shard[1]}: {len(records)} record(s) written to {args.records}")
         return 0

@@ -22,7 +22,7 @@ import numpy as np
 from .. import __version__
 from ..contract import add_path_arguments, jobs_by_case, read_json_file, read_predictions_json
 from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats import ribfrac as formats
 from ..io import write_metrics
 from ..metrics import ribfrac as metrics
@@ -208,7 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     log.info("ribfrac: %d cases (%s layout)", len(case_ids), layout)
     records = compute_records(case_ids, functools.partial(evaluate_case, sources=sources), workers=args.workers,
                               records=args.records, shard=shard, progress=not args.no_progress,
-                              description="ribfrac")
+                              description="ribfrac", fingerprint=input_fingerprint(args))
     if shard is not None:
         log.info("shard %d/%d: %d records in %s", *shard, len(records), args.records)
         return 0

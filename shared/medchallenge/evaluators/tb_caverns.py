@@ -14,7 +14,7 @@ from pathlib import Path
 from .. import __version__
 from ..contract import add_path_arguments, jobs_by_case, read_predictions_json
 from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, parse_shard
+from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats.tb_caverns import (
     RunFile, byte_order_mark_warning, read_all_ids, read_box_json, read_gt_boxes, read_run_file,
 )
@@ -80,7 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     case_ids = case_order(list(gt), all_ids)
     per_case = functools.partial(_case_record, gt, run.boxes, frozenset(all_ids))
     records = compute_records(case_ids, per_case, workers=args.workers, records=args.records,
-                              shard=parse_shard(args.shard, args.records), progress=not args.no_progress, description="cases")
+                              shard=parse_shard(args.shard, args.records), progress=not args.no_progress,
+                              description="cases", fingerprint=input_fingerprint(args))
     if args.shard:
         log.info("shard %s: %d case records written to %s", args.shard, len(records), args.records)
         return 0
