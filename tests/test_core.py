@@ -84,6 +84,13 @@ def test_predictions_json_duplicates_and_bad_json_are_errors(tmp_path):
         (tmp_path / "predictions.json").write_text(json.dumps([bad]))
         with pytest.raises(InputError, match=message):
             read_predictions_json(tmp_path)
+    (tmp_path / "predictions.json").write_text(json.dumps([{"pk": "p", "inputs": [
+        {"interface": {"slug": "ct-image", "relative_path": "images/ct"}, "image": {"name": 5}}]}]))
+    with pytest.raises(InputError, match="image.name of socket 'ct-image' must be a string"):
+        read_predictions_json(tmp_path)
+    (tmp_path / "predictions.json").write_bytes(b"\xff\xfe[]")
+    with pytest.raises(InputError, match="predictions.json: not UTF-8 text"):
+        read_predictions_json(tmp_path)
     (tmp_path / "predictions.json").write_text("[{]")
     with pytest.raises(InputError, match=r"predictions.json: line 1: not valid JSON"):
         read_predictions_json(tmp_path)

@@ -67,6 +67,8 @@ def read_json_file(path: Path):
         return json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    except UnicodeDecodeError as exc:
+        raise InputError(f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
 
@@ -99,6 +101,8 @@ def _socket_value(entry: object, base: Path, where: str) -> SocketValue:
     if not isinstance(slug, str) or not isinstance(relative_path, str):
         raise InputError(f"{where}: socket value without a string interface.slug and interface.relative_path")
     image = entry.get("image") or {}
+    if isinstance(image, dict) and image.get("name") is not None and not isinstance(image["name"], str):
+        raise InputError(f"{where}: image.name of socket '{slug}' must be a string")
     return SocketValue(
         slug=slug,
         relative_path=relative_path,

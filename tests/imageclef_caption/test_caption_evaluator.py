@@ -336,3 +336,16 @@ assert main(["--edition", "2021", "--input", {str(run21)!r}, "--ground-truth", {
                             env={"PYTHONPATH": str(SHARED), "PATH": "/usr/bin:/bin", "NLTK_DATA": str(tmp_path)})
     assert result.returncode == 0, result.stderr
     assert json.loads((tmp_path / "o21" / "metrics.json").read_text())["aggregates"]["bleu"] == 0.34592743396814934
+
+
+@pytest.mark.parametrize("edition", ["2022", "2021"])
+def test_empty_caption_ground_truth_is_one_error_line(tmp_path, capsys, edition):
+    # the official code divides the BLEU sum by the number of ground-truth captions: zero here
+    gt, run = tmp_path / "gt", tmp_path / "run"
+    gt.mkdir()
+    run.mkdir()
+    (gt / "captions.csv").write_text("")
+    (run / "captions.csv").write_text("")
+    line = _fails(capsys, ["--edition", edition, "--input", str(run), "--ground-truth", str(gt),
+                           "--output", str(tmp_path / "o")])
+    assert line.startswith("error: ") and "captions.csv: no ground-truth caption" in line

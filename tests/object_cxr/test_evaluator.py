@@ -185,3 +185,16 @@ def test_gc_layout_errors(tmp_path, capsys):
     assert "points[0]: no probability" in run_failing(capsys, pred, gt, tmp_path)
     (pred / jobs[0]["pk"] / "output" / "foreign-object-likelihood.json").write_text("true")
     assert "expected a finite number, got True" in run_failing(capsys, pred, gt, tmp_path)
+
+
+def test_ground_truth_without_images_gets_the_documented_values(tmp_path):
+    # the official script crashes (no image, no object); here every level is 0 with a note, and no traceback
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "pred").mkdir()
+    (tmp_path / "gt" / "annotations.csv").write_text("image_path,annotation\n")
+    (tmp_path / "pred" / "classification.csv").write_text("image_path,prediction\n")
+    (tmp_path / "pred" / "localization.csv").write_text("image_path,prediction\n")
+    metrics = evaluate(tmp_path / "pred", tmp_path / "gt", tmp_path / "out", "--no-plots")
+    assert metrics["aggregates"]["froc"] == 0.0
+    assert all(v == 0.0 for k, v in metrics["aggregates"].items() if k.startswith("sensitivity_at_fp_"))
+    assert metrics["meta"]["notes"]

@@ -139,8 +139,10 @@ def _load_concepts(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None
 
 
 def _load_captions(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None, run_path: Path) -> None:
-    inputs.captions_gt = fmt.read_captions_ground_truth(
-        _require(source.ground_truth_dir / fmt.CAPTIONS_GT, "caption ground truth"), source.edition)
+    gt_path = _require(source.ground_truth_dir / fmt.CAPTIONS_GT, "caption ground truth")
+    inputs.captions_gt = fmt.read_captions_ground_truth(gt_path, source.edition)
+    if not inputs.captions_gt:
+        raise InputError(f"{gt_path}: no ground-truth caption (the official code divides by their number)")
     if gc_rows is None:
         delimiter = _run_delimiter(source, run_path)
         rows = fmt.read_rows(run_path, delimiter)
@@ -289,8 +291,8 @@ def aggregate(source: Source, inputs: Inputs, records: dict[str, dict], lemmatiz
         value = metric.mean_over_counted(scores, len(inputs.concepts_gt))
         if value is None:
             value = 0.0
-            notes.append("every ground-truth concept list is empty: the official 2021 code divides by zero; "
-                         "concept_f1 reported as 0.0")
+            notes.append(f"no ground-truth image counts in the mean: the official {source.edition} code divides by "
+                         "zero; concept_f1 reported as 0.0")
         aggregates["concept_f1"] = value
         if source.edition == "2021" and any(score is None for score in scores):
             notes.append("2021: images with an empty ground-truth concept list are left out of the mean "

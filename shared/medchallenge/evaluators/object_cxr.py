@@ -297,8 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     # stage 2: the official FROC walk, AUC, per-image counts, outputs
-    hit_point = np.concatenate([np.asarray(r["point"], dtype=np.int64) for r in records.values()] or [[]])
-    hit_object = np.concatenate([np.asarray(r["object"], dtype=np.int64) for r in records.values()] or [[]])
+    hit_point = np.concatenate([np.asarray(r["point"], dtype=np.int64) for r in records.values()]
+                               or [np.empty(0, dtype=np.int64)])
+    hit_object = np.concatenate([np.asarray(r["object"], dtype=np.int64) for r in records.values()]
+                                or [np.empty(0, dtype=np.int64)])
     order = metrics.sort_by_probability(submission.probability)
     false_positive_sorted, new_hits = metrics.walk_counts(order, hit_point, hit_object, gt.num_object)
     froc = metrics.froc_levels(false_positive_sorted, new_hits, gt.num_image, gt.num_object, fps)

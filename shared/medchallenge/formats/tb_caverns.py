@@ -9,10 +9,10 @@ file names) are warnings, or errors with `strict=True`.
 from __future__ import annotations
 
 import csv
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..contract import read_json_file
 from ..errors import InputError
 
 Box = tuple[int, int, int, int, int, int]
@@ -116,12 +116,7 @@ def read_box_json(path: Path, case_name: str, known_ids: set[str] | None = None,
                   run: RunFile | None = None) -> RunFile:
     """One GC job's `tb-cavern-boxes.json` (`{"boxes": [{"voxel_bbox": [6 ints], ...}]}`), added to `run`."""
     run = run if run is not None else RunFile()
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror}) for case {case_name}") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    document = read_json_file(path)
     entries = document.get("boxes") if isinstance(document, dict) else None
     if not isinstance(entries, list):
         raise InputError(f"{path}: expected an object with a list 'boxes' (case {case_name})")
