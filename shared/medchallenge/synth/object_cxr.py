@@ -7,7 +7,6 @@ default) or GC's predictions.json layout (per job foreign-object-likelihood.json
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 from pathlib import Path
 
