@@ -15,6 +15,7 @@ import argparse
 import json
 import logging
 import time
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -177,7 +178,7 @@ def export_onnx(model: CavernUNet, out: Path, pre: Preprocessing, post: Postproc
     )
     proto = onnx.load(str(tmp))
     tmp.unlink()
-    for key, value in ((META_PREPROCESSING, pre.to_dict()), (META_POSTPROCESSING, post.to_dict()),
+    for key, value in ((META_PREPROCESSING, asdict(pre)), (META_POSTPROCESSING, asdict(post)),
                        ("training", training)):
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, json.dumps(value)

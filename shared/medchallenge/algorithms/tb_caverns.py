@@ -78,16 +78,6 @@ class Preprocessing:
             spacing_tolerance=float(values.get("spacing_tolerance", cls.spacing_tolerance)),
         )
 
-    def to_dict(self) -> dict:
-        return {
-            "block_zyx": list(self.block_zyx),
-            "hu_window": list(self.hu_window),
-            "air_below_hu": self.air_below_hu,
-            "tissue_above_hu": self.tissue_above_hu,
-            "pad_multiple": self.pad_multiple,
-            "spacing_xyz_mm": list(self.spacing_xyz_mm),
-            "spacing_tolerance": self.spacing_tolerance,
-        }
 
 
 @dataclass
@@ -108,13 +98,6 @@ class Postprocessing:
             min_coarse_voxels=int(values["min_coarse_voxels"]),
         )
 
-    def to_dict(self) -> dict:
-        return {
-            "component_threshold": self.component_threshold,
-            "refine_threshold": self.refine_threshold,
-            "min_score": self.min_score,
-            "min_coarse_voxels": self.min_coarse_voxels,
-        }
 
 
 @dataclass
