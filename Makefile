@@ -8,7 +8,11 @@ VERSION := $(shell sed -n 's/^version = "\(.*\)"/\1/p' shared/pyproject.toml)
 export PYTHONDONTWRITEBYTECODE := 1
 export COMPOSE_BAKE := false
 
-.PHONY: venv wheels images test demo bench save models docker lock clean
+# GPU=1: the GPU variant of the algorithm images (compose.gpu.yaml; onnxruntime-gpu with CUDA 12).
+GPU ?= 0
+COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
+
+.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready gc-pack lock clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
@@ -20,31 +24,40 @@ $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproje
 
 # Wheels for the image builds: downloaded (or, for pure-Python sdists, built) here, bind-mounted into the
 # builds, never copied into image layers. Carry this folder to build without network (air-gapped sites).
-wheels: wheelhouse/.complete
+wheels: wheelhouse/.complete $(if $(filter 1,$(GPU)),wheelhouse/.complete-gpu)
 wheelhouse/.complete: requirements/runtime.txt requirements/build.txt | venv
 	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/runtime.txt -r requirements/build.txt
+	touch $@
+# onnxruntime-gpu and the CUDA 12 libraries (about 2 GB) for the GPU images; make test builds one of them.
+wheels-gpu: wheelhouse/.complete-gpu
+wheelhouse/.complete-gpu: requirements/gpu.txt | venv
+	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/gpu.txt
 	touch $@
 
 # A Docker engine, Compose v2 and the offline base image on Debian 12 (idempotent; needs root or sudo).
 docker:
 	bash .ci/provision-docker.sh
 
-images: wheels
-	docker compose build
+# Docker usable, or provisioned as CI does (root), or one line saying what to run.
+docker-ready:
+	@bash .ci/require-docker.sh
 
-test: venv wheels
+images: docker-ready wheels
+	$(COMPOSE) build
+
+test: docker-ready venv wheels wheels-gpu
 	$(PY) -m pytest tests
 
-demo: venv images
+demo: docker-ready venv images
 	$(PY) -m medchallenge.demo
 
-bench: venv images
+bench: docker-ready venv images
 	$(PY) benchmarks/run.py --out bench/results.json
 
 # The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
 save: images
 	mkdir -p dist
-	set -o pipefail; for image in $$(docker compose config --images | sort -u); do \
+	set -o pipefail; for image in $$($(COMPOSE) config --images | sort -u); do \
 	  name=$${image#*/}; name=$${name%%:*}; \
 	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" || exit 1; \
 	  mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \

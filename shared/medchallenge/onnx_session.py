@@ -34,6 +34,8 @@ def create_session(model_path: Path, device: str = "auto"):
     import onnxruntime as ort
 
     available = ort.get_available_providers()
+    if device != "cpu" and "CUDAExecutionProvider" in available and hasattr(ort, "preload_dlls"):
+        ort.preload_dlls(directory="")  # the CUDA/cuDNN libraries of the nvidia-* wheels (GPU images)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = int(os.environ.get("ORT_NUM_THREADS", physical_cores()))

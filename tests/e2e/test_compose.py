@@ -89,3 +89,53 @@ def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, r
     batch = json.loads((batch_metrics / "metrics.json").read_text())
     assert gc["meta"]["predictions"] == "grand-challenge predictions.json"
     assert gc["aggregates"] == batch["aggregates"]
+
+
+GPU_IMAGE = "medchallenge/tb-caverns-algorithm-gpu:0.1.0"
+CUDA_PROVIDER_CHECK = """
+import ctypes, pathlib, onnxruntime as ort
+ort.preload_dlls(directory="")
+ctypes.CDLL(str(pathlib.Path(ort.__file__).parent / "capi" / "libonnxruntime_providers_cuda.so"))
+print(ort.__version__, " ".join(ort.get_available_providers()))
+"""
+
+
+def hardened_run(image: str, *args: str, volumes: dict[Path, str] = {}, entrypoint: str | None = None):
+    """`docker run` as compose.yaml runs a service: no network, read-only, no capabilities, uid 1000."""
+    command = ["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp", "--cap-drop", "ALL",
+               "--security-opt", "no-new-privileges:true", "--user", "1000:1000"]
+    for source, target in volumes.items():
+        command += ["-v", f"{source}:{target}"]
+    if entrypoint:
+        command += ["--entrypoint", entrypoint]
+    return subprocess.run([*command, image, *args], capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def gpu_image(built, repo):
+    """The GPU variant (make images GPU=1), built offline like the rest."""
+    subprocess.run(["docker", "compose", "-f", str(repo / "compose.yaml"), "-f", str(repo / "compose.gpu.yaml"),
+                    "build", "tb-caverns-algorithm"], check=True, capture_output=True, text=True)
+    return GPU_IMAGE
+
+
+def test_gpu_image_carries_cuda_12_onnxruntime_and_its_libraries(gpu_image):
+    result = hardened_run(gpu_image, "-c", CUDA_PROVIDER_CHECK, entrypoint="python3")
+    assert result.returncode == 0, result.stderr[-2000:]
+    version, providers = result.stdout.split()[0], result.stdout.split()[1:]
+    assert version == "1.26.0" and "CUDAExecutionProvider" in providers  # and its CUDA/cuDNN libraries load
+
+
+def test_gpu_image_runs_on_cpu_without_a_gpu_and_predicts_as_the_cpu_image(gpu_image, built, cohort, tmp_path):
+    gpu_out, cpu_out = open_dir(tmp_path / "gpu"), open_dir(tmp_path / "cpu")
+    result = hardened_run(gpu_image, volumes={cohort / "input": "/input:ro", gpu_out: "/output"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "provider CPUExecutionProvider" in result.stdout + result.stderr  # no GPU here: CPU, and logged
+    cpu = hardened_run("medchallenge/tb-caverns-algorithm:0.1.0", volumes={cohort / "input": "/input:ro",
+                                                                             cpu_out: "/output"})
+    assert cpu.returncode == 0, cpu.stderr[-3000:]
+    for case in sorted(cpu_out.glob("TST_*.json")):
+        on_cpu, on_gpu_image = (json.loads(p.read_text()) for p in (case, gpu_out / case.name))
+        assert [b["voxel_bbox"] for b in on_gpu_image["boxes"]] == [b["voxel_bbox"] for b in on_cpu["boxes"]], case.name
+        for a, b in zip(on_gpu_image["boxes"], on_cpu["boxes"]):
+            assert a["probability"] == pytest.approx(b["probability"], abs=1e-5)

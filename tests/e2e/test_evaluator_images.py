@@ -3,27 +3,36 @@
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from helpers import open_dir
 
-# (compose service, env prefix, synth arguments at test size, evaluate.py, extra evaluator arguments)
+TESTS = Path(__file__).resolve().parents[1]
+
+# (compose service, env prefix, synth arguments at test size, evaluate.py, arguments of both runs, arguments of the
+# local run only: what the image has baked in)
 EVALUATORS = [
-    ("ribfrac-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"], "evaluators/ribfrac/evaluate.py", []),
+    ("ribfrac-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"], "evaluators/ribfrac/evaluate.py", [],
+     []),
+    ("ribfrac-legacy-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"],
+     "evaluators/ribfrac/evaluate.py", [], ["--branch", "legacy"]),
     ("caption-2022-evaluator", "CAPTION_2022", ["imageclef-caption", "--edition", "2022", "--images", "300",
-     "--secondary", "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", ["--edition", "2022", "--lemmatize"]),
+     "--secondary", "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", ["--lemmatize"], ["--edition", "2022"]),
     ("caption-2021-evaluator", "CAPTION_2021", ["imageclef-caption", "--edition", "2021", "--images", "300",
-     "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", ["--edition", "2021"]),
+     "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", [], ["--edition", "2021"]),
     ("object-cxr-evaluator", "OBJECT_CXR", ["object-cxr", "--images", "200", "--seed", "5"],
-     "evaluators/object_cxr/evaluate.py", []),
+     "evaluators/object_cxr/evaluate.py", [], []),
 ]
 
 
-@pytest.mark.parametrize("service, prefix, synth, script, extra", EVALUATORS, ids=[e[0] for e in EVALUATORS])
-def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, service, prefix, synth, script, extra):
+@pytest.mark.parametrize("service, prefix, synth, script, extra, baked", EVALUATORS, ids=[e[0] for e in EVALUATORS])
+def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, service, prefix, synth, script, extra,
+                                           baked):
     data = tmp_path / "data"
     subprocess.run([sys.executable, "-m", "medchallenge.synth", synth[0], "--out", str(data), *synth[1:]], check=True)
     for path in [data, *data.rglob("*")]:
@@ -32,14 +41,53 @@ def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, servi
     metrics_dir = open_dir(tmp_path / "metrics")
     env = {f"{prefix}_PREDICTIONS": str(data / "predictions"), f"{prefix}_GROUND_TRUTH": str(data / "ground_truth"),
            f"{prefix}_METRICS": str(metrics_dir)}
+    env[f"{prefix}_LEGACY_METRICS"] = str(metrics_dir)
     result = docker_compose("run", "--rm", "--no-deps", service, *extra, env=env, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     in_docker = json.loads((metrics_dir / "metrics.json").read_text())
     local = tmp_path / "local"
     subprocess.run([sys.executable, str(repo / script), "--input", str(data / "predictions"), "--ground-truth",
-                    str(data / "ground_truth"), "--output", str(local), "--no-progress", *extra], check=True)
+                    str(data / "ground_truth"), "--output", str(local), "--no-progress", *extra, *baked], check=True)
     assert in_docker["aggregates"] == json.loads((local / "metrics.json").read_text())["aggregates"]
     if "--lemmatize" in extra:  # spaCy and its model are inside the image, offline
         assert "bleu_lemmatized" in in_docker["aggregates"]
     assert sorted(p.name for p in metrics_dir.glob("*.png")) == sorted(p.name for p in local.glob("*.png"))
     assert list(metrics_dir.glob("*.png")), "the evaluator writes its figures beside metrics.json"
+
+
+def _official_example(tmp_path: Path, service: str) -> tuple[Path, Path, dict]:
+    """The official example for `service` under the names the evaluator reads, and the numbers it must give."""
+    if service == "ribfrac-legacy-evaluator":
+        fixtures = TESTS / "ribfrac" / "fixtures"
+        results = json.loads((fixtures / "expected_output_legacy.json").read_text())["results"]
+        return fixtures / "pred", fixtures / "gt", {"froc_average": results["detection"]["average_recall"],
+                                                    "macro_f1": results["classification"]["macro_average_F1"]}
+    edition = service.split("-")[1]
+    fixtures = TESTS / "imageclef_caption" / "fixtures" / f"imageclef_caption_{edition}"
+    gt, run = open_dir(tmp_path / "gt"), open_dir(tmp_path / "run")
+    captions = "caption_gt.csv" if edition == "2022" else "caption_gt.tsv"
+    shutil.copy(fixtures / "concept_gt.tsv", gt / "concepts.tsv")
+    shutil.copy(fixtures / captions, gt / "captions.csv")
+    shutil.copy(fixtures / ("concept_pred.csv" if edition == "2022" else "concept_pred.tsv"), run / "concepts.csv")
+    shutil.copy(fixtures / captions.replace("_gt", "_pred"), run / "captions.csv")
+    for path in [*gt.iterdir(), *run.iterdir()]:
+        path.chmod(0o644)
+    concept = json.loads((fixtures / "expected_concept.json").read_text())
+    caption = json.loads((fixtures / "expected_caption.json").read_text())
+    return run, gt, {"concept_f1": concept["score"], "bleu": caption["score"]}
+
+
+@pytest.mark.parametrize("service", ["caption-2021-evaluator", "caption-2022-evaluator", "ribfrac-legacy-evaluator"])
+def test_baked_configuration_scores_the_official_example_with_no_arguments(docker_compose, tmp_path, service):
+    """As grand-challenge runs an evaluation: no arguments, no environment, only the mounts."""
+    docker_compose("build", service)
+    image = json.loads(docker_compose("config", "--format", "json").stdout)["services"][service]["image"]
+    predictions, ground_truth, official = _official_example(tmp_path, service)
+    metrics_dir = open_dir(tmp_path / "metrics")
+    result = subprocess.run(["docker", "run", "--rm", "--network", "none", "--read-only", "--tmpfs", "/tmp",
+                             "--user", "1000:1000", "-v", f"{predictions}:/input:ro",
+                             "-v", f"{ground_truth}:/opt/ml/input/data/ground_truth:ro",
+                             "-v", f"{metrics_dir}:/output", image], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    aggregates = json.loads((metrics_dir / "metrics.json").read_text())["aggregates"]
+    assert {key: aggregates[key] for key in official} == official

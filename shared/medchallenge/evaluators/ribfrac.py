@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import functools
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -190,9 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_path_arguments(parser, "input", "ground_truth", "output")
     add_evaluation_arguments(parser)
-    parser.add_argument("--branch", choices=BRANCHES, default="master",
+    parser.add_argument("--branch", choices=BRANCHES, default=os.environ.get("RIBFRAC_BRANCH", "master"),
                         help="official code version: master (online evaluation, default: all metrics) or legacy "
-                             "(MICCAI 2020 ranking: FROC and overall macro F1 only; same numbers)")
+                             "(MICCAI 2020 ranking: FROC and overall macro F1 only; same numbers); default "
+                             "$RIBFRAC_BRANCH or master (baked into the ribfrac-legacy-evaluator image)")
     parser.add_argument("--tie-order", choices=metrics.TIE_ORDERS, default="numpy122",
                         help="order of FROC points with equal fp: numpy122 (official, default) or stable")
     parser.add_argument("--no-plots", action="store_true", help="do not write froc.png and confusion_matrix.png")
