@@ -1,0 +1,60 @@
+"""Grand-challenge sockets (component interfaces) of every challenge: what an organiser requests on grand-challenge,
+what the algorithms read and write there, and what the evaluators find in `predictions.json`.
+
+Slugs, kinds and relative paths follow the per-challenge design of the grand-challenge notes (RibFrac, object-CXR,
+TB caverns, ImageCLEFmed caption): images under `images/<slug>`, JSON values at `<slug>.json`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+
+@dataclass(frozen=True)
+class Socket:
+    """A grand-challenge socket: slug, kind (as GC names it), super kind (Image, File or Value), relative path."""
+
+    slug: str
+    kind: str
+    super_kind: str
+    relative_path: str
+
+    def interface(self) -> dict:
+        """The socket as it appears in GC's inputs.json and predictions.json."""
+        return {"title": self.slug, **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Interface:
+    """One algorithm interface: its input and output sockets, and the ground-truth files the evaluator reads."""
+
+    inputs: tuple[Socket, ...]
+    outputs: tuple[Socket, ...]
+    ground_truth: tuple[str, ...]  # glob patterns, each of which must match at least one file
+
+    def as_json(self) -> dict:
+        return {"inputs": [asdict(s) for s in self.inputs], "outputs": [asdict(s) for s in self.outputs],
+                "ground_truth_files": list(self.ground_truth)}
+
+
+CT_IMAGE = Socket("ct-image", "Image", "Image", "images/ct")
+TB_CAVERN_BOXES = Socket("tb-cavern-boxes", "Anything", "Value", "tb-cavern-boxes.json")
+RIB_FRACTURE_INSTANCES = Socket("rib-fracture-instances", "Image", "Image", "images/rib-fracture-instances")
+RIB_FRACTURE_DETECTIONS = Socket("rib-fracture-detections", "Anything", "Value", "rib-fracture-detections.json")
+CHEST_X_RAY = Socket("chest-x-ray", "Image", "Image", "images/chest-x-ray")
+FOREIGN_OBJECT_LIKELIHOOD = Socket("foreign-object-likelihood", "Float", "Value", "foreign-object-likelihood.json")
+FOREIGN_OBJECTS = Socket("foreign-objects", "Multiple points", "File", "foreign-objects.json")
+MEDICAL_IMAGE = Socket("medical-image", "Image", "Image", "images/medical-image")
+UMLS_CONCEPTS = Socket("umls-concepts", "Anything", "File", "umls-concepts.json")
+CAPTION = Socket("caption", "String", "Value", "caption.json")
+
+CAPTION_INTERFACE = Interface((MEDICAL_IMAGE,), (UMLS_CONCEPTS, CAPTION), ("concepts.tsv", "captions.csv"))
+
+INTERFACES: dict[str, Interface] = {
+    "tb-caverns": Interface((CT_IMAGE,), (TB_CAVERN_BOXES,), ("gt_boxes.csv", "all_ids.csv")),
+    "ribfrac": Interface((CT_IMAGE,), (RIB_FRACTURE_INSTANCES, RIB_FRACTURE_DETECTIONS),
+                         ("*-label.nii.gz", "*.csv")),
+    "object-cxr": Interface((CHEST_X_RAY,), (FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS), ("annotations.csv",)),
+    "imageclef-caption-2022": CAPTION_INTERFACE,
+    "imageclef-caption-2021": CAPTION_INTERFACE,
+}
