@@ -304,10 +304,12 @@ class Job:
 
 
 def _duration(seconds: float) -> str:
-    """Django's duration_string (DRF DurationField): `HH:MM:SS.ffffff`."""
+    """Django's duration_string, as DRF's DurationField writes exec_duration: `[D ]HH:MM:SS[.ffffff]`."""
     micro = round(seconds * 1e6)
-    minutes, sec = divmod(micro // 1_000_000, 60)
-    return f"{minutes // 60:02d}:{minutes % 60:02d}:{sec:02d}.{micro % 1_000_000:06d}"
+    days, rest = divmod(micro, 86_400 * 10**6)
+    whole, micro = divmod(rest, 10**6)
+    text = f"{whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}"
+    return (f"{days} " if days else "") + text + (f".{micro:06d}" if micro else "")
 
 
 def find_cases(spec: AlgorithmSpec, folder: Path) -> list[Path]:
