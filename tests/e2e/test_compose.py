@@ -6,6 +6,7 @@ These tests need a Docker engine with Compose v2; with REQUIRE_DOCKER=1 (CI) a m
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from helpers import open_dir
-from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate
+from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate, find_cases
 
 SHAPE = ("192", "192", "48")
+VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"  # compose.yaml's image tag
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def cohort(tmp_path_factory) -> Path:
 
 def test_images_are_hardened_as_the_contract_requires(built):
     for service in ("tb-caverns-algorithm", "tb-caverns-evaluator"):
-        image = f"medchallenge/{service}:0.1.0"
+        image = f"medchallenge/{service}:{VERSION}"
         config = json.loads(subprocess.run(["docker", "image", "inspect", image], check=True, capture_output=True,
                                            text=True).stdout)[0]
         assert config["Config"]["User"] == "1000:1000"
@@ -73,10 +75,20 @@ def test_one_compose_run_goes_from_images_to_metrics(built, cohort, tmp_path, re
 
 def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, repo):
     spec = ALGORITHMS["tb-caverns"]
-    eval_input = emulate(spec, sorted((cohort / "input").glob("*.nii.gz")), tmp_path / "gc",
-                         compose_runner(spec, repo / "compose.yaml", "TB_CAVERNS"))
+    (tmp_path / "cases").mkdir()
+    for case in sorted((cohort / "input").glob("*.nii.gz")):  # plus a file GC's upload would not see as a case
+        (tmp_path / "cases" / case.name).symlink_to(case)
+    (tmp_path / "cases" / "notes.txt").write_text("not a case")
+    eval_input = emulate(spec, find_cases(spec, tmp_path / "cases"), tmp_path / "gc",
+                         compose_runner(spec, repo / "compose.yaml"))
     jobs = json.loads((eval_input / "predictions.json").read_text())
     assert len(jobs) == 3 and all((eval_input / j["pk"] / "output" / "tb-cavern-boxes.json").exists() for j in jobs)
+    assert sorted(p.name for p in eval_input.iterdir() if p.is_file()) == ["inputs.json", "predictions.json"]
+    for job in jobs:  # the image's own model ran (empty /opt/ml/model); the upload was converted by panimg
+        job_dir = tmp_path / "gc" / "jobs" / job["pk"]
+        assert not any((job_dir / "model").iterdir())
+        [image] = (job_dir / "input" / "images" / "ct").iterdir()
+        assert image.name == job["inputs"][0]["image"]["pk"] + ".mha"
     for path in [eval_input, *eval_input.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o644)
     gc_metrics, batch_predictions, batch_metrics = (open_dir(tmp_path / n) for n in ("m-gc", "p-batch", "m-batch"))

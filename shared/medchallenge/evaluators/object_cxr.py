@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import re
 import sys
 import time
 from dataclasses import dataclass, field
@@ -147,14 +148,36 @@ def _number(value, where: str) -> float:
     return float(value)
 
 
+# Uploads that grand-challenge converts (panimg 0.15.2) keeping a geometry of their own: DICOM (PixelSpacing,
+# ImagePositionPatient), MetaImage, NIfTI, NRRD, TIFF. Their spacing and origin are not in predictions.json.
+GEOMETRY_UPLOAD_SUFFIXES = (".dcm", ".dicom", ".mha", ".mhd", ".nii", ".nii.gz", ".nrrd", ".tif", ".tiff", ".svs",
+                            ".ndpi", ".zip")
+PANIMG_DICOM_NAME = re.compile(r"[0-9.]+-[0-9]+")  # panimg names a DICOM upload <StudyInstanceUID>-<index>
+
+
+def _check_pixel_geometry(job: GCJob, path: Path) -> None:
+    """Points are world coordinates (mm) of the input image; refuse uploads whose spacing/origin are unknown here.
+
+    JPEG and PNG uploads (and files without a known suffix, which only panimg's fallback builder reads) become 2-D
+    images with spacing 1, origin 0 and identity direction, so world x, y are pixel column, row: used as they are.
+    """
+    name = job.case_name(INPUT_SLUG)
+    base = PurePosixPath(name.replace("\\", "/")).name
+    if base.lower().endswith(GEOMETRY_UPLOAD_SUFFIXES) or PANIMG_DICOM_NAME.fullmatch(base):
+        raise InputError(f"{path}: job {job.pk}: input image {name!r} is not a JPEG/PNG upload; grand-challenge keeps "
+                         "its pixel spacing and origin, which predictions.json does not carry, so the points (mm) "
+                         "cannot be mapped to pixels: upload the test images as JPEG or PNG")
+
+
 def _read_points(job: GCJob) -> list[tuple[float, float, float]]:
-    """(probability, x, y) of each point of the job's "Multiple points" output, in order."""
+    """(probability, x, y) in pixels of each point of the job's "Multiple points" output, in order."""
     path = job.output(POINTS_SLUG).path
     if not path.is_file():
         raise InputError(f"{path}: output '{POINTS_SLUG}' of job {job.pk} not found")
     document = read_json_file(path)
     if not isinstance(document, dict) or not isinstance(document.get("points"), list):
         raise InputError(f"{path}: expected a 'Multiple points' object with a 'points' list")
+    _check_pixel_geometry(job, path)
     triples = []
     for k, element in enumerate(document["points"]):
         where = f"{path}: points[{k}]"
