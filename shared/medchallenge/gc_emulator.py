@@ -32,7 +32,6 @@ import tarfile
 import tempfile
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +39,7 @@ from pathlib import Path
 from .errors import InputError, report_errors
 from .io import write_text_atomic
 from .logs import setup_logging
+from .sockets import INTERFACES, Socket
 
 log = logging.getLogger("medchallenge.gc_emulator")
 
@@ -51,27 +51,6 @@ GC_URL = "https://grand-challenge.org"
 
 class EmulationError(InputError):
     """A job or upload that grand-challenge would fail: one line saying which and why."""
-
-
-@dataclass(frozen=True)
-class Socket:
-    """A GC socket (ComponentInterface); `kind` and `super_kind` are GC's display labels."""
-
-    slug: str
-    kind: str
-    super_kind: str  # "Image" | "File" | "Value"
-    relative_path: str
-    title: str = ""
-
-    @property
-    def pk(self) -> int:
-        return zlib.crc32(self.slug.encode()) % 100_000
-
-    def serialize(self) -> dict:
-        """ComponentInterfaceSerializer's fields."""
-        return {"title": self.title or self.slug.replace("-", " ").title(), "description": "", "slug": self.slug,
-                "kind": self.kind, "pk": self.pk, "default_value": None, "super_kind": self.super_kind,
-                "relative_path": self.relative_path, "overlay_segments": [], "look_up_table": None}
 
 
 @dataclass(frozen=True)
@@ -93,8 +72,8 @@ ALGORITHMS = {
         env_prefix="TB_CAVERNS",
         inference_script="algorithms/tb_caverns/inference.py",
         case_patterns=("*.nii.gz",),
-        input_socket=Socket("ct-image", "Image", "Image", "images/ct", "CT Image"),
-        output_sockets=(Socket("tb-cavern-boxes", "Anything", "Value", "tb-cavern-boxes.json", "TB Cavern Boxes"),),
+        input_socket=INTERFACES["tb-caverns"].inputs[0],
+        output_sockets=INTERFACES["tb-caverns"].outputs,
     ),
 }
 

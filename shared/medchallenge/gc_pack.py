@@ -17,15 +17,13 @@ from __future__ import annotations
 import argparse
 import gzip
 import io
-import json
 import logging
-import os
 import sys
 import tarfile
 from pathlib import Path
 
 from .errors import InputError, report_errors
-from .io import write_bytes_atomic, write_json_atomic
+from .io import atomic_output, write_json_atomic
 from .logs import setup_logging
 from .sockets import INTERFACES
 
@@ -77,9 +75,11 @@ def pack(challenge: str, ground_truth: Path, model: Path | None, out: Path) -> P
     """Write the challenge's ground-truth tarball, model tarball (if `model`) and socket list under out/challenge."""
     target = out / challenge
     check_ground_truth(challenge, ground_truth)
-    write_bytes_atomic(target / "ground_truth.tar.gz", reproducible_tar_gz(ground_truth))
-    if model is not None:
-        write_bytes_atomic(target / "model.tar.gz", reproducible_tar_gz(model))
+    archives = {"ground_truth.tar.gz": ground_truth, **({"model.tar.gz": model} if model is not None else {})}
+    for name, folder in archives.items():
+        content = reproducible_tar_gz(folder)
+        with atomic_output(target / name, "wb") as handle:
+            handle.write(content)
     write_json_atomic(target / "sockets.json", {"challenge": challenge, **INTERFACES[challenge].as_json()})
     log.info("%s: %s", challenge, ", ".join(sorted(p.name for p in target.iterdir())))
     return target

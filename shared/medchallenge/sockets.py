@@ -7,21 +7,29 @@ TB caverns, ImageCLEFmed caption): images under `images/<slug>`, JSON values at 
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import asdict, dataclass
 
 
 @dataclass(frozen=True)
 class Socket:
-    """A grand-challenge socket: slug, kind (as GC names it), super kind (Image, File or Value), relative path."""
+    """A GC socket (ComponentInterface); `kind` and `super_kind` are GC's display labels."""
 
     slug: str
     kind: str
-    super_kind: str
+    super_kind: str  # "Image" | "File" | "Value"
     relative_path: str
+    title: str = ""
 
-    def interface(self) -> dict:
-        """The socket as it appears in GC's inputs.json and predictions.json."""
-        return {"title": self.slug, **asdict(self)}
+    @property
+    def pk(self) -> int:
+        return zlib.crc32(self.slug.encode()) % 100_000
+
+    def serialize(self) -> dict:
+        """ComponentInterfaceSerializer's fields, as in GC's inputs.json and predictions.json."""
+        return {"title": self.title or self.slug.replace("-", " ").title(), "description": "", "slug": self.slug,
+                "kind": self.kind, "pk": self.pk, "default_value": None, "super_kind": self.super_kind,
+                "relative_path": self.relative_path, "overlay_segments": [], "look_up_table": None}
 
 
 @dataclass(frozen=True)
@@ -33,12 +41,12 @@ class Interface:
     ground_truth: tuple[str, ...]  # glob patterns, each of which must match at least one file
 
     def as_json(self) -> dict:
-        return {"inputs": [asdict(s) for s in self.inputs], "outputs": [asdict(s) for s in self.outputs],
+        return {"inputs": [asdict(x) for x in self.inputs], "outputs": [asdict(x) for x in self.outputs],
                 "ground_truth_files": list(self.ground_truth)}
 
 
-CT_IMAGE = Socket("ct-image", "Image", "Image", "images/ct")
-TB_CAVERN_BOXES = Socket("tb-cavern-boxes", "Anything", "Value", "tb-cavern-boxes.json")
+CT_IMAGE = Socket("ct-image", "Image", "Image", "images/ct", "CT Image")
+TB_CAVERN_BOXES = Socket("tb-cavern-boxes", "Anything", "Value", "tb-cavern-boxes.json", "TB Cavern Boxes")
 RIB_FRACTURE_INSTANCES = Socket("rib-fracture-instances", "Image", "Image", "images/rib-fracture-instances")
 RIB_FRACTURE_DETECTIONS = Socket("rib-fracture-detections", "Anything", "Value", "rib-fracture-detections.json")
 CHEST_X_RAY = Socket("chest-x-ray", "Image", "Image", "images/chest-x-ray")
