@@ -245,6 +245,23 @@ def test_gc_layout_errors(cohorts, tmp_path, capsys):
     assert "rib-fracture-detections.json: detections[0]" in err and len(err.splitlines()) == 1
 
 
+def test_nan_and_infinite_confidences_score_as_in_the_official_code(example, tmp_path, capsys):
+    # pandas reads a blank confidence as NaN (never >= a threshold, like -1) and inf as a number above all (like 1)
+    runs = {}
+    for name, (low, high) in {"non-finite": ("", "inf"), "finite": ("-1", "1")}.items():
+        shutil.copytree(example, tmp_path / name)
+        edit_pred_csv(tmp_path / name, "RibFrac902,1,0.95,1", f"RibFrac902,1,{low},1")
+        edit_pred_csv(tmp_path / name, "RibFrac901,5,0.4,2", f"RibFrac901,5,{high},2")
+        runs[name] = evaluate(tmp_path / name / "pred", example / "gt", tmp_path / f"out-{name}", "--workers", "1",
+                              "--no-plots")
+    assert runs["non-finite"]["aggregates"] == runs["finite"]["aggregates"]
+    probabilities = {(case, row["pred_label"]): row["prob"] for case in ("RibFrac901", "RibFrac902")
+                     for row in runs["non-finite"]["case"][case]["detections"]}
+    assert probabilities[("RibFrac902", 1)] is None and probabilities[("RibFrac901", 5)] == 1.0
+    assert any("2 prediction row(s) with a NaN" in note for note in runs["non-finite"]["meta"]["notes"])
+    assert "--strict refuses them" in fails(tmp_path / "non-finite", capsys, "--strict")
+
+
 def test_prediction_rows_of_other_public_ids_are_ignored_and_named(example, tmp_path, capsys):
     # the official code selects each case's rows by public_id: rows of other ids are never read
     original = evaluate(example / "pred", example / "gt", tmp_path / "a", "--workers", "1", "--no-plots")

@@ -189,7 +189,22 @@ def collect_sources(input_dir: Path, gt_dir: Path,
             detections = _gc_detections(job, where)
             sources[case_id] = CaseSource(gt_volumes[case_id], job.output(INSTANCES_SLUG).image_file(), gt_rows,
                                           tuple(detections), str(job.output(DETECTIONS_SLUG).path))
+    notes += _non_finite_notes(sources, strict)
     return case_ids, sources, layout, notes
+
+
+def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
+    """NaN or infinite confidences: pandas reads them and the official FROC compares them like any number."""
+    counts = {case_id: formats.non_finite_confidences(source.pred_rows) for case_id, source in sources.items()}
+    cases = [case_id for case_id, count in counts.items() if count]
+    if not cases:
+        return []
+    message = (f"{sum(counts.values())} prediction row(s) with a NaN (blank, 'nan', 'NA', null) or infinite "
+               f"confidence in {len(cases)} case(s) ({name_list(cases)})")
+    if strict:
+        raise InputError(f"{message}; --strict refuses them")
+    return [f"{message}: NaN and -inf are above no FROC threshold and +inf above every one, as in the official "
+            "code (pandas); the detection records show them as null and 1.0"]
 
 
 NOTES = [
@@ -215,7 +230,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="do not write froc.png and confusion_matrix.png")
     parser.add_argument("--strict", action="store_true",
                         help="refuse what the official code accepts but a careful submission would not have: "
-                             "prediction rows for unknown public_ids, GC cases without a successful job")
+                             "prediction rows for unknown public_ids, NaN or infinite confidences, GC cases "
+                             "without a successful job")
     return parser
 
 
