@@ -190,6 +190,26 @@ def test_images_not_in_the_ground_truth_are_scored_as_froc_py_does(tmp_path, cap
         run_failing(capsys, pred, gt, tmp_path, "--strict")
 
 
+@pytest.mark.parametrize("lines", [
+    # froc.py's sorted(..., reverse=True) leaves [0.2, nan, 0.9] in file order (NaN compares false), so the false
+    # positive 0.2 comes first and reaches the level with no hit; a NaN-last order would put the hit 0.9 first
+    ["b.jpg,0.2 50 50", "a.jpg,nan 5 5;0.9 5 5"],
+    # a point with an infinite coordinate is inside nothing: the first point is a false positive
+    ["a.jpg,0.95 inf 5;0.9 5 5", "b.jpg,"],
+], ids=["nan-probability", "infinite-coordinate"])
+def test_nan_and_infinite_localization_values_score_as_froc_py(tmp_path, capsys, lines):
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "gt" / "annotations.csv").write_text("image_path,annotation\na.jpg,0 0 0 10 10\nb.jpg,\n")
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    (pred / "localization.csv").write_text("image_path,prediction\n" + "\n".join(lines) + "\n")
+    (pred / "classification.csv").write_text("image_path,prediction\na.jpg,0.9\nb.jpg,0.1\n")
+    metrics = evaluate(pred, tmp_path / "gt", tmp_path / "out", "--fps", "0.5", "--no-plots")
+    assert metrics["aggregates"]["sensitivity_at_fp_0.5"] == 0.0
+    assert any("1 point(s) with a NaN or infinite value" in note for note in metrics["meta"]["notes"])
+    assert "--strict refuses them" in run_failing(capsys, pred, tmp_path / "gt", tmp_path, "--strict")
+
+
 def test_bad_fps_option(tmp_path, capsys):
     pred, gt = official_layout(tmp_path)
     assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(tmp_path / "o"), "--fps", "1,x"]) == 1

@@ -21,7 +21,7 @@ from ..contract import GCJob, add_path_arguments, match_jobs, name_list, read_js
 from ..errors import InputError, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats.object_cxr import (
-    Classification, GroundTruth, read_classification, read_ground_truth, read_localization,
+    Classification, GroundTruth, Localization, read_classification, read_ground_truth, read_localization,
 )
 from ..io import write_metrics
 from ..metrics import object_cxr as metrics
@@ -51,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="do not draw froc.png and roc.png")
     parser.add_argument("--strict", action="store_true",
                         help="refuse predictions for images not in the ground truth (froc.py scores their points "
-                             "as false positives) and GC images without a successful job")
+                             "as false positives), NaN/infinite localization values (froc.py compares them) and GC "
+                             "images without a successful job")
     add_evaluation_arguments(parser)
     return parser
 
@@ -147,7 +148,24 @@ def read_run_files(input_dir: Path, gt: GroundTruth, strict: bool = False) -> Su
         f"their {int(np.count_nonzero(point_image < 0))} point(s) count as false positives and the images do not "
         "add to the image count, as in the official froc.py")
     return Submission("run files", point_image, localization.probability, localization.x, localization.y,
-                      image_probability, classification.notes + localization.notes + unknown_notes)
+                      image_probability, classification.notes + localization.notes + unknown_notes
+                      + _non_finite_notes(localization, strict))
+
+
+def _non_finite_notes(localization: Localization, strict: bool) -> list[str]:
+    """froc.py reads `nan`/`inf` with float() and compares them: a point with a NaN or infinite coordinate is inside
+    nothing, an infinite probability ranks first/last, NaN probabilities go where Python's sort puts them."""
+    values = np.column_stack([localization.probability, localization.x, localization.y])
+    bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+    if not len(bad):
+        return []
+    line_of_point = np.repeat(localization.line_numbers, localization.triples_per_line)
+    lines = list(dict.fromkeys(f"line {line}" for line in line_of_point[bad].tolist()))
+    message = f"{localization.path.name}: {len(bad)} point(s) with a NaN or infinite value ({name_list(lines)})"
+    if strict:
+        raise InputError(f"{message}; --strict refuses them")
+    return [f"{message}: scored as froc.py compares them (such coordinates are inside no object; probabilities "
+            "ranked as Python's sort ranks them)"]
 
 
 def _number(value, where: str) -> float:
