@@ -213,6 +213,16 @@ def test_crlf_run_file_is_read_correctly(tmp_path, ground_truth):
     assert crlf["aggregates"] == lf["aggregates"]
 
 
+def test_first_line_read_with_int_as_officially(tmp_path, ground_truth):
+    # int() takes a sign and spaces: the first line is data, not a header
+    submission = (FIXTURES / "pred.csv").read_text()
+    _, plain = run(tmp_path / "plain", ground_truth, submission)
+    first, rest = submission.split("\n", 1)
+    name, *coords = first.split(",")
+    code, signed = run(tmp_path / "signed", ground_truth, ",".join([name, *(f" +{c}" for c in coords)]) + "\n" + rest)
+    assert code == 0 and signed["aggregates"] == plain["aggregates"]
+
+
 def test_shards_and_resume_give_the_same_result(tmp_path, ground_truth):
     submission = (FIXTURES / "pred.csv").read_text()
     _, direct = run(tmp_path / "direct", ground_truth, submission)
