@@ -206,7 +206,7 @@ class CaseMatch:
             return []
         return [f"predictions.json: no successful job for {len(self.missing)} of "
                 f"{len(self.missing) + len(self.jobs)} ground-truth case(s) ({name_list(self.missing)}): "
-                f"{scored_as}; --strict refuses this"]
+                f"{scored_as}; --strict refuses such cases"]
 
 
 def match_jobs(jobs: list[GCJob], input_slug: str, case_ids: Sequence[str], *, strict: bool = False,

@@ -54,7 +54,7 @@ def evaluate_case(case_id: str, sources: dict[str, CaseSource]) -> dict:
     """Stage 1 for one case: a plain JSON record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
     source = sources[case_id]
     gt = formats.read_label_volume(source.gt_volume)
-    pred = formats.read_label_volume(source.pred_volume) if source.pred_volume else np.zeros_like(gt)
+    pred = np.zeros_like(gt) if source.pred_volume is None else formats.read_label_volume(source.pred_volume)
     if gt.shape != pred.shape:
         raise InputError(f"case {case_id}: prediction {source.pred_volume.name} has shape {pred.shape}, ground truth "
                          f"{source.gt_volume.name} has {gt.shape} (the official code fails an assert)")
