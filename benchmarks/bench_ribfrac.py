@@ -60,7 +60,7 @@ def _child(task: str, case_id: str) -> dict:
     else:
         from medchallenge.evaluators.ribfrac import collect_sources, evaluate_case
 
-        _, sources, _ = collect_sources(DATA / "predictions", DATA / "ground_truth")
+        _, sources, _, _ = collect_sources(DATA / "predictions", DATA / "ground_truth")
         sources = {case_id: sources[case_id]}
 
         def work():

@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from medchallenge.contract import default_path, jobs_by_case, read_inputs_json, read_predictions_json, strip_image_suffix
+from medchallenge.contract import (
+    GCJob, SocketValue, case_key, default_path, match_jobs, read_inputs_json, read_predictions_json,
+    strip_image_suffix,
+)
 from medchallenge.errors import InputError
 from medchallenge.evaluation import compute_records, parse_shard
 from medchallenge.io import atomic_output, write_json_atomic, write_metrics
@@ -51,10 +54,51 @@ def test_paths_default_to_grand_challenge_and_env_overrides(monkeypatch):
     assert default_path("input") == Path("/data/in")
 
 
-def test_image_suffixes_are_stripped():
-    assert strip_image_suffix("TST_001.nii.gz") == "TST_001"
-    assert strip_image_suffix("08001.JPG") == "08001"
-    assert strip_image_suffix("notes.txt") == "notes.txt"
+@pytest.mark.parametrize("name, stem", [
+    ("TST_001.nii.gz", "TST_001"), ("TST_001.nii", "TST_001"), ("TST_001.mha", "TST_001"), ("TST_001.MHA", "TST_001"),
+    ("08001.JPG", "08001"), ("case.01.nii.gz", "case.01"), ("case.01.NII.GZ", "case.01"), ("scan.mha.gz", "scan"),
+    ("series.tar.gz", "series"), ("slide.tiff", "slide"), ("x.dcm", "x"), ("notes.txt", "notes.txt"),
+    ("1.2.840.10008-1", "1.2.840.10008-1"), (".mha", ".mha"),
+])
+def test_image_suffixes_are_stripped(name, stem):
+    assert strip_image_suffix(name) == stem
+
+
+def test_case_key_drops_folders_and_suffix():
+    assert case_key("test/08001.jpg") == case_key("08001.PNG") == case_key("C:\\x\\08001.jpeg") == "08001"
+
+
+def _jobs(*names: str) -> list[GCJob]:
+    """Jobs `p0`, `p1`, ... whose `ct-image` input was uploaded as `names`."""
+    return [GCJob(pk=f"p{i}", inputs={"ct-image": SocketValue("ct-image", "images/ct", "Image", Path("x"), name)})
+            for i, name in enumerate(names)]
+
+
+def test_jobs_match_cases_whatever_the_upload_suffix():
+    cases = ["TST_001.nii.gz", "TST_002.nii.gz", "case.01.nii.gz", "TST_004.nii.gz"]
+    match = match_jobs(_jobs("TST_001.mha", "TST_002.NII", "case.01.tif"), "ct-image", cases)
+    assert {case: job.pk for case, job in match.jobs.items()} == {"TST_001.nii.gz": "p0", "TST_002.nii.gz": "p1",
+                                                                 "case.01.nii.gz": "p2"}
+    assert list(match.jobs) == cases[:3]  # ground-truth order, not job order
+    assert match.missing == ["TST_004.nii.gz"]
+    (note,) = match.missing_notes("scored as empty")
+    assert "no successful job for 1 of 4 ground-truth case(s) (TST_004.nii.gz): scored as empty" in note
+    assert match_jobs(_jobs("TST_001.mha"), "ct-image", ["TST_001.nii.gz"]).missing_notes("x") == []
+    with pytest.raises(InputError, match=r"no successful job for 1 ground-truth case\(s\) \(TST_004.nii.gz\); --strict"):
+        match_jobs(_jobs("TST_001.mha"), "ct-image", ["TST_001.nii.gz", "TST_004.nii.gz"], strict=True)
+
+
+def test_unmatched_duplicate_and_ambiguous_jobs_are_one_line_errors():
+    with pytest.raises(InputError, match=r"^predictions.json: jobs p0 \('A.nii.gz'\) and p1 \('A.mha'\) are both case 'A'$"):
+        match_jobs(_jobs("A.nii.gz", "A.mha"), "ct-image", ["A"])
+    with pytest.raises(InputError) as error:
+        match_jobs(_jobs("A.mha", "1.2.826.0.1.3680043-1"), "ct-image", ["A", "B"])
+    message = str(error.value)
+    assert message.startswith("predictions.json: job p1: input image '1.2.826.0.1.3680043-1' ('ct-image') matches "
+                              "no ground-truth case")
+    assert "DICOM uploads to '<StudyInstanceUID>-<index>'" in message and "\n" not in message
+    with pytest.raises(InputError, match="gt.csv: cases 'a/X.jpg' and 'b/X.jpg' are both named 'X'"):
+        match_jobs(_jobs("X.jpg"), "ct-image", ["a/X.jpg", "b/X.jpg"], ground_truth="gt.csv")
 
 
 def test_inputs_json_absent_means_batch_mode(tmp_path):
@@ -76,8 +120,8 @@ def test_predictions_json_duplicates_and_bad_json_are_errors(tmp_path):
                                                            dict(job, pk="p3", status="Failed")]))
     jobs = read_predictions_json(tmp_path)
     assert [j.pk for j in jobs] == ["p1", "p2"]  # failed jobs are not predictions
-    with pytest.raises(InputError, match="case A.nii.gz appears in jobs p1 and p2"):
-        jobs_by_case(jobs, "ct-image")
+    with pytest.raises(InputError, match="jobs p1 .'A.nii.gz'. and p2 .'A.nii.gz'. are both case 'A.nii.gz'"):
+        match_jobs(jobs, "ct-image", ["A.nii.gz"])
     for bad, message in (({"pk": "p", "inputs": None}, "job p: 'inputs' must be a list"),
                          ({"pk": "p", "outputs": [{"interface": {"slug": "x", "relative_path": 5}}]},
                           r"\[0\].outputs\[0\]: socket value without a string interface.slug")):

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,7 +29,14 @@ PATH_OPTIONS = {
     "ground_truth": (("GROUND_TRUTH_DIR",), GC_GROUND_TRUTH),
 }
 
-IMAGE_SUFFIXES = (".nii.gz", ".nii", ".mha", ".mhd", ".nrrd", ".tif", ".tiff", ".jpg", ".jpeg", ".png", ".dcm")
+# An upload's image suffix: an image or archive format, optionally compressed (`.nii.gz`, `.tar.gz`); any case.
+IMAGE_SUFFIX = re.compile(
+    r"\.(?:nii|mha|mhd|nrrd|nhdr|tiff?|jpe?g|png|bmp|dcm|svs|ndpi|zip|tar|tgz)(?:\.(?:gz|bz2|xz|zip))?$",
+    re.IGNORECASE,
+)
+DICOM_HINT = ("grand-challenge renames DICOM uploads to '<StudyInstanceUID>-<index>', so upload each case as an image "
+              "file named after its ground-truth case")
+NAMES_SHOWN = 5
 
 
 def default_path(name: str) -> Path:
@@ -53,12 +61,20 @@ def add_path_arguments(parser: argparse.ArgumentParser, *names: str) -> None:
 
 
 def strip_image_suffix(name: str) -> str:
-    """`TST_001.nii.gz` -> `TST_001`; names without a known image suffix are returned unchanged."""
-    lower = name.lower()
-    for suffix in IMAGE_SUFFIXES:
-        if lower.endswith(suffix):
-            return name[: -len(suffix)]
-    return name
+    """`TST_001.nii.gz` -> `TST_001`, `case.01.MHA` -> `case.01`; names without an image suffix are unchanged."""
+    stem = IMAGE_SUFFIX.sub("", name)
+    return stem or name
+
+
+def case_key(name: str) -> str:
+    """The name cases are matched by: no folders, no image suffix (`test/08001.jpg` and `08001.png` -> `08001`)."""
+    return strip_image_suffix(name.replace("\\", "/").rsplit("/", 1)[-1])
+
+
+def name_list(names: Sequence[str], shown: int = NAMES_SHOWN) -> str:
+    """`a, b, c and 4 more`: the first few names of a list, for messages and notes."""
+    text = ", ".join(names[:shown])
+    return text + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def read_json_file(path: Path):
@@ -176,12 +192,52 @@ def read_predictions_json(input_dir: Path) -> list[GCJob] | None:
     return jobs
 
 
-def jobs_by_case(jobs: list[GCJob], input_slug: str) -> dict[str, GCJob]:
-    """Map GC jobs to case names (the input image's upload name); a case twice is an error."""
-    cases: dict[str, GCJob] = {}
+@dataclass
+class CaseMatch:
+    """GC jobs matched to ground-truth cases: the job of each case (in ground-truth order), and the cases
+    without a successful job."""
+
+    jobs: dict[str, GCJob]
+    missing: list[str]
+
+    def missing_notes(self, scored_as: str) -> list[str]:
+        """The `meta.notes` line naming the cases without a job and how they were scored (none if all have one)."""
+        if not self.missing:
+            return []
+        return [f"predictions.json: no successful job for {len(self.missing)} of "
+                f"{len(self.missing) + len(self.jobs)} ground-truth case(s) ({name_list(self.missing)}): "
+                f"{scored_as}; --strict refuses such cases"]
+
+
+def match_jobs(jobs: list[GCJob], input_slug: str, case_ids: Sequence[str], *, strict: bool = False,
+               key: Callable[[str], str] = case_key, ground_truth: str = "ground truth") -> CaseMatch:
+    """Match each job to the ground-truth case whose `key` (default: name without folders and image suffix)
+    equals the `key` of the job's input image upload name.
+
+    Errors: two cases with one key, a job matching no case (named by pk and upload name), two jobs for one case,
+    and with `strict` a case without a job (a failed job on grand-challenge).
+    """
+    by_key: dict[str, str] = {}
+    for case_id in case_ids:
+        k = key(case_id)
+        if k in by_key and by_key[k] != case_id:
+            raise InputError(f"{ground_truth}: cases {by_key[k]!r} and {case_id!r} are both named {k!r} without "
+                             "folders and image suffix; grand-challenge jobs are matched by that name")
+        by_key[k] = case_id
+    matched: dict[str, GCJob] = {}
     for job in jobs:
         name = job.case_name(input_slug)
-        if name in cases:
-            raise InputError(f"predictions.json: case {name} appears in jobs {cases[name].pk} and {job.pk}")
-        cases[name] = job
-    return cases
+        case_id = by_key.get(key(name))
+        if case_id is None:
+            raise InputError(f"predictions.json: job {job.pk}: input image {name!r} ('{input_slug}') matches no "
+                             f"ground-truth case (compared as {key(name)!r}); {DICOM_HINT}")
+        if case_id in matched:
+            other = matched[case_id]
+            raise InputError(f"predictions.json: jobs {other.pk} ({other.case_name(input_slug)!r}) and {job.pk} "
+                             f"({name!r}) are both case {case_id!r}")
+        matched[case_id] = job
+    missing = [case_id for case_id in dict.fromkeys(case_ids) if case_id not in matched]
+    if strict and missing:
+        raise InputError(f"predictions.json: no successful job for {len(missing)} ground-truth case(s) "
+                         f"({name_list(missing)}); --strict refuses missing cases")
+    return CaseMatch({c: matched[c] for c in dict.fromkeys(case_ids) if c in matched}, missing)

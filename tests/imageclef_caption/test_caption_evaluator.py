@@ -289,9 +289,9 @@ def test_no_run_and_missing_ground_truth(tmp_path, capsys):
     assert line == f"error: {gt / 'captions.csv'}: missing (caption ground truth)"
 
 
-def _gc_cohort(tmp_path: Path) -> tuple[Path, Path]:
-    data = synth.generate("2022", images=5, concepts=10, seed=1)
-    synth.write_cohort(tmp_path / "c", data, "2022", gc_layout=True, secondary=False, seed=1)
+def _gc_cohort(tmp_path: Path, edition: str = "2022") -> tuple[Path, Path]:
+    data = synth.generate(edition, images=5, concepts=10, seed=1)
+    synth.write_cohort(tmp_path / "c", data, edition, gc_layout=True, secondary=False, seed=1)
     return tmp_path / "c" / "ground_truth", tmp_path / "c" / "predictions_gc"
 
 
@@ -305,12 +305,63 @@ def test_gc_layout_bad_values(tmp_path, capsys):
     assert "(job job-000002): concept 'C1' is given more than once" in line
 
 
-def test_gc_layout_missing_case(tmp_path, capsys):
-    gt, gc = _gc_cohort(tmp_path)
+def _rename_uploads(gc: Path, names: dict[int, str]) -> list[dict]:
+    """Give job k's input image the upload name names[k]; returns the jobs as they were."""
     jobs = json.loads((gc / "predictions.json").read_text())
-    (gc / "predictions.json").write_text(json.dumps(jobs[1:]))
+    renamed = json.loads(json.dumps(jobs))
+    for k, name in names.items():
+        renamed[k]["inputs"][0]["image"]["name"] = name
+    (gc / "predictions.json").write_text(json.dumps(renamed))
+    return jobs
+
+
+def test_gc_uploads_under_other_names_match_their_image(tmp_path):
+    gt, gc = _gc_cohort(tmp_path)
+    original = _evaluate(tmp_path, gt, gc, name="original")
+    jobs = json.loads((gc / "predictions.json").read_text())
+    stems = [job["inputs"][0]["image"]["name"].removesuffix(".jpg") for job in jobs]
+    renamed = tmp_path / "renamed"
+    shutil.copytree(gc, renamed)  # another folder: inputs are cached per folder within one process
+    _rename_uploads(renamed, {0: stems[0] + ".JPG", 1: stems[1] + ".png", 2: stems[2] + ".mha"})
+    assert _evaluate(tmp_path, gt, renamed, name="renamed") == original
+
+
+def test_gc_layout_unknown_and_duplicate_uploads(tmp_path, capsys):
+    gt, gc = _gc_cohort(tmp_path)
+    jobs = _rename_uploads(gc, {1: "1.2.840.113619.2.55.3-7"})
     line = _fails(capsys, ["--input", str(gc), "--ground-truth", str(gt), "--output", str(tmp_path / "o")])
-    assert line.startswith("error: predictions.json: the run has 4 of the 5 test-set images")
+    assert line.startswith("error: predictions.json: job job-000002: input image '1.2.840.113619.2.55.3-7' "
+                           "('medical-image') matches no ground-truth case") and "StudyInstanceUID" in line
+    first = jobs[0]["inputs"][0]["image"]["name"]
+    _rename_uploads(gc, {1: first.replace(".jpg", ".png")})
+    line = _fails(capsys, ["--input", str(gc), "--ground-truth", str(gt), "--output", str(tmp_path / "o")])
+    assert f"jobs job-000001 ({first!r}) and job-000002 ({first.replace('.jpg', '.png')!r}) are both case" in line
+
+
+@pytest.mark.parametrize("edition", ["2022", "2021"])
+def test_gc_layout_missing_case_is_an_empty_prediction(tmp_path, capsys, edition):
+    gt, gc = _gc_cohort(tmp_path, edition)
+    jobs = json.loads((gc / "predictions.json").read_text())
+    missing = jobs[0]["inputs"][0]["image"]["name"].removesuffix(".jpg")
+    (gc / "predictions.json").write_text(json.dumps(jobs[1:]))  # its job failed on grand-challenge
+    metrics = _evaluate(tmp_path, gt, gc, "--edition", edition, name="gc")
+    # the same as the run files with the empty prediction for that image: `ID` (2021: `ID|`) and `ID|`
+    run = tmp_path / "c" / "predictions"
+    empty = {name: f"{missing}|\n" for name in ("concepts.csv", "captions.csv")}
+    if edition == "2022":
+        empty["concepts.csv"] = f"{missing}\n"
+    for name, line in empty.items():
+        lines = (run / name).read_text().splitlines(True)
+        (run / name).write_text("".join(line if row.split("|")[0] == missing else row for row in lines))
+    reference = _evaluate(tmp_path, gt, run, "--edition", edition, name="files")
+    assert metrics["case"] == reference["case"]
+    assert metrics["aggregates"] == pytest.approx(reference["aggregates"], rel=1e-13, abs=0)
+    assert metrics["case"][missing]["concept_f1"] in (0.0, None) and metrics["case"][missing]["bleu"] == 0
+    assert any(f"no successful job for 1 of 5 ground-truth case(s) ({missing}): scored as empty predictions" in note
+               for note in metrics["meta"]["notes"])
+    line = _fails(capsys, ["--edition", edition, "--strict", "--input", str(gc), "--ground-truth", str(gt),
+                           "--output", str(tmp_path / "o")])
+    assert f"({missing}); --strict refuses missing cases" in line
 
 
 # --- nothing from nltk_data -------------------------------------------------------------------------------------

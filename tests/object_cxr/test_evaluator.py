@@ -139,9 +139,9 @@ def test_empty_predictions_are_valid(tmp_path):
     assert metrics["aggregates"]["froc"] == 0.0 and metrics["meta"]["notes"]
 
 
-def run_failing(capsys, pred, gt, tmp_path):
+def run_failing(capsys, pred, gt, tmp_path, *extra):
     assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(tmp_path / "out"),
-                 "--no-progress"]) == 1
+                 "--no-progress", *extra]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ")
     return err[0]
@@ -154,12 +154,60 @@ def test_bad_inputs_exit_1_with_one_line(tmp_path, capsys):
     shutil.copy(FIXTURES / "localization.csv", pred / "localization.csv")
     (pred / "classification.csv").write_text("image_path,prediction\n/dev/00001.jpg,0.9\n")
     assert "no probability for 7 of 8 ground-truth images (/dev/00002.jpg" in run_failing(capsys, pred, gt, tmp_path)
-    (pred / "classification.csv").write_text(
-        (FIXTURES / "classification.csv").read_text() + "/dev/00099.jpg,0.5\n")
-    assert "line 10: image '/dev/00099.jpg' is not in the ground truth" in run_failing(capsys, pred, gt, tmp_path)
     (pred / "classification.csv").unlink()
     assert "no classification.csv" in run_failing(capsys, pred, gt, tmp_path)
     assert "annotations.csv: file not found" in run_failing(capsys, pred, tmp_path / "nowhere", tmp_path)
+
+
+def test_images_not_in_the_ground_truth_are_scored_as_froc_py_does(tmp_path, capsys):
+    # froc.py: points on an image absent from the ground truth are false positives and the image does not add to
+    # num_image; so they score exactly like the same points on an object-free ground-truth image (/dev/00005.jpg,
+    # empty in the example). The AUC is over the ground-truth images: an extra probability changes nothing.
+    pred, gt = official_layout(tmp_path)
+    extra = "0.55 1 1;0.02 3 3"
+    localization = (FIXTURES / "localization.csv").read_text()
+    (pred / "localization.csv").write_text(localization + f"/dev/00099.jpg,{extra}\n/dev/00098.jpg,\n")
+    (pred / "classification.csv").write_text((FIXTURES / "classification.csv").read_text() + "/dev/00099.jpg,0.99\n")
+    metrics = evaluate(pred, gt, tmp_path / "out", "--no-plots")
+    same = tmp_path / "same"
+    same.mkdir()
+    shutil.copy(FIXTURES / "classification.csv", same / "classification.csv")
+    (same / "localization.csv").write_text(localization.replace("/dev/00005.jpg,\n", f"/dev/00005.jpg,{extra}\n"))
+    reference = evaluate(same, gt, tmp_path / "out-same", "--no-plots")
+    assert metrics["aggregates"] == reference["aggregates"]
+    assert metrics["aggregates"]["auc"] == expected("expected_output_skimage0162.json")["classification"][
+        "auc_joined_on_image_path"]
+    assert metrics["meta"]["counts"]["false_positives"] == reference["meta"]["counts"]["false_positives"]
+    assert "/dev/00099.jpg" not in metrics["case"] and len(metrics["case"]) == 8
+    notes = metrics["meta"]["notes"]
+    assert ("localization.csv: 2 line(s) for images not in the ground truth (/dev/00099.jpg (line 10), "
+            "/dev/00098.jpg (line 11)): their 2 point(s) count as false positives") in notes[1]
+    assert "classification.csv: 1 row(s) for images not in the ground truth (/dev/00099.jpg (line 10)): left out " \
+           "of the AUC" in notes[0]
+    assert "--strict refuses them" in run_failing(capsys, pred, gt, tmp_path, "--strict")
+    (pred / "localization.csv").write_text(localization)
+    assert "classification.csv: 1 row(s) for images not in the ground truth" in \
+        run_failing(capsys, pred, gt, tmp_path, "--strict")
+
+
+@pytest.mark.parametrize("lines", [
+    # froc.py's sorted(..., reverse=True) leaves [0.2, nan, 0.9] in file order (NaN compares false), so the false
+    # positive 0.2 comes first and reaches the level with no hit; a NaN-last order would put the hit 0.9 first
+    ["b.jpg,0.2 50 50", "a.jpg,nan 5 5;0.9 5 5"],
+    # a point with an infinite coordinate is inside nothing: the first point is a false positive
+    ["a.jpg,0.95 inf 5;0.9 5 5", "b.jpg,"],
+], ids=["nan-probability", "infinite-coordinate"])
+def test_nan_and_infinite_localization_values_score_as_froc_py(tmp_path, capsys, lines):
+    (tmp_path / "gt").mkdir()
+    (tmp_path / "gt" / "annotations.csv").write_text("image_path,annotation\na.jpg,0 0 0 10 10\nb.jpg,\n")
+    pred = tmp_path / "pred"
+    pred.mkdir()
+    (pred / "localization.csv").write_text("image_path,prediction\n" + "\n".join(lines) + "\n")
+    (pred / "classification.csv").write_text("image_path,prediction\na.jpg,0.9\nb.jpg,0.1\n")
+    metrics = evaluate(pred, tmp_path / "gt", tmp_path / "out", "--fps", "0.5", "--no-plots")
+    assert metrics["aggregates"]["sensitivity_at_fp_0.5"] == 0.0
+    assert any("1 point(s) with a NaN or infinite value" in note for note in metrics["meta"]["notes"])
+    assert "--strict refuses them" in run_failing(capsys, pred, tmp_path / "gt", tmp_path, "--strict")
 
 
 def test_bad_fps_option(tmp_path, capsys):
@@ -168,15 +216,50 @@ def test_bad_fps_option(tmp_path, capsys):
     assert "--fps '1,x': 'x' is not a number" in capsys.readouterr().err
 
 
+def rename_uploads(pred, names):
+    """Give the input images of the first jobs of predictions.json the upload names `names`."""
+    jobs = json.loads((pred / "predictions.json").read_text())
+    for job, name in zip(jobs, names):
+        job["inputs"][0]["image"]["name"] = name
+    (pred / "predictions.json").write_text(json.dumps(jobs))
+
+
+def test_gc_uploads_under_other_names_match_their_image(tmp_path):
+    pred, gt = synthetic(tmp_path, "gc", images=5, points=2)
+    original = evaluate(pred, gt, tmp_path / "original", "--no-plots")
+    rename_uploads(pred, ["08001.PNG", "08002.mha", "08003.jpeg", "test/08004.JPG", "08005.nii.gz"])
+    renamed = evaluate(pred, gt, tmp_path / "renamed", "--no-plots")
+    assert renamed["aggregates"] == original["aggregates"] and renamed["case"] == original["case"]
+
+
+def test_gc_image_without_a_job_gets_probability_0_and_no_points(tmp_path, capsys):
+    pred, gt = synthetic(tmp_path, "gc", images=5, points=2)
+    jobs = json.loads((pred / "predictions.json").read_text())
+    (pred / "predictions.json").write_text(json.dumps(jobs[1:]))  # test/08001.jpg's job failed on grand-challenge
+    metrics = evaluate(pred, gt, tmp_path / "out", "--no-plots")
+    # the same in the run-file layout: probability 0 and an empty localization line for test/08001.jpg
+    runs, _ = synthetic(tmp_path, "run-files", images=5, points=2)
+    for name, empty in (("classification.csv", "test/08001.jpg,0\n"), ("localization.csv", "test/08001.jpg,\n")):
+        lines = (runs / name).read_text().splitlines(True)
+        (runs / name).write_text("".join([lines[0], empty, *lines[2:]]))
+    reference = evaluate(runs, gt, tmp_path / "reference", "--no-plots")
+    assert metrics["aggregates"] == reference["aggregates"] and metrics["case"] == reference["case"]
+    assert metrics["case"]["test/08001.jpg"]["probability"] == 0 and metrics["case"]["test/08001.jpg"]["n_points"] == 0
+    assert any("no successful job for 1 of 5 ground-truth case(s) (test/08001.jpg): scored as probability 0" in note
+               for note in metrics["meta"]["notes"])
+    assert "--strict refuses missing cases" in run_failing(capsys, pred, gt, tmp_path, "--strict")
+
+
 def test_gc_layout_errors(tmp_path, capsys):
     pred, gt = synthetic(tmp_path, "gc", images=5, points=2)
     jobs = json.loads((pred / "predictions.json").read_text())
-    (pred / "predictions.json").write_text(json.dumps(jobs[1:]))
-    assert "expected 5 images, got 4: missing test/08001.jpg" in run_failing(capsys, pred, gt, tmp_path)
-    jobs[0]["inputs"][0]["image"]["name"] = "99999.jpg"
-    (pred / "predictions.json").write_text(json.dumps(jobs))
-    assert "image '99999.jpg' matches no ground-truth image" in run_failing(capsys, pred, gt, tmp_path)
-    jobs[0]["inputs"][0]["image"]["name"] = "08001.png"  # another upload suffix still maps to test/08001.jpg
+    rename_uploads(pred, ["1.2.840.113619.2.55.3-1"])  # a DICOM upload, renamed by grand-challenge
+    error = run_failing(capsys, pred, gt, tmp_path)
+    assert "job job-000001: input image '1.2.840.113619.2.55.3-1' ('chest-x-ray') matches no ground-truth case" \
+        in error and "StudyInstanceUID" in error
+    rename_uploads(pred, ["08001.jpg", "08001.png"])
+    assert "jobs job-000001 ('08001.jpg') and job-000002 ('08001.png') are both case 'test/08001.jpg'" in \
+        run_failing(capsys, pred, gt, tmp_path)
     (pred / "predictions.json").write_text(json.dumps(jobs))
     points = pred / jobs[0]["pk"] / "output" / "foreign-objects.json"
     document = json.loads(points.read_text())

@@ -178,19 +178,64 @@ def test_csv_count(example, capsys):
     assert "found 0 (none)" in fails(example, capsys)
 
 
-def test_gc_layout_errors(cohorts, tmp_path, capsys):
+def gc_copy(cohorts, tmp_path) -> tuple[list[str], Path, list[dict]]:
+    """A writable copy of the synthetic GC cohort: the evaluator arguments, the predictions folder, its jobs."""
     _, gc = cohorts
     shutil.copytree(gc, tmp_path / "gc")
     predictions = tmp_path / "gc" / "predictions"
-    jobs = json.loads((predictions / "predictions.json").read_text())
-    (predictions / "predictions.json").write_text(json.dumps(jobs[:-1]))
     args = ["--input", str(predictions), "--ground-truth", str(tmp_path / "gc" / "ground_truth"), "--output",
-            str(tmp_path / "out"), "--no-progress", "--workers", "1"]
-    assert main(args) == 1
-    assert "missing 1 case(s): RibFrac506" in capsys.readouterr().err
+            str(tmp_path / "out"), "--no-progress", "--workers", "1", "--no-plots"]
+    return args, predictions, json.loads((predictions / "predictions.json").read_text())
+
+
+def gc_metrics(args: list[str]) -> dict:
+    assert main(args) == 0
+    return json.loads((Path(args[args.index("--output") + 1]) / "metrics.json").read_text())
+
+
+def test_gc_uploads_under_other_names_match_their_case(cohorts, tmp_path):
+    args, predictions, jobs = gc_copy(cohorts, tmp_path)
+    original = gc_metrics(args)
+    names = ["RibFrac501.mha", "RibFrac502-image.NII.GZ", "RibFrac503.nii", "ribs/RibFrac504-image.mha"]
+    for job, name in zip(jobs, names):
+        job["inputs"][0]["image"]["name"] = name
+    (predictions / "predictions.json").write_text(json.dumps(jobs))
+    renamed = gc_metrics(args)
+    assert renamed["aggregates"] == original["aggregates"] and renamed["case"] == original["case"]
+
+
+def test_gc_case_without_a_job_is_an_empty_prediction(cohorts, tmp_path, capsys):
+    args, predictions, jobs = gc_copy(cohorts, tmp_path)
+    original = gc_metrics(args)
+    assert [job["inputs"][0]["image"]["name"] for job in jobs][-1] == "RibFrac506-image.nii.gz"
+    assert original["case"]["RibFrac506"]["num_pred"] == 0  # the generator's empty prediction
+    (predictions / "predictions.json").write_text(json.dumps(jobs[:-1]))  # its job failed on grand-challenge
+    missing = gc_metrics(args)
+    assert missing["aggregates"] == original["aggregates"] and missing["case"] == original["case"]
+    assert any("no successful job for 1 of 6 ground-truth case(s) (RibFrac506): scored as an empty prediction"
+               in note for note in missing["meta"]["notes"])
+    # a case with predictions: without its job every fracture of RibFrac501 is missed
+    (predictions / "predictions.json").write_text(json.dumps(jobs[1:]))
+    without_501 = gc_metrics(args)
+    assert without_501["case"]["RibFrac501"]["num_pred"] == 0 and without_501["case"]["RibFrac501"]["detections"] == []
+    assert without_501["aggregates"]["froc_average"] < original["aggregates"]["froc_average"]
+    assert main([*args, "--strict"]) == 1
+    assert "(RibFrac501); --strict refuses missing cases" in capsys.readouterr().err
+
+
+def test_gc_layout_errors(cohorts, tmp_path, capsys):
+    args, predictions, jobs = gc_copy(cohorts, tmp_path)
     (predictions / "predictions.json").write_text(json.dumps(jobs + [jobs[0]]))
     assert main(args) == 1
-    assert "appears in jobs" in capsys.readouterr().err
+    assert f"jobs {jobs[0]['pk']} ('RibFrac501-image.nii.gz') and {jobs[0]['pk']} ('RibFrac501-image.nii.gz') " \
+           "are both case 'RibFrac501'" in capsys.readouterr().err
+    dicom = [dict(jobs[0], inputs=[dict(jobs[0]["inputs"][0], image={"pk": "x", "name": "1.3.12.2.1107-1"})]),
+             *jobs[1:]]
+    (predictions / "predictions.json").write_text(json.dumps(dicom))
+    assert main(args) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert f"job {jobs[0]['pk']}: input image '1.3.12.2.1107-1' ('ct-image') matches no ground-truth case" in line
+    assert "StudyInstanceUID" in line
     job = jobs[0]
     detections = predictions / job["pk"] / "output" / "rib-fracture-detections.json"
     detections.write_text('{"detections": [{"label_id": 1}]}')
@@ -198,3 +243,33 @@ def test_gc_layout_errors(cohorts, tmp_path, capsys):
     assert main(args) == 1
     err = capsys.readouterr().err.strip()
     assert "rib-fracture-detections.json: detections[0]" in err and len(err.splitlines()) == 1
+
+
+def test_nan_and_infinite_confidences_score_as_in_the_official_code(example, tmp_path, capsys):
+    # pandas reads a blank confidence as NaN (never >= a threshold, like -1) and inf as a number above all (like 1)
+    runs = {}
+    for name, (low, high) in {"non-finite": ("", "inf"), "finite": ("-1", "1")}.items():
+        shutil.copytree(example, tmp_path / name)
+        edit_pred_csv(tmp_path / name, "RibFrac902,1,0.95,1", f"RibFrac902,1,{low},1")
+        edit_pred_csv(tmp_path / name, "RibFrac901,5,0.4,2", f"RibFrac901,5,{high},2")
+        runs[name] = evaluate(tmp_path / name / "pred", example / "gt", tmp_path / f"out-{name}", "--workers", "1",
+                              "--no-plots")
+    assert runs["non-finite"]["aggregates"] == runs["finite"]["aggregates"]
+    probabilities = {(case, row["pred_label"]): row["prob"] for case in ("RibFrac901", "RibFrac902")
+                     for row in runs["non-finite"]["case"][case]["detections"]}
+    assert probabilities[("RibFrac902", 1)] is None and probabilities[("RibFrac901", 5)] == 1.0
+    assert any("2 prediction row(s) with a NaN" in note for note in runs["non-finite"]["meta"]["notes"])
+    assert "--strict refuses them" in fails(tmp_path / "non-finite", capsys, "--strict")
+
+
+def test_prediction_rows_of_other_public_ids_are_ignored_and_named(example, tmp_path, capsys):
+    # the official code selects each case's rows by public_id: rows of other ids are never read
+    original = evaluate(example / "pred", example / "gt", tmp_path / "a", "--workers", "1", "--no-plots")
+    path = example / "pred" / "ribfrac-val-pred.csv"
+    path.write_text(path.read_text() + "RibFrac999,0,0,0\nRibFrac999,1,0.9,1\n")
+    extra = evaluate(example / "pred", example / "gt", tmp_path / "b", "--workers", "1", "--no-plots")
+    assert extra["aggregates"] == original["aggregates"]
+    assert any("2 row(s) for 1 public_id(s) that are not cases (RibFrac999): ignored" in note
+               for note in extra["meta"]["notes"])
+    line = fails(example, capsys, "--strict")
+    assert "ribfrac-val-pred.csv: 2 row(s) for 1 public_id(s) that are not cases (RibFrac999); --strict" in line

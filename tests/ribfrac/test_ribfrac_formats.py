@@ -31,12 +31,23 @@ def test_csv_rows_keep_duplicates_and_order(tmp_path):
 
 
 def test_background_row_confidence_is_never_read(tmp_path):
-    # the official code never merges label 0 (no instance), so its confidence may be blank; other rows may not
+    # the official code never merges label 0 (no instance), so its confidence may be anything
     path = tmp_path / "p.csv"
-    path.write_text("public_id,label_id,confidence,label_code\nA,0,,0\nA,1,0.5,1\n")
+    path.write_text("public_id,label_id,confidence,label_code\nA,0,high,0\nA,1,0.5,1\n")
     assert f.read_pred_csv(path) == {"A": [f.PredRow(0, 0.0, 0), f.PredRow(1, 0.5, 1)]}
-    path.write_text("public_id,label_id,confidence,label_code\nA,0,,0\nA,1,,1\n")
-    with pytest.raises(InputError, match=r"p.csv: line 3: confidence '' is not a finite number"):
+
+
+def test_confidences_are_read_as_pandas_reads_them(tmp_path):
+    # blank and pandas' NA strings are NaN, inf is a number; text that is no number breaks the official comparison
+    path = tmp_path / "p.csv"
+    path.write_text("public_id,label_id,confidence,label_code\nA,1,,1\nA,2,NA,1\nA,3,inf,1\nA,4,-inf,1\n")
+    confidences = [row.confidence for row in f.read_pred_csv(path)["A"]]
+    assert np.isnan(confidences[0]) and np.isnan(confidences[1]) and confidences[2:] == [np.inf, -np.inf]
+    assert f.non_finite_confidences(f.read_pred_csv(path)["A"]) == 4
+    assert np.isnan(f.parse_detections({"detections": [{"label_id": 1, "confidence": None, "label_code": 1}]},
+                                       "d.json")[0].confidence)
+    path.write_text("public_id,label_id,confidence,label_code\nA,1,high,1\n")
+    with pytest.raises(InputError, match=r"p.csv: line 2: confidence 'high' is not a number"):
         f.read_pred_csv(path)
 
 

@@ -59,15 +59,17 @@ def test_empty_submission_is_scored_and_explained(tmp_path, ground_truth):
     assert any("empty submission" in note for note in metrics["meta"]["notes"])
 
 
-def gc_layout(tmp_path: Path, submission: str) -> Path:
-    """The run file re-expressed as GC's predictions.json with one job per CT (in reverse order)."""
-    by_case: dict[str, list[list[int]]] = {}
+def gc_layout(tmp_path: Path, submission: str, cases: tuple[str, ...] = (), rename=lambda name: name) -> Path:
+    """The run file re-expressed as GC's predictions.json with one job per CT (in reverse order); `cases` adds jobs
+    without boxes, `rename` gives the upload name of a case's input image."""
+    by_case: dict[str, list[list[int]]] = {name: [] for name in cases}
     for row in submission.splitlines():
         name, *coords = row.split(",")
         by_case.setdefault(name, []).append([int(c) for c in coords])
     eval_input = tmp_path / "gc"
     jobs = []
-    for index, (name, boxes) in enumerate(reversed(list(by_case.items()))):
+    for index, (case, boxes) in enumerate(reversed(list(by_case.items()))):
+        name = rename(case)
         pk = f"job-{index}"
         document = {"version": 1, "image": name,
                     "boxes": [{"voxel_bbox": b, "probability": 0.9} for b in boxes]}
@@ -85,16 +87,71 @@ def gc_layout(tmp_path: Path, submission: str) -> Path:
     return eval_input
 
 
+def run_gc(eval_input: Path, ground_truth: Path, out: Path, *extra: str) -> tuple[int, dict | None]:
+    code = main(["--input", str(eval_input), "--ground-truth", str(ground_truth), "--output", str(out),
+                 "--no-progress", *extra])
+    return code, json.loads((out / "metrics.json").read_text()) if (out / "metrics.json").exists() else None
+
+
 def test_gc_predictions_json_gives_the_same_aggregates(tmp_path, ground_truth):
-    submission = (FIXTURES / "pred.csv").read_text()
+    # TST_999 is in neither ground-truth file: a job for it would match no case, so it is left out here
+    submission = "".join(line for line in (FIXTURES / "pred.csv").read_text().splitlines(True) if "TST_999" not in line)
     _, batch = run(tmp_path, ground_truth, submission)
-    eval_input = gc_layout(tmp_path, submission)
-    out = tmp_path / "gc-out"
-    assert main(["--input", str(eval_input), "--ground-truth", str(ground_truth), "--output", str(out),
-                 "--no-progress"]) == 0
-    gc = json.loads((out / "metrics.json").read_text())
+    eval_input = gc_layout(tmp_path, submission, cases=("TST_003.nii.gz", "TST_005.nii.gz"))
+    _, gc = run_gc(eval_input, ground_truth, tmp_path / "gc-out")
     assert gc["aggregates"] == batch["aggregates"]
     assert gc["meta"]["predictions"] == "grand-challenge predictions.json"
+    assert not any("no successful job" in note for note in gc["meta"]["notes"])
+
+
+@pytest.fixture
+def three_cases(tmp_path: Path) -> tuple[Path, str]:
+    """TST_001 and TST_002 with a cavern each, TST_003 without; the run finds TST_001 exactly (case score 1),
+    TST_002 with IoU 1/2 (thresholds 0.40, 0.45, 0.50 of 8: 3/8) and nothing in TST_003 (1)."""
+    gt = tmp_path / "gt3"
+    gt.mkdir()
+    (gt / "gt_boxes.csv").write_text("id,bbox_X1,bbox_Y1,bbox_Z1,bbox_X2,bbox_Y2,bbox_Z2\n"
+                                     "TST_001,10,10,10,20,20,20\nTST_002,0,0,0,10,10,10\n")
+    (gt / "all_ids.csv").write_text("TST_001.nii.gz\nTST_002.nii.gz\nTST_003.nii.gz\n")
+    return gt, "TST_001.nii.gz,10,10,10,20,20,20\nTST_002.nii.gz,0,0,0,10,10,20\n"
+
+
+@pytest.mark.parametrize("rename", [
+    lambda case: case.replace(".nii.gz", ".mha"),
+    lambda case: case.replace(".nii.gz", ".MHA"),
+    lambda case: case.replace(".nii.gz", ".nii"),
+    lambda case: case,
+], ids=["mha", "upper-case", "nii", "nii.gz"])
+def test_gc_uploads_under_any_image_suffix_score_as_the_run_file(tmp_path, three_cases, rename):
+    gt, submission = three_cases
+    _, batch = run(tmp_path, gt, submission)
+    assert batch["aggregates"]["map"] == (1 + 3 / 8 + 1) / 3
+    eval_input = gc_layout(tmp_path, submission, cases=("TST_003.nii.gz",), rename=rename)
+    code, gc = run_gc(eval_input, gt, tmp_path / "gc-out")
+    assert code == 0 and gc["aggregates"] == batch["aggregates"] and gc["case"] == batch["case"]
+
+
+def test_gc_job_of_an_unknown_upload_name_is_one_error_line(tmp_path, three_cases, capsys):
+    gt, submission = three_cases
+    eval_input = gc_layout(tmp_path, submission, cases=("TST_003.nii.gz",),
+                           rename=lambda case: "1.2.840.113619.2.55-1" if case == "TST_002.nii.gz" else case)
+    code, metrics = run_gc(eval_input, gt, tmp_path / "gc-out")
+    assert code == 1 and metrics is None
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: predictions.json: job job-0: input image '1.2.840.113619.2.55-1' ('ct-image') "
+                           "matches no ground-truth case") and "StudyInstanceUID" in line
+
+
+def test_gc_case_without_a_job_has_no_boxes_and_is_named(tmp_path, three_cases, capsys):
+    gt, submission = three_cases
+    eval_input = gc_layout(tmp_path, submission.splitlines()[0] + "\n", cases=("TST_003.nii.gz",))
+    code, gc = run_gc(eval_input, gt, tmp_path / "gc-out")  # no job for TST_002 (failed on grand-challenge)
+    assert code == 0 and gc["aggregates"]["map"] == (1 + 0 + 1) / 3
+    assert gc["case"]["TST_002.nii.gz"]["rule"] == "ground truth without predictions scores 0"
+    assert any("no successful job for 1 of 3 ground-truth case(s) (TST_002.nii.gz)" in note
+               for note in gc["meta"]["notes"])
+    code, _ = run_gc(eval_input, gt, tmp_path / "strict-out", "--strict")
+    assert code == 1 and "--strict refuses missing cases" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("submission, message", [
@@ -154,6 +211,16 @@ def test_crlf_run_file_is_read_correctly(tmp_path, ground_truth):
     _, lf = run(tmp_path, ground_truth, submission)
     _, crlf = run(tmp_path, ground_truth, submission.replace("\n", "\r\n"))
     assert crlf["aggregates"] == lf["aggregates"]
+
+
+def test_first_line_read_with_int_as_officially(tmp_path, ground_truth):
+    # int() takes a sign and spaces: the first line is data, not a header
+    submission = (FIXTURES / "pred.csv").read_text()
+    _, plain = run(tmp_path / "plain", ground_truth, submission)
+    first, rest = submission.split("\n", 1)
+    name, *coords = first.split(",")
+    code, signed = run(tmp_path / "signed", ground_truth, ",".join([name, *(f" +{c}" for c in coords)]) + "\n" + rest)
+    assert code == 0 and signed["aggregates"] == plain["aggregates"]
 
 
 def test_shards_and_resume_give_the_same_result(tmp_path, ground_truth):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__
-from ..contract import add_path_arguments, read_json_file, read_predictions_json, strip_image_suffix
+from ..contract import add_path_arguments, match_jobs, read_json_file, read_predictions_json
 from ..errors import InputError, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats import imageclef_caption as fmt
@@ -52,6 +52,7 @@ class Source:
     input_dir: Path
     ground_truth_dir: Path
     run_delimiter: str  # auto | pipe | tab
+    strict: bool = False
 
 
 @dataclass
@@ -92,19 +93,29 @@ def _require(path: Path, what: str) -> Path:
 def load_inputs(source: Source) -> Inputs:
     """Read and validate everything once per process (workers call it too)."""
     gc_jobs = read_predictions_json(source.input_dir)
-    if gc_jobs is not None:
-        inputs = Inputs(layout="predictions.json")
-        concept_rows, caption_rows = _rows_from_gc_jobs(source, gc_jobs)
-    else:
-        inputs = Inputs(layout="run files")
-        concept_rows = caption_rows = None
     concepts_run_path = source.input_dir / fmt.CONCEPTS_RUN
     captions_run_path = source.input_dir / fmt.CAPTIONS_RUN
-    has_concepts = concept_rows is not None if gc_jobs is not None else concepts_run_path.is_file()
-    has_captions = caption_rows is not None if gc_jobs is not None else captions_run_path.is_file()
+    if gc_jobs is not None:
+        inputs = Inputs(layout="predictions.json")
+        has_concepts = any(CONCEPTS_SOCKET in job.outputs for job in gc_jobs)
+        has_captions = any(CAPTION_SOCKET in job.outputs for job in gc_jobs)
+    else:
+        inputs = Inputs(layout="run files")
+        has_concepts, has_captions = concepts_run_path.is_file(), captions_run_path.is_file()
     if not has_concepts and not has_captions:
         raise InputError(f"{source.input_dir}: no {fmt.CONCEPTS_RUN}, {fmt.CAPTIONS_RUN} or predictions.json "
                          f"with '{CONCEPTS_SOCKET}'/'{CAPTION_SOCKET}' outputs")
+    if has_concepts:
+        inputs.concepts_gt = fmt.read_concepts_ground_truth(
+            _require(source.ground_truth_dir / fmt.CONCEPTS_GT, "concept ground truth"), source.edition)
+    if has_captions:
+        gt_path = _require(source.ground_truth_dir / fmt.CAPTIONS_GT, "caption ground truth")
+        inputs.captions_gt = fmt.read_captions_ground_truth(gt_path, source.edition)
+        if not inputs.captions_gt:
+            raise InputError(f"{gt_path}: no ground-truth caption (the official code divides by their number)")
+    concept_rows = caption_rows = None
+    if gc_jobs is not None:
+        concept_rows, caption_rows = _rows_from_gc_jobs(source, gc_jobs, inputs)
     if has_concepts:
         _load_concepts(source, inputs, concept_rows, concepts_run_path)
     if has_captions:
@@ -114,8 +125,6 @@ def load_inputs(source: Source) -> Inputs:
 
 def _load_concepts(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None, run_path: Path) -> None:
     gt_dir = source.ground_truth_dir
-    inputs.concepts_gt = fmt.read_concepts_ground_truth(_require(gt_dir / fmt.CONCEPTS_GT, "concept ground truth"),
-                                                        source.edition)
     if gc_rows is None:
         delimiter = _run_delimiter(source, run_path)
         rows = fmt.read_rows(run_path, delimiter)
@@ -139,10 +148,6 @@ def _load_concepts(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None
 
 
 def _load_captions(source: Source, inputs: Inputs, gc_rows: list[fmt.Row] | None, run_path: Path) -> None:
-    gt_path = _require(source.ground_truth_dir / fmt.CAPTIONS_GT, "caption ground truth")
-    inputs.captions_gt = fmt.read_captions_ground_truth(gt_path, source.edition)
-    if not inputs.captions_gt:
-        raise InputError(f"{gt_path}: no ground-truth caption (the official code divides by their number)")
     if gc_rows is None:
         delimiter = _run_delimiter(source, run_path)
         rows = fmt.read_rows(run_path, delimiter)
@@ -172,19 +177,29 @@ def _gc_value(job, slug: str, case_id: str):
     raise InputError(f"predictions.json: case {case_id!r} (job {job.pk}): output '{slug}' not found at {socket.path}")
 
 
-def _rows_from_gc_jobs(source: Source, jobs: list) -> tuple[list[fmt.Row] | None, list[fmt.Row] | None]:
-    """One concept row and/or caption row per job, as the official run-file line for that image would read."""
-    cases: dict[str, object] = {}
-    for job in jobs:
-        case_id = strip_image_suffix(job.case_name(INPUT_SOCKET))
-        if case_id in cases:
-            raise InputError(f"predictions.json: case {case_id!r} appears in jobs {cases[case_id].pk} and {job.pk}")
-        cases[case_id] = job
-    with_concepts = any(CONCEPTS_SOCKET in job.outputs for job in jobs)
-    with_captions = any(CAPTION_SOCKET in job.outputs for job in jobs)
-    concept_rows: list[fmt.Row] | None = [] if with_concepts else None
-    caption_rows: list[fmt.Row] | None = [] if with_captions else None
-    for case_id, job in cases.items():
+def _rows_from_gc_jobs(source: Source, jobs: list,
+                       inputs: Inputs) -> tuple[list[fmt.Row] | None, list[fmt.Row] | None]:
+    """One concept row and/or caption row per ground-truth image, as the official run-file line for that image
+    would read. An image without a successful job gets the empty prediction (noted; refused with --strict):
+    concepts as the line `ID` (2022; 2021: `ID|`, the same empty list there), caption as `ID|`."""
+    ground_truth_ids = list(dict.fromkeys([*(inputs.concepts_gt or {}), *(inputs.captions_gt or {})]))
+    match = match_jobs(jobs, INPUT_SOCKET, ground_truth_ids, strict=source.strict,
+                       ground_truth=f"{source.ground_truth_dir}")
+    inputs.notes += match.missing_notes(
+        "scored as empty predictions: no concept (the run line 'ID'; F1 0) and an empty caption (BLEU and ROUGE-1 "
+        "0, or 1 where the ground-truth caption is empty after pre-processing too, as for an empty caption in a run); "
+        "the official run validation requires every image")
+    concept_rows: list[fmt.Row] | None = [] if inputs.concepts_gt is not None else None
+    caption_rows: list[fmt.Row] | None = [] if inputs.captions_gt is not None else None
+    for case_id in ground_truth_ids:
+        job = match.jobs.get(case_id)
+        if job is None:
+            where = f"predictions.json: case {case_id!r} (no job)"
+            if concept_rows is not None and case_id in inputs.concepts_gt:
+                concept_rows.append(fmt.Row(where, [case_id] if source.edition == "2022" else [case_id, ""]))
+            if caption_rows is not None and case_id in inputs.captions_gt:
+                caption_rows.append(fmt.Row(where, [case_id, ""]))
+            continue
         where = f"predictions.json: case {case_id!r} (job {job.pk})"
         if concept_rows is not None:
             concepts = _gc_value(job, CONCEPTS_SOCKET, case_id)
@@ -350,6 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--spacy-model", default=None,
                         help=f"spaCy model for --lemmatize (default: the first of {', '.join(DEFAULT_SPACY_MODELS)})")
     parser.add_argument("--no-plot", action="store_true", help=f"do not draw {PLOT_NAME}")
+    parser.add_argument("--strict", action="store_true",
+                        help="grand-challenge layout: refuse images without a successful job (default: scored as "
+                             "empty predictions, noted)")
     add_evaluation_arguments(parser)
     # Scoring one image takes ~50 µs: a process pool costs more than it saves unless asked for.
     parser.set_defaults(workers=int(os.environ.get("EVAL_MAX_WORKERS", "1")))
@@ -361,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
     shard = parse_shard(args.shard, args.records)
-    source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter)
+    source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter, args.strict)
     inputs = load_inputs(source)
     lemmatize_model = None
     if args.lemmatize:

@@ -13,15 +13,17 @@ import re
 import sys
 import time
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 import numpy as np
 
 from .. import __version__
-from ..contract import GCJob, add_path_arguments, read_json_file, read_predictions_json, strip_image_suffix
+from ..contract import GCJob, add_path_arguments, match_jobs, name_list, read_json_file, read_predictions_json
 from ..errors import InputError, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
-from ..formats.object_cxr import GroundTruth, read_classification, read_ground_truth, read_localization
+from ..formats.object_cxr import (
+    Classification, GroundTruth, Localization, read_classification, read_ground_truth, read_localization,
+)
 from ..io import write_metrics
 from ..metrics import object_cxr as metrics
 
@@ -48,6 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sklearn-auc", action="store_true",
                         help="compute the AUC with scikit-learn itself (slower import; same number)")
     parser.add_argument("--no-plots", action="store_true", help="do not draw froc.png and roc.png")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse predictions for images not in the ground truth (froc.py scores their points "
+                             "as false positives), NaN/infinite localization values (froc.py compares them) and GC "
+                             "images without a successful job")
     add_evaluation_arguments(parser)
     return parser
 
@@ -100,46 +106,67 @@ def _find_file(folder: Path, name: str) -> Path:
     raise InputError(f"{folder}: no {name} (and no predictions.json)")
 
 
-def _image_probabilities(probability: dict[str, float], gt: GroundTruth, source: str,
-                         where: dict[str, str]) -> np.ndarray:
-    """One probability per ground-truth image (§6, joined by image_path): missing or unknown images are errors."""
+def _unknown_images(kind: str, path: Path, names: list[str], strict: bool, scored_as: str) -> list[str]:
+    """The note on rows for images not in the ground truth (`names`: image and line), or the --strict error."""
+    if not names:
+        return []
+    if strict:
+        raise InputError(f"{path}: {len(names)} {kind} for images not in the ground truth ({name_list(names)}); "
+                         "--strict refuses them")
+    return [f"{path.name}: {len(names)} {kind} for images not in the ground truth ({name_list(names)}): {scored_as}"]
+
+
+def _image_probabilities(classification: Classification, gt: GroundTruth,
+                         strict: bool) -> tuple[np.ndarray, list[str]]:
+    """One probability per ground-truth image (§6, joined by image_path). Rows for other images are left out of
+    the AUC (noted); a ground-truth image without a probability is an error."""
     known = set(gt.image_paths)
-    for image_path in probability:
-        if image_path not in known:
-            raise InputError(f"{source}: {where[image_path]}: image {image_path!r} is not in the ground truth")
-    missing = [p for p in gt.image_paths if p not in probability]
+    unknown = [f"{p} (line {n})" for p, n in classification.line_numbers.items() if p not in known]
+    notes = _unknown_images("row(s)", classification.path, unknown, strict,
+                            "left out of the AUC, which is over the ground-truth images joined by image path")
+    missing = [p for p in gt.image_paths if p not in classification.probability]
     if missing:
-        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise InputError(f"{source}: no probability for {len(missing)} of {len(gt.image_paths)} ground-truth images ({shown})")
-    return np.fromiter((probability[p] for p in gt.image_paths), dtype=np.float64, count=len(gt.image_paths))
+        raise InputError(f"{classification.path}: no probability for {len(missing)} of {len(gt.image_paths)} "
+                         f"ground-truth images ({name_list(missing)})")
+    probability = np.fromiter((classification.probability[p] for p in gt.image_paths), dtype=np.float64,
+                              count=len(gt.image_paths))
+    return probability, notes
 
 
-def read_run_files(input_dir: Path, gt: GroundTruth) -> Submission:
+def read_run_files(input_dir: Path, gt: GroundTruth, strict: bool = False) -> Submission:
     """The official layout: classification.csv and localization.csv in the input folder."""
     classification = read_classification(_find_file(input_dir, CLASSIFICATION_FILE))
     localization = read_localization(_find_file(input_dir, LOCALIZATION_FILE))
-    where = {p: f"line {n}" for p, n in classification.line_numbers.items()}
-    image_probability = _image_probabilities(classification.probability, gt, str(classification.path), where)
+    image_probability, unknown_notes = _image_probabilities(classification, gt, strict)
     index = {p: i for i, p in enumerate(gt.image_paths)}
     line_image = np.fromiter((index.get(p, -1) for p in localization.line_image_paths), dtype=np.int64,
                              count=len(localization.line_image_paths))
     point_image = np.repeat(line_image, localization.triples_per_line)
-    notes = classification.notes + localization.notes
-    unknown_lines = np.flatnonzero(line_image < 0)
-    if len(unknown_lines):
-        first = unknown_lines[0]
-        notes.append(
-            f"{localization.path.name}: {len(unknown_lines)} line(s) name images not in the ground truth (first: line "
-            f"{localization.line_numbers[first]}, {localization.line_image_paths[first]!r}); their "
-            f"{int(np.count_nonzero(point_image < 0))} points count as false positives, as in the official script"
-        )
+    unknown_lines = np.flatnonzero(line_image < 0).tolist()
+    unknown = [f"{localization.line_image_paths[k]} (line {localization.line_numbers[k]})" for k in unknown_lines]
+    unknown_notes += _unknown_images(
+        "line(s)", localization.path, unknown, strict,
+        f"their {int(np.count_nonzero(point_image < 0))} point(s) count as false positives and the images do not "
+        "add to the image count, as in the official froc.py")
     return Submission("run files", point_image, localization.probability, localization.x, localization.y,
-                      image_probability, notes)
+                      image_probability, classification.notes + localization.notes + unknown_notes
+                      + _non_finite_notes(localization, strict))
 
 
-def case_key(name: str) -> str:
-    """The image name without folders and image suffix: `test/08001.jpg` and `08001.jpg` -> `08001`."""
-    return strip_image_suffix(PurePosixPath(name.replace("\\", "/")).name)
+def _non_finite_notes(localization: Localization, strict: bool) -> list[str]:
+    """froc.py reads `nan`/`inf` with float() and compares them: a point with a NaN or infinite coordinate is inside
+    nothing, an infinite probability ranks first/last, NaN probabilities go where Python's sort puts them."""
+    values = np.column_stack([localization.probability, localization.x, localization.y])
+    bad = np.flatnonzero(~np.isfinite(values).all(axis=1))
+    if not len(bad):
+        return []
+    line_of_point = np.repeat(localization.line_numbers, localization.triples_per_line)
+    lines = list(dict.fromkeys(f"line {line}" for line in line_of_point[bad].tolist()))
+    message = f"{localization.path.name}: {len(bad)} point(s) with a NaN or infinite value ({name_list(lines)})"
+    if strict:
+        raise InputError(f"{message}; --strict refuses them")
+    return [f"{message}: scored as froc.py compares them (such coordinates are inside no object; probabilities "
+            "ranked as Python's sort ranks them)"]
 
 
 def _number(value, where: str) -> float:
@@ -191,38 +218,24 @@ def _read_points(job: GCJob) -> list[tuple[float, float, float]]:
     return triples
 
 
-def read_gc_predictions(jobs: list[GCJob], gt: GroundTruth) -> Submission:
+def read_gc_predictions(jobs: list[GCJob], gt: GroundTruth, strict: bool = False) -> Submission:
     """GC layout: per job a bare-float likelihood and a "Multiple points" JSON, matched to the ground truth by the
-    input image's name without folders and suffix (`08001.jpg` -> ground-truth row `test/08001.jpg`).
+    input image's name without folders and suffix (`08001.png` -> ground-truth row `test/08001.jpg`).
 
     Points [x, y, z] are taken as pixel coordinates (JPEG/PNG uploads become images with spacing 1 and origin 0);
     the points are ordered by ground-truth row, then by their order in the JSON (the tie order of the FROC sort).
+    An image without a successful job gets probability 0 and no points (noted; --strict refuses it).
     """
-    by_key: dict[str, int] = {}
-    for i, image_path in enumerate(gt.image_paths):
-        key = case_key(image_path)
-        if key in by_key:
-            raise InputError(f"{gt.path}: images {gt.image_paths[by_key[key]]!r} and {image_path!r} have the same "
-                             "name; GC jobs are matched by image name, so names must be unique")
-        by_key[key] = i
-    job_of_image: dict[int, GCJob] = {}
-    for job in jobs:
-        name = job.case_name(INPUT_SLUG)
-        index = by_key.get(case_key(name))
-        if index is None:
-            raise InputError(f"predictions.json: job {job.pk}: image {name!r} matches no ground-truth image")
-        if index in job_of_image:
-            raise InputError(f"predictions.json: image {gt.image_paths[index]!r} in jobs {job_of_image[index].pk} and {job.pk}")
-        job_of_image[index] = job
-    missing = [gt.image_paths[i] for i in range(len(gt.image_paths)) if i not in job_of_image]
-    if missing:
-        shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
-        raise InputError(f"predictions.json: expected {len(gt.image_paths)} images, got {len(job_of_image)}: missing {shown}")
-    image_probability = np.empty(len(gt.image_paths), dtype=np.float64)
+    match = match_jobs(jobs, INPUT_SLUG, gt.image_paths, strict=strict, ground_truth=str(gt.path))
+    notes = match.missing_notes("scored as probability 0 and no points (froc.py has no rule for a missing "
+                                "prediction; the AUC needs one probability per image)")
+    image_probability = np.zeros(len(gt.image_paths), dtype=np.float64)
     point_image: list[int] = []
     triples: list[tuple[float, float, float]] = []
-    for index in range(len(gt.image_paths)):
-        job = job_of_image[index]
+    for index, image_path in enumerate(gt.image_paths):
+        job = match.jobs.get(image_path)
+        if job is None:
+            continue
         path = job.output(LIKELIHOOD_SLUG).path
         if not path.is_file():
             raise InputError(f"{path}: output '{LIKELIHOOD_SLUG}' of job {job.pk} not found")
@@ -232,7 +245,7 @@ def read_gc_predictions(jobs: list[GCJob], gt: GroundTruth) -> Submission:
         point_image.extend([index] * len(points))
     values = np.asarray(triples, dtype=np.float64).reshape(-1, 3)
     return Submission("predictions.json", np.asarray(point_image, dtype=np.int64), values[:, 0].copy(),
-                      values[:, 1].copy(), values[:, 2].copy(), image_probability)
+                      values[:, 1].copy(), values[:, 2].copy(), image_probability, notes)
 
 
 @dataclass
@@ -307,7 +320,8 @@ def main(argv: list[str] | None = None) -> int:
     gt_path = args.ground_truth if args.ground_truth.is_file() else args.ground_truth / GROUND_TRUTH_FILE
     gt = read_ground_truth(gt_path)
     jobs = read_predictions_json(args.input)
-    submission = read_gc_predictions(jobs, gt) if jobs is not None else read_run_files(args.input, gt)
+    submission = (read_gc_predictions(jobs, gt, args.strict) if jobs is not None
+                  else read_run_files(args.input, gt, args.strict))
 
     # stage 1: hit tests per block of images
     data = prepare_hit_tests(gt, submission, args.polygon_rule)

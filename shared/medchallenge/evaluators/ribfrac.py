@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import __version__
-from ..contract import add_path_arguments, jobs_by_case, read_json_file, read_predictions_json
+from ..contract import add_path_arguments, match_jobs, name_list, read_json_file, read_predictions_json
 from ..errors import InputError, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats import ribfrac as formats
@@ -41,10 +41,11 @@ LEGACY_KEYS = ("froc_average", *KEY_NAMES, "macro_f1")
 
 @dataclass(frozen=True)
 class CaseSource:
-    """Where one case's data is: both masks and the case's CSV/JSON rows (and where those rows came from)."""
+    """Where one case's data is: both masks and the case's CSV/JSON rows (and where those rows came from).
+    `pred_volume` None: no prediction (a GC case without a job), scored as an empty prediction volume."""
 
     gt_volume: Path
-    pred_volume: Path
+    pred_volume: Path | None
     gt_rows: tuple[formats.GTRow, ...]
     pred_rows: tuple[formats.PredRow, ...]
     pred_rows_source: str
@@ -54,7 +55,7 @@ def evaluate_case(case_id: str, sources: dict[str, CaseSource]) -> dict:
     """Stage 1 for one case: a plain JSON record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
     source = sources[case_id]
     gt = formats.read_label_volume(source.gt_volume)
-    pred = formats.read_label_volume(source.pred_volume)
+    pred = np.zeros_like(gt) if source.pred_volume is None else formats.read_label_volume(source.pred_volume)
     if gt.shape != pred.shape:
         raise InputError(f"case {case_id}: prediction {source.pred_volume.name} has shape {pred.shape}, ground truth "
                          f"{source.gt_volume.name} has {gt.shape} (the official code fails an assert)")
@@ -114,7 +115,7 @@ def aggregate(records: dict[str, dict], branch: str = "master", tie_order: str =
     return aggregates, details
 
 
-def _pick_case_ids(gt_ids: list[str], pred_ids: list[str], where: str) -> list[str]:
+def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> None:
     """§1: both sides must hold the same cases (the official code fails an assert)."""
     missing = sorted(set(gt_ids) - set(pred_ids))
     extra = sorted(set(pred_ids) - set(gt_ids))
@@ -126,7 +127,6 @@ def _pick_case_ids(gt_ids: list[str], pred_ids: list[str], where: str) -> list[s
             parts.append(f"{len(extra)} case(s) not in the ground truth: {', '.join(extra[:10])}"
                          f"{' ...' if len(extra) > 10 else ''}")
         raise InputError(f"{where}: expected {len(gt_ids)} cases; " + "; ".join(parts))
-    return gt_ids
 
 
 def _gc_detections(job, where: str) -> list[formats.PredRow]:
@@ -138,12 +138,29 @@ def _gc_detections(job, where: str) -> list[formats.PredRow]:
     raise InputError(f"{socket.path}: not found (job {job.pk}, output '{DETECTIONS_SLUG}')")
 
 
-def collect_sources(input_dir: Path, gt_dir: Path) -> tuple[list[str], dict[str, CaseSource], str]:
-    """Case ids (sorted), each case's source, and the layout found ("files" or "grand-challenge")."""
+def _unused_rows_notes(table: dict, case_ids: list[str], path: Path, strict: bool, what: str) -> list[str]:
+    """CSV rows whose public_id is no case: the official code selects rows by public_id and never reads them."""
+    known = set(case_ids)
+    unused = [public_id for public_id in table if public_id not in known]
+    if not unused:
+        return []
+    message = (f"{path}: {sum(len(table[i]) for i in unused)} row(s) for {len(unused)} public_id(s) that are not "
+               f"cases ({name_list(unused)})")
+    if strict:
+        raise InputError(f"{message}; --strict refuses them")
+    return [f"{message}: ignored, as the official code does ({what})"]
+
+
+def collect_sources(input_dir: Path, gt_dir: Path,
+                    strict: bool = False) -> tuple[list[str], dict[str, CaseSource], str, list[str]]:
+    """Case ids (sorted), each case's source, the layout found ("files" or "grand-challenge"), and notes."""
     gt_volumes = formats.list_volumes(gt_dir)
-    gt_csv = formats.read_gt_csv(formats.find_csv(gt_dir))
+    gt_csv_path = formats.find_csv(gt_dir)
+    gt_csv = formats.read_gt_csv(gt_csv_path)
     if not gt_volumes:
         raise InputError(f"{gt_dir}: no ground-truth volumes (*-label.nii.gz)")
+    case_ids = list(gt_volumes)
+    notes = _unused_rows_notes(gt_csv, case_ids, gt_csv_path, False, "ground truth")
     jobs = read_predictions_json(input_dir)
     sources: dict[str, CaseSource] = {}
     if jobs is None:
@@ -151,7 +168,8 @@ def collect_sources(input_dir: Path, gt_dir: Path) -> tuple[list[str], dict[str,
         pred_volumes = formats.list_volumes(input_dir)
         pred_csv_path = formats.find_csv(input_dir)
         pred_csv = formats.read_pred_csv(pred_csv_path)
-        case_ids = _pick_case_ids(list(gt_volumes), list(pred_volumes), str(input_dir))
+        _check_same_cases(case_ids, list(pred_volumes), str(input_dir))
+        notes += _unused_rows_notes(pred_csv, case_ids, pred_csv_path, strict, "predictions")
         for case_id in case_ids:
             sources[case_id] = CaseSource(gt_volumes[case_id], pred_volumes[case_id],
                                           tuple(gt_csv.get(case_id, ())), tuple(pred_csv.get(case_id, ())),
@@ -159,21 +177,35 @@ def collect_sources(input_dir: Path, gt_dir: Path) -> tuple[list[str], dict[str,
     else:
         layout = "grand-challenge"
         where = str(input_dir / "predictions.json")
-        by_name = jobs_by_case(jobs, INPUT_SLUG)
-        by_case = {}
-        for name, job in by_name.items():
-            case_id = formats.case_id_from_gc_image_name(name)
-            if case_id in by_case:
-                raise InputError(f"{where}: case {case_id} appears in jobs {by_case[case_id].pk} and {job.pk}")
-            by_case[case_id] = job
-        case_ids = _pick_case_ids(list(gt_volumes), list(by_case), where)
+        match = match_jobs(jobs, INPUT_SLUG, case_ids, strict=strict, key=formats.case_id_from_gc_image_name,
+                           ground_truth=str(gt_dir))
+        notes += match.missing_notes("scored as an empty prediction volume (every ground-truth fracture missed); "
+                                     "the official code fails an assert when a prediction file is missing")
         for case_id in case_ids:
-            job = by_case[case_id]
+            job = match.jobs.get(case_id)
+            gt_rows = tuple(gt_csv.get(case_id, ()))
+            if job is None:
+                sources[case_id] = CaseSource(gt_volumes[case_id], None, gt_rows, (), "no job")
+                continue
             detections = _gc_detections(job, where)
-            sources[case_id] = CaseSource(gt_volumes[case_id], job.output(INSTANCES_SLUG).image_file(),
-                                          tuple(gt_csv.get(case_id, ())), tuple(detections),
-                                          str(job.output(DETECTIONS_SLUG).path))
-    return case_ids, sources, layout
+            sources[case_id] = CaseSource(gt_volumes[case_id], job.output(INSTANCES_SLUG).image_file(), gt_rows,
+                                          tuple(detections), str(job.output(DETECTIONS_SLUG).path))
+    notes += _non_finite_notes(sources, strict)
+    return case_ids, sources, layout, notes
+
+
+def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
+    """NaN or infinite confidences: pandas reads them and the official FROC compares them like any number."""
+    counts = {case_id: formats.non_finite_confidences(source.pred_rows) for case_id, source in sources.items()}
+    cases = [case_id for case_id, count in counts.items() if count]
+    if not cases:
+        return []
+    message = (f"{sum(counts.values())} prediction row(s) with a NaN (blank, 'nan', 'NA', null) or infinite "
+               f"confidence in {len(cases)} case(s) ({name_list(cases)})")
+    if strict:
+        raise InputError(f"{message}; --strict refuses them")
+    return [f"{message}: NaN and -inf are above no FROC threshold and +inf above every one, as in the official "
+            "code (pandas); the detection records show them as null and 1.0"]
 
 
 NOTES = [
@@ -198,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--tie-order", choices=metrics.TIE_ORDERS, default="numpy122",
                         help="order of FROC points with equal fp: numpy122 (official, default) or stable")
     parser.add_argument("--no-plots", action="store_true", help="do not write froc.png and confusion_matrix.png")
+    parser.add_argument("--strict", action="store_true",
+                        help="refuse what the official code accepts but a careful submission would not have: "
+                             "prediction rows for unknown public_ids, NaN or infinite confidences, GC cases "
+                             "without a successful job")
     return parser
 
 
@@ -206,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
     shard = parse_shard(args.shard, args.records)
-    case_ids, sources, layout = collect_sources(args.input, args.ground_truth)
+    case_ids, sources, layout, notes = collect_sources(args.input, args.ground_truth, args.strict)
     log.info("ribfrac: %d cases (%s layout)", len(case_ids), layout)
     records = compute_records(case_ids, functools.partial(evaluate_case, sources=sources), workers=args.workers,
                               records=args.records, shard=shard, progress=not args.no_progress,
@@ -219,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
         "challenge": "MICCAI 2020 RibFrac - Rib Fracture Detection and Classification", "edition": 2020,
         "evaluator": "medchallenge.evaluators.ribfrac", "evaluator_version": __version__,
         "options": {"branch": args.branch, "tie_order": args.tie_order, "layout": layout},
-        "n_cases": len(case_ids), "notes": NOTES, **details,
+        "n_cases": len(case_ids), "notes": NOTES + notes, **details,
     }
     output = args.output / "metrics.json"
     write_metrics(output, aggregates, records, meta)

@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 
 from .. import __version__
-from ..contract import add_path_arguments, jobs_by_case, read_predictions_json
+from ..contract import add_path_arguments, match_jobs, read_predictions_json
 from ..errors import InputError, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats.tb_caverns import (
@@ -33,21 +33,25 @@ EMPTY_SUBMISSION_NOTE = (
 )
 
 
-def read_predictions(input_dir: Path, known_ids: set[str], strict: bool) -> tuple[RunFile, str]:
-    """The run file or the GC layout in `input_dir`, and which layout it was."""
+def read_predictions(input_dir: Path, gt: dict, all_ids: list[str], strict: bool) -> tuple[RunFile, str, list[str]]:
+    """The run file or the GC layout in `input_dir`, which layout it was, and notes on missing GC jobs."""
     jobs = read_predictions_json(input_dir)
     if jobs is not None:
+        match = match_jobs(jobs, INPUT_SOCKET, case_order(list(gt), all_ids), strict=strict,
+                           ground_truth="gt_boxes.csv/all_ids.csv")
         run = RunFile()
-        for case_name, job in jobs_by_case(jobs, INPUT_SOCKET).items():
-            read_box_json(job.output(OUTPUT_SOCKET).path, case_name, known_ids, strict, run)
-        return run, "grand-challenge predictions.json"
+        for case_id, job in match.jobs.items():
+            read_box_json(job.output(OUTPUT_SOCKET).path, case_id, None, strict, run)
+        notes = match.missing_notes("scored as cases without boxes, as the official code scores a case absent from "
+                                    "the run file (ground-truth cases 0, the others 1)")
+        return run, "grand-challenge predictions.json", notes
     path = input_dir / RUN_FILE
     if not path.is_file():
         candidates = sorted(p.name for p in input_dir.glob("*.txt")) + sorted(p.name for p in input_dir.glob("*.csv"))
         if len(candidates) != 1:
             raise InputError(f"{input_dir}: no {RUN_FILE} or predictions.json (found {candidates or 'nothing'})")
         path = input_dir / candidates[0]
-    return read_run_file(path, known_ids, strict), f"run file {path.name}"
+    return read_run_file(path, set(all_ids) | set(gt), strict), f"run file {path.name}", []
 
 
 def _case_record(gt: dict, pred: dict, all_ids: frozenset, case_id: str) -> dict:
@@ -59,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_path_arguments(parser, "input", "output", "ground_truth")
     parser.add_argument("--strict", action="store_true",
-                        help="fail on task-page rules the official metric did not check (corner order, unknown names)")
+                        help="fail on task-page rules the official metric did not check (corner order, unknown "
+                             "names) and, in the grand-challenge layout, on cases without a successful job")
     add_evaluation_arguments(parser)
     parser.set_defaults(workers=1)  # a case costs microseconds: processes would only add start-up time
     return parser
@@ -71,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     gt = read_gt_boxes(args.ground_truth / "gt_boxes.csv")
     all_ids = read_all_ids(args.ground_truth / "all_ids.csv")
-    run, layout = read_predictions(args.input, set(all_ids) | set(gt), args.strict)
+    run, layout, missing_notes = read_predictions(args.input, gt, all_ids, args.strict)
     run.warnings[:0] = filter(None, (byte_order_mark_warning(p) for p in
                                      (args.ground_truth / "all_ids.csv", args.input / RUN_FILE)))
     for warning in run.warnings:
@@ -87,7 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
     notes = ["IoU without +1; greedy first-come matching in file order with >=; literal thresholds",
-             "a ground-truth id missing from all_ids.csv still adds its score (denominator unchanged)"]
+             "a ground-truth id missing from all_ids.csv still adds its score (denominator unchanged)",
+             *missing_notes]
     if not any(run.boxes.values()):
         notes.append(EMPTY_SUBMISSION_NOTE)
     ignored = sorted(set(run.boxes) - set(gt) - set(all_ids))

@@ -236,13 +236,13 @@ def _parse_numbers(tokens: list[str], path: Path, number: int, what: str) -> lis
     return values
 
 
-def _token_numbers(table: _Table, tokens: np.ndarray, describe) -> np.ndarray:
+def _token_numbers(table: _Table, tokens: np.ndarray, describe, finite: bool = True) -> np.ndarray:
     """Python's float() of the selected tokens, bit for bit, vectorised for plain decimals.
 
     A token `-?digits[.digits]` with at most 15 digits is mantissa / 10**scale with both exact in float64, so one
     IEEE division gives the correctly rounded value, which is what float() returns. Every other token (exponent,
     '+', whitespace, underscores, long mantissas, inf/nan) goes through float() itself. `describe(k)` names token k
-    in an error: '(line, what)'.
+    in an error: '(line, what)'. With `finite`, NaN and infinities are errors.
     """
     buf = np.frombuffer(table.data, dtype=np.uint8)
     start, length = table.token_start[tokens], table.token_end[tokens] - table.token_start[tokens]
@@ -273,7 +273,7 @@ def _token_numbers(table: _Table, tokens: np.ndarray, describe) -> np.ndarray:
             values[k] = float(text)
         except ValueError:
             raise InputError(f"{table.path}: line {line}: {text!r} in {what} is not a number") from None
-        if not math.isfinite(values[k]):
+        if finite and not math.isfinite(values[k]):
             raise InputError(f"{table.path}: line {line}: {text!r} in {what} is not a finite number")
     return values
 
@@ -389,7 +389,8 @@ def _triples_are_data(text: str) -> bool:
 
 
 def read_localization(path: Path) -> Localization:
-    """Parse `image_path,prediction` (§1): '' or `prob x y` triples joined by ';', single spaces, exactly 3 floats."""
+    """Parse `image_path,prediction` (§1): '' or `prob x y` triples joined by ';', single spaces, exactly 3 floats.
+    NaN and infinities are kept: froc.py reads them with float() and compares them like any number."""
     path = Path(path)
     table = _split_table(path, "image_path,prediction", _triples_are_data)
     fields = np.bincount(table.token_segment, minlength=len(table.segment_row))
@@ -406,7 +407,7 @@ def read_localization(path: Path) -> Localization:
         segment = table.token_segment[k]
         return table.line_of_row(table.segment_row[segment]), f"prediction {_segment_number(table, segment)}"
 
-    values = _token_numbers(table, np.arange(len(table.token_start)), describe)
+    values = _token_numbers(table, np.arange(len(table.token_start)), describe, finite=False)
     return Localization(
         path=path,
         line_image_paths=table.image_paths,

@@ -10,6 +10,7 @@ import csv
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +26,9 @@ PRED_COLUMNS = ("public_id", "label_id", "confidence", "label_code")
 MAX_LABEL = 255  # the official code casts to uint8; larger labels would wrap (§7), we refuse them
 VOLUME_SUFFIX = re.compile(r"\.nii(\.gz)?$")
 _CASE_ID_NOISE = re.compile(r"(\.nii)|(\.gz)|(-label)")
+# pandas.read_csv's default missing-value strings: such a confidence is NaN in the official code
+PANDAS_NA = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
+                       "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
 
 
 @dataclass(frozen=True)
@@ -106,14 +110,17 @@ def parse_label_id(value: object, where: str) -> int:
 
 
 def parse_confidence(value: object, where: str) -> float:
-    """A finite confidence (used as-is, no clipping: §1)."""
+    """A confidence as pandas reads it (used as-is, no clipping: §1): a number, `inf`/`-inf`, or NaN for a blank
+    cell, a pandas NA string (`nan`, `NA`, `null`, ...) or JSON null. Text that is no number makes the official
+    FROC comparison fail, so it is an error."""
+    if value is None or (isinstance(value, str) and value.strip() in PANDAS_NA):
+        return math.nan
     try:
-        confidence = float(value)  # type: ignore[arg-type]
+        if isinstance(value, bool):
+            raise TypeError
+        return float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
-        confidence = math.nan
-    if isinstance(value, bool) or not math.isfinite(confidence):
-        raise InputError(f"{where}: confidence {value!r} is not a finite number")
-    return confidence
+        raise InputError(f"{where}: confidence {value!r} is not a number") from None
 
 
 def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
@@ -161,6 +168,11 @@ def _pred_row(label_id: object, confidence: object, label_code: object, where: s
             value = 0.0
         return PredRow(label, value if math.isfinite(value) else 0.0, parse_label_code(label_code, where))
     return PredRow(label, parse_confidence(confidence, where), parse_label_code(label_code, where))
+
+
+def non_finite_confidences(rows: Iterable[PredRow]) -> int:
+    """How many rows have a NaN or infinite confidence (never / always above the FROC thresholds)."""
+    return sum(1 for row in rows if not math.isfinite(row.confidence))
 
 
 def read_pred_csv(path: Path) -> dict[str, list[PredRow]]:

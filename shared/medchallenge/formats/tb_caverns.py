@@ -28,6 +28,15 @@ def _read_rows(path: Path) -> list[list[str]]:
         raise InputError(f"{path}: not a UTF-8 CSV file ({exc})") from None
 
 
+def _is_int(text: str) -> bool:
+    """Whether the official `int()` reads `text` (surrounding spaces, a sign, underscores between digits)."""
+    try:
+        int(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _parse_box(path: Path, line: int, row: list[str]) -> Box:
     if len(row) < 7:
         raise InputError(f"{path}: line {line}: expected a file name and 6 coordinates, found {len(row)} fields")
@@ -102,7 +111,7 @@ def read_run_file(path: Path, known_ids: set[str] | None = None, strict: bool = 
         where = f"{path}: line {line}"
         if not row:
             raise InputError(f"{where}: blank line (the run file must have none)")
-        if line == 1 and len(row) >= 2 and not row[1].strip().lstrip("-").isdigit():
+        if line == 1 and len(row) >= 2 and not _is_int(row[1]):
             raise InputError(f"{where}: looks like a header; the run file must have none")
         box = _parse_box(path, line, row)
         if len(row) > 7:

@@ -162,8 +162,16 @@ def hit_pairs(point_image: np.ndarray, x: np.ndarray, y: np.ndarray, objects: Ob
 
 
 def sort_by_probability(probability: np.ndarray) -> np.ndarray:
-    """§4 step 1: order of predictions by probability, descending, ties in file order (Python's stable sort)."""
-    return np.argsort(-np.asarray(probability, dtype=np.float64), kind="stable")
+    """§4 step 1: order of predictions by probability, descending, ties in file order (Python's stable sort).
+
+    With a NaN among them the order is whatever Python's `sorted(..., reverse=True)` makes of NaN's comparisons
+    (all false), so Python's sort itself is used then.
+    """
+    probability = np.asarray(probability, dtype=np.float64)
+    if np.isnan(probability).any():
+        values = probability.tolist()
+        return np.asarray(sorted(range(len(values)), key=values.__getitem__, reverse=True), dtype=np.int64)
+    return np.argsort(-probability, kind="stable")
 
 
 def walk_counts(order: np.ndarray, hit_point: np.ndarray, hit_object: np.ndarray,

@@ -6,6 +6,7 @@ Every function cites the section of docs/metrics/ribfrac.md (the spec of `M3DV/R
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -175,6 +176,14 @@ class MissingPredictionRow(ValueError):
         self.label = label
 
 
+def json_probability(confidence: float) -> float | None:
+    """A confidence as metrics.json can hold it, selected at the same FROC thresholds (all below 1) as the official
+    comparison `prob >= t` selects it: NaN and -inf (never selected) -> None, +inf (always) -> 1.0."""
+    if math.isfinite(confidence):
+        return float(confidence)
+    return 1.0 if confidence > 0 else None
+
+
 def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence) -> list[dict]:
     """§2: `pred_metrics`, one row per prediction label 1..num_pred after the two left merges.
 
@@ -204,7 +213,7 @@ def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence)
         for pred in preds_by_label[label]:
             for gt_class in gt_classes:
                 rows.append({"pred_label": label, "max_iou": max_iou, "hit_label": hit,
-                             "prob": float(pred.confidence), "pred_class": LABEL_CODES[pred.label_code],
+                             "prob": json_probability(pred.confidence), "pred_class": LABEL_CODES[pred.label_code],
                              "gt_class": gt_class})
     return rows
 
@@ -236,7 +245,7 @@ def froc_points(cases: Iterable[Sequence[Mapping]], num_gt_total: int, num_cases
                 thresholds: np.ndarray = THRESHOLDS) -> tuple[np.ndarray, np.ndarray]:
     """§3: (fp per scan, recall) at each threshold of `np.arange(0, 1, 0.01)`.
 
-    Per case with rows: positives = rows with prob >= t; TP = distinct hit_label among positives with
+    Per case with rows: positives = rows with prob >= t (prob None: never); TP = distinct hit_label among positives with
     max_iou > 0.2; FP = positives with max_iou <= 0.2. fp = (sum FP + 1e-8) / (num_cases + 1e-8),
     recall = (sum TP + 1e-8) / (num_gt_total + 1e-8), num_gt_total = sum of max(gt label) over all cases.
     """
