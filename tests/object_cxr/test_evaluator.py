@@ -227,7 +227,7 @@ def rename_uploads(pred, names):
 def test_gc_uploads_under_other_names_match_their_image(tmp_path):
     pred, gt = synthetic(tmp_path, "gc", images=5, points=2)
     original = evaluate(pred, gt, tmp_path / "original", "--no-plots")
-    rename_uploads(pred, ["08001.PNG", "08002.mha", "08003.jpeg", "test/08004.JPG", "08005.nii.gz"])
+    rename_uploads(pred, ["08001.PNG", "08002.png", "08003.jpeg", "test/08004.JPG", "08005"])  # (.mha: refused)
     renamed = evaluate(pred, gt, tmp_path / "renamed", "--no-plots")
     assert renamed["aggregates"] == original["aggregates"] and renamed["case"] == original["case"]
 
