@@ -37,14 +37,17 @@ def cohort(tmp_path_factory) -> Path:
 
 
 def test_images_are_hardened_as_the_contract_requires(built):
-    for service in ("tb-caverns-algorithm", "tb-caverns-evaluator"):
-        image = f"medchallenge/{service}:{VERSION}"
+    built("build")  # every image of compose.yaml, the configuration images included
+    images = built("config", "--images").stdout.split()
+    assert len(images) == len(set(images)) >= 7
+    for image in images:
         config = json.loads(subprocess.run(["docker", "image", "inspect", image], check=True, capture_output=True,
                                            text=True).stdout)[0]
-        assert config["Config"]["User"] == "1000:1000"
-        assert config["Architecture"] == "amd64"
-        assert config["Config"]["Entrypoint"][0] == "python3" and not config["Config"]["Cmd"]
-        assert config["Config"]["Labels"]["org.opencontainers.image.title"] == f"medchallenge-{service}"
+        assert config["Config"]["User"] == "1000:1000", image
+        assert config["Architecture"] == "amd64", image
+        assert config["Config"]["Entrypoint"][0] == "python3" and not config["Config"]["Cmd"], image
+        name = image.split("/", 1)[1].split(":")[0]
+        assert config["Config"]["Labels"]["org.opencontainers.image.title"] == f"medchallenge-{name}"
     services = json.loads(built("config", "--format", "json").stdout)["services"]
     for name, service in services.items():
         assert service["network_mode"] == "none" and service["read_only"] is True, name
@@ -103,7 +106,7 @@ def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, r
     assert gc["aggregates"] == batch["aggregates"]
 
 
-GPU_IMAGE = "medchallenge/tb-caverns-algorithm-gpu:0.1.0"
+GPU_IMAGE = f"medchallenge/tb-caverns-algorithm-gpu:{VERSION}"
 CUDA_PROVIDER_CHECK = """
 import ctypes, pathlib, onnxruntime as ort
 ort.preload_dlls(directory="")
@@ -143,7 +146,7 @@ def test_gpu_image_runs_on_cpu_without_a_gpu_and_predicts_as_the_cpu_image(gpu_i
     result = hardened_run(gpu_image, volumes={cohort / "input": "/input:ro", gpu_out: "/output"})
     assert result.returncode == 0, result.stderr[-3000:]
     assert "provider CPUExecutionProvider" in result.stdout + result.stderr  # no GPU here: CPU, and logged
-    cpu = hardened_run("medchallenge/tb-caverns-algorithm:0.1.0", volumes={cohort / "input": "/input:ro",
+    cpu = hardened_run(f"medchallenge/tb-caverns-algorithm:{VERSION}", volumes={cohort / "input": "/input:ro",
                                                                              cpu_out: "/output"})
     assert cpu.returncode == 0, cpu.stderr[-3000:]
     for case in sorted(cpu_out.glob("TST_*.json")):
