@@ -1,5 +1,6 @@
-"""ImageCLEFmed Caption metric functions: every rule of the 2021/2022 specs with hand-derived values, and the
-re-implemented NLTK/rouge-score pieces checked against those libraries."""
+"""ImageCLEFmed Caption metric functions: every rule of the 2021/2022 specs with hand-derived values, and BLEU and
+ROUGE-1 checked against the installed libraries (NLTK 3.10.4's BLEU path is 3.7's; the tokeniser follows 3.7, not
+the installed 3.10.4: tests/reference compares everything with the versions the official code ran)."""
 
 from __future__ import annotations
 

@@ -31,8 +31,9 @@ STOPWORDS_SHA256 = "019f104ba2ed07436d05f9cdd3383034ad66014edc27fc651f837e1a038b
 
 
 def binary_f1(true_positives: int, false_positives: int, false_negatives: int) -> float:
-    """scikit-learn's binary F1 arithmetic (2022 §A Score, 2021 §A): p = tp/(tp+fp), r = tp/(tp+fn),
-    F = ((2.0*p)*r)/(p+r), and 0.0 when tp = 0 (zero_division "warn")."""
+    """scikit-learn 1.0.2's binary F1 arithmetic (2022 §A Score, 2021 §A): p = tp/(tp+fp), r = tp/(tp+fn),
+    F = (1+beta2)*p*r / (beta2*p + r) with beta2 = 1, i.e. ((2.0*p)*r)/(p+r) bit for bit, and 0.0 when tp = 0
+    (zero_division "warn"). Not 2tp/(2tp+fp+fn), which differs in the last bit, e.g. for tp=1, fp=0, fn=4."""
     if true_positives == 0:
         return 0.0
     precision = true_positives / (true_positives + false_positives)
