@@ -9,11 +9,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -29,7 +29,7 @@ def reference_required() -> bool:
     return os.environ.get("CI") == "true" or os.environ.get("REQUIRE_REFERENCE") == "1"
 
 
-def unavailable(reason: str):
+def unavailable(reason: str) -> NoReturn:
     """Skip, or fail where the reference layer is required (CI=true, REQUIRE_REFERENCE=1)."""
     if reference_required():
         pytest.fail(f"reference tests are required (CI=true or REQUIRE_REFERENCE=1) but {reason}", pytrace=False)
@@ -129,9 +129,9 @@ class ReferenceEnv:
 
     def run(self, piece: str, inputs: list, **options) -> list:
         job = json.dumps({"piece": piece, "inputs": inputs, "options": options})
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONNOUSERSITE": "1", "LC_ALL": "C.UTF-8",
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LC_ALL": "C.UTF-8",
                "NLTK_DATA": str(Path(tempfile.gettempdir()) / "medchallenge-no-nltk-data")}
-        result = _run([self.python, "-I", WORKER], input=job, env=env, timeout=600)
+        result = _run([self.python, "-I", WORKER], input=job, env=env, timeout=600)  # -I: no PYTHONPATH, no user site
         answer = json.loads(result.stdout)
         self.versions = answer["versions"]
         assert len(answer["outputs"]) == len(inputs)
