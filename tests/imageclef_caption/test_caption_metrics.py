@@ -124,6 +124,14 @@ def test_preprocess_2021_applies_snowball_stemming():
     assert stem("generously") == "generous"  # Porter2 special-cased suffix handling
 
 
+def test_bleu_of_a_caption_with_an_em_dash_follows_nltk_37():
+    # NLTK 3.7 keeps "malformation—see" whole: 3 tokens, no 4-gram -> the tiny method0 score even for an exact copy;
+    # NLTK 3.10 would give 5 tokens and BLEU 1.0 (the official scorers ran 3.7)
+    tokens = m.preprocess_caption("Arteriovenous malformation—see arrow", STOPWORDS)
+    assert tokens == ["arteriovenous", "malformation—see", "arrow"]
+    assert m.caption_bleu(tokens, tokens) == 1.2213386697554703e-77
+
+
 def test_treebank_rejects_unprocessed_text():
     with pytest.raises(ValueError):
         m.treebank_tokenize("x-ray")
