@@ -1,5 +1,6 @@
-"""ImageCLEFmed Caption metric functions: every rule of the 2021/2022 specs with hand-derived values, and the
-re-implemented NLTK/rouge-score pieces checked against those libraries."""
+"""ImageCLEFmed Caption metric functions: every rule of the 2021/2022 specs with hand-derived values, and BLEU and
+ROUGE-1 checked against the installed libraries (NLTK 3.10.4's BLEU path is 3.7's; the tokeniser follows 3.7, not
+the installed 3.10.4: tests/reference compares everything with the versions the official code ran)."""
 
 from __future__ import annotations
 
@@ -102,7 +103,11 @@ def test_stopword_file_hash_checked(monkeypatch):
     ("wanna", ["wan", "na"]),  # at the end of the text (padded with a space) it splits
     ("wanna…", ["wanna…"]),  # "wanna" splits only before whitespace
     ("“Ring” sign ‘target’ «x» „y“", ["“", "ring", "”", "sign", "‘", "target", "’", "«", "x", "»", "„", "“"]),  # y: stop word
-    ("5 µm deposit – left", ["5", "µm", "deposit", "–", "left"]),  # micro sign kept; en dash its own token
+    ("5 µm deposit – left", ["5", "µm", "deposit", "–", "left"]),  # micro sign kept; the en dash stands alone
+    # NLTK 3.7 does not split at the dashes U+2012-U+2015 (NLTK 3.10 does: three tokens)
+    ("Arteriovenous malformation—see arrow", ["arteriovenous", "malformation—see", "arrow"]),
+    ("T1‒T2 ―x", ["t1‒t2", "―x"]),
+    ("wanna—", ["wanna—"]),  # "wanna" splits only before whitespace, and the dash is not padded
     ("No fracture; (normal) findings!", ["fracture", "normal", "findings"]),
     ("İ", ["i̇"]),  # Unicode lower-casing of the capital I with dot: i + combining dot
     ("", []),
@@ -119,29 +124,17 @@ def test_preprocess_2021_applies_snowball_stemming():
     assert stem("generously") == "generous"  # Porter2 special-cased suffix handling
 
 
+def test_bleu_of_a_caption_with_an_em_dash_follows_nltk_37():
+    # NLTK 3.7 keeps "malformation—see" whole: 3 tokens, no 4-gram -> the tiny method0 score even for an exact copy;
+    # NLTK 3.10 would give 5 tokens and BLEU 1.0 (the official scorers ran 3.7)
+    tokens = m.preprocess_caption("Arteriovenous malformation—see arrow", STOPWORDS)
+    assert tokens == ["arteriovenous", "malformation—see", "arrow"]
+    assert m.caption_bleu(tokens, tokens) == 1.2213386697554703e-77
+
+
 def test_treebank_rejects_unprocessed_text():
     with pytest.raises(ValueError):
         m.treebank_tokenize("x-ray")
-
-
-def _fuzz_texts(count: int, seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    pieces = ["cannot", "CANNOT", "gonna", "gotta", "gimme", "lemme", "wanna", "can", "not", "cannotx", "xcannot",
-              "“", "”", "‘", "’", "«", "»", "„", "\u2012", "–", "—", "\u2015", "…", "µ", "é", "ß", "x2", "35",
-              "the", "of", "a", "lesion", "mass", "\t", "\u00a0", "\u2009", " ", " ", " ", "ı", "İ", "K"]
-    return ["".join(rng.choice(pieces) + (" " if rng.random() < 0.5 else "") for _ in range(rng.randint(0, 12)))
-            for _ in range(count)]
-
-
-def test_treebank_tokenize_equals_nltk_word_tokenizer():
-    # word_tokenize = Punkt sentences (no split without . ? !) + NLTKWordTokenizer on each; Punkt needs data,
-    # so the tokenizer itself is compared on text that went through steps 1-2.
-    from nltk.tokenize.destructive import NLTKWordTokenizer
-
-    tokenizer = NLTKWordTokenizer()
-    for text in _fuzz_texts(3000):
-        cleaned = text.lower().translate(m.ASCII_PUNCTUATION_DELETION)
-        assert m.treebank_tokenize(cleaned) == tokenizer.tokenize(cleaned), repr(text)
 
 
 # --- BLEU -------------------------------------------------------------------------------------------------------

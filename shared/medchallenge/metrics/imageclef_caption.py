@@ -3,8 +3,9 @@
 Pure functions over plain Python values. Section references (`2022 §A`, `2021 §B` ...) point to
 docs/metrics/imageclef-caption-2022.md and imageclef-caption-2021.md. Nothing here imports NLTK or rouge-score:
 the three pieces of them that the official scorers use are re-implemented for the inputs they can receive
-(text without ASCII punctuation) and tested against those libraries. The one exception is the 2021 Snowball stemmer,
-which `snowball_stemmer()` imports from NLTK on first use (it needs no NLTK data).
+(text without ASCII punctuation) and fuzzed against the versions the official code ran (NLTK 3.7, rouge-score 0.1.2,
+scikit-learn 1.0.2) by tests/reference. The one exception is the 2021 Snowball stemmer, which `snowball_stemmer()`
+imports from the installed NLTK on first use (it needs no NLTK data).
 """
 
 from __future__ import annotations
@@ -30,8 +31,9 @@ STOPWORDS_SHA256 = "019f104ba2ed07436d05f9cdd3383034ad66014edc27fc651f837e1a038b
 
 
 def binary_f1(true_positives: int, false_positives: int, false_negatives: int) -> float:
-    """scikit-learn's binary F1 arithmetic (2022 §A Score, 2021 §A): p = tp/(tp+fp), r = tp/(tp+fn),
-    F = ((2.0*p)*r)/(p+r), and 0.0 when tp = 0 (zero_division "warn")."""
+    """scikit-learn 1.0.2's binary F1 arithmetic (2022 §A Score, 2021 §A): p = tp/(tp+fp), r = tp/(tp+fn),
+    F = (1+beta2)*p*r / (beta2*p + r) with beta2 = 1, i.e. ((2.0*p)*r)/(p+r) bit for bit, and 0.0 when tp = 0
+    (zero_division "warn"). Not 2tp/(2tp+fp+fn), which differs in the last bit, e.g. for tp=1, fp=0, fn=4."""
     if true_positives == 0:
         return 0.0
     precision = true_positives / (true_positives + false_positives)
@@ -96,10 +98,14 @@ def mean_over_counted(scores: Iterable[float | None], denominator: int) -> float
 
 ASCII_PUNCTUATION_DELETION = str.maketrans("", "", string.punctuation)
 
-# NLTK's NLTKWordTokenizer (Treebank rules, behind nltk.word_tokenize) on text WITHOUT ASCII punctuation: the only
-# rules that can still fire pad the Unicode quotes « “ ‘ „ » ” ’ and the dashes U+2012-U+2015 with spaces and split
-# six contractions; Punkt's sentence split is a no-op without . ? ! (2022 §B step 3).
-_TREEBANK_PADDED = re.compile("[«“‘„»”’\u2012-\u2015]")
+# NLTK 3.7's `word_tokenize` (2022 §B step 3, 2021 §B step 3) on text WITHOUT ASCII punctuation. Punkt first: its
+# only candidate breaks are . ? ! (PunktLanguageVars.sent_end_chars), so it returns [text.rstrip()] (or [] for blank
+# text) and never reads its English model; then NLTKWordTokenizer (Treebank rules, Python `re`). Every rule that
+# needs an ASCII character ( " ' ` . , : ; ? ! ( ) [ ] { } < > - * @ # $ % & ) cannot fire; what is left: pad « “ ‘ „
+# (STARTING_QUOTES) and » ” ’ (ENDING_QUOTES) with spaces, split six contractions (CONTRACTIONS2), `str.split()`.
+# NOT as NLTK >= 3.10 (see tests/reference, which fuzzes this against NLTK 3.7): 3.10 also pads the dashes
+# U+2012-U+2015 ("malformation—see" is one token in 3.7, three in 3.10, and "wanna—" does not split in 3.7).
+_TREEBANK_PADDED = re.compile("[«“‘„»”’]")
 _TREEBANK_CONTRACTIONS = re.compile(
     r"(?i)\b(can)(not)\b|\b(gim)(me)\b|\b(gon)(na)\b|\b(got)(ta)\b|\b(lem)(me)\b|\b(wan)(na)(?=\s)"
 )
@@ -111,9 +117,10 @@ def _split_contraction(match: re.Match) -> str:
 
 
 def treebank_tokenize(text: str) -> list[str]:
-    """`nltk.word_tokenize(text)` for text from which the 32 ASCII punctuation characters were deleted (2022 §B
-    step 3): "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace -> two tokens,
-    Unicode quotes and figure/en/em dashes become tokens of their own; whitespace splits as `str.split()`."""
+    """NLTK 3.7 `nltk.word_tokenize(text)` for text from which the 32 ASCII punctuation characters were deleted
+    (2022 §B step 3): "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace or at
+    the end -> two tokens, the Unicode quotes « “ ‘ „ » ” ’ become tokens of their own (dashes do not: NLTK 3.7);
+    whitespace splits as `str.split()`."""
     if _ASCII_PUNCTUATION.search(text):
         raise ValueError("treebank_tokenize expects text without ASCII punctuation")
     return _treebank_tokens(text)
@@ -146,7 +153,9 @@ def load_stopwords() -> frozenset[str]:
 def snowball_stemmer() -> Callable[[str], str]:
     """NLTK's English Snowball (Porter2) stemmer, `SnowballStemmer("english").stem` (2021 §B step 5), memoised.
     Constructed with ignore_stopwords=False, so it reads no NLTK data. Importing NLTK costs about a second, which
-    is why only the 2021 edition pays it."""
+    is why only the 2021 edition pays it. The pinned NLTK 3.10.4 stems every word as 3.7 did: their EnglishStemmer
+    differs only in how the loop marking a y after a vowel as Y is written (same result); tests/reference fuzzes
+    the installed stemmer against 3.7's."""
     return _snowball_stem
 
 

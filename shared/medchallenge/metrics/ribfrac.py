@@ -301,7 +301,8 @@ def numpy122_argsort(values: Sequence[float]) -> list[int]:
     §3: the official FROC sorts the 100 (fp, recall) points with pandas' default (numpy quicksort, unstable);
     which of several points with equal fp comes last/first decides the interpolated recall. numpy 1.22 uses
     median-of-3 quicksort with a partition cut-off of 16 elements (insertion sort below), the larger partition
-    pushed on a stack, and heapsort when the depth budget 2*floor(log2(n)) runs out.
+    pushed on a stack, and heapsort when the depth budget 2*floor(log2(n)) runs out. tests/reference compares it
+    with numpy 1.22.4 on tie-heavy arrays and on arrays that reach the heapsort fallback.
     """
     v = [float(x) for x in values]
     n = len(v)

@@ -1,0 +1,211 @@
+"""The reference side of tests/reference: runs INSIDE a reference virtual environment (Python 3.9 or 3.7, the libraries
+of requirements/reference-py*.txt), never imports medchallenge, and calls the libraries exactly as the official
+scorers did (docs/metrics/*.md). Reads one job {"piece": name, "inputs": [...], "options": {...}} as JSON on stdin
+and writes {"outputs": [...], "versions": {...}} as JSON on stdout, one output per input. Python 3.7 syntax.
+"""
+
+import json
+import string
+import sys
+import warnings
+
+PUNCTUATION_DELETION = str.maketrans("", "", string.punctuation)
+
+
+def _nltk():
+    """NLTK 3.7 with `word_tokenize` runnable without nltk_data.
+
+    `word_tokenize` = Punkt `sent_tokenize` (model `tokenizers/punkt/english.pickle` from nltk_data, which cannot be
+    installed here: only PyPI is reachable) + NLTKWordTokenizer per sentence. The model is replaced by an untrained
+    PunktSentenceTokenizer (same 3.7 code, empty parameters). The model's parameters (abbreviations, collocations,
+    sentence starters, orthographic context) are read only when deciding a candidate break, and a candidate needs
+    one of . ? ! (PunktLanguageVars.sent_end_chars): `punkt_candidates` reports how many the text has, and the
+    tests require 0 for every input, so the English model could not have changed any result.
+    """
+    import nltk.tokenize
+    from nltk.tokenize.punkt import PunktSentenceTokenizer
+
+    untrained = PunktSentenceTokenizer()
+    nltk.tokenize.load = lambda resource_url: untrained
+    return nltk, untrained
+
+
+def word_tokenize(inputs, options):
+    nltk, punkt = _nltk()
+    outputs = []
+    for text in inputs:
+        cleaned = text.lower().translate(PUNCTUATION_DELETION)
+        outputs.append({"tokens": nltk.tokenize.word_tokenize(cleaned),
+                        "punkt_candidates": len(punkt._match_potential_end_contexts(cleaned))})
+    return outputs
+
+
+def _official_words(text, stops, stemmer):
+    """The official caption pre-processing (2022 §B steps 1-5; 2021 §B steps 1-5 with stemming)."""
+    import nltk
+
+    text = text.lower()
+    text = text.translate(PUNCTUATION_DELETION)
+    words = nltk.tokenize.word_tokenize(text)
+    words = [word for word in words if word.lower() not in stops]
+    if stemmer is not None:
+        words = [stemmer.stem(word) for word in words]
+    return words
+
+
+def preprocess(inputs, options):
+    from nltk.stem.snowball import SnowballStemmer
+
+    _nltk()
+    stops = set(options["stopwords"])
+    stemmer = SnowballStemmer("english")
+    return [_official_words(item["text"], stops, stemmer if item["stem"] else None) for item in inputs]
+
+
+def stem(inputs, options):
+    from nltk.stem.snowball import SnowballStemmer
+
+    stemmer = SnowballStemmer("english")
+    return [stemmer.stem(word) for word in inputs]
+
+
+def _official_bleu(reference, candidate):
+    from nltk.translate.bleu_score import SmoothingFunction, sentence_bleu
+
+    if len(reference) == 0 and len(candidate) == 0:
+        return 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return sentence_bleu([reference], candidate, smoothing_function=SmoothingFunction().method0)
+
+
+def bleu(inputs, options):
+    return [_official_bleu(reference, candidate) for reference, candidate in inputs]
+
+
+def _rouge_scorer():
+    from rouge_score import rouge_scorer
+
+    return rouge_scorer.RougeScorer(["rouge1"], use_stemmer=False)
+
+
+def rouge1(inputs, options):
+    scorer = _rouge_scorer()
+    return [scorer.score(target, prediction)["rouge1"].fmeasure for target, prediction in inputs]
+
+
+def rouge_tokenize(inputs, options):
+    from rouge_score import tokenize
+
+    return [tokenize.tokenize(text, None) for text in inputs]
+
+
+def caption_image(inputs, options):
+    """Per-image scores of both editions from the raw captions: BLEU 2022, ROUGE-1 2022, BLEU 2021 (stemmed)."""
+    from nltk.stem.snowball import SnowballStemmer
+
+    _nltk()
+    stops = set(options["stopwords"])
+    stemmer = SnowballStemmer("english")
+    scorer = _rouge_scorer()
+    outputs = []
+    for gt, run in inputs:
+        reference, candidate = _official_words(gt, stops, None), _official_words(run, stops, None)
+        target, prediction = " ".join(reference), " ".join(candidate)
+        rouge = 1 if not target and not prediction else scorer.score(target, prediction)["rouge1"].fmeasure
+        outputs.append({
+            "bleu_2022": _official_bleu(reference, candidate),
+            "rouge1_2022": rouge,
+            "bleu_2021": _official_bleu(_official_words(gt, stops, stemmer), _official_words(run, stops, stemmer)),
+        })
+    return outputs
+
+
+def _f1(truth, predicted):
+    """The official per-image F1: y_true/y_pred over the sorted union, sklearn binary f1_score."""
+    from sklearn.metrics import f1_score
+
+    union = sorted(set(truth + predicted))
+    y_true = [int(concept in truth) for concept in union]
+    y_pred = [int(concept in predicted) for concept in union]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return float(f1_score(y_true, y_pred, average="binary"))
+
+
+def concept_f1_2022(inputs, options):
+    """2022 §A Score, one image: tuples of stripped concepts, upper-cased; every image counts."""
+    outputs = []
+    for ground_truth, prediction in inputs:
+        predicted = tuple(concept.upper() for concept in prediction)
+        truth = tuple(concept.upper() for concept in ground_truth)
+        outputs.append(None if len(truth) == 0 else _f1(truth, predicted))
+    return outputs
+
+
+def concept_f1_2021(inputs, options):
+    """2021 §A, one image: whole fields upper-cased, split on ';' unstripped; empty GT -> excluded (None)."""
+    outputs = []
+    for ground_truth, prediction in inputs:
+        predicted, truth = prediction.upper(), ground_truth.upper()
+        truth = [] if truth.strip() == "" else truth.split(";")
+        predicted = [] if predicted.strip() == "" else predicted.split(";")
+        outputs.append(None if len(truth) == 0 else _f1(tuple(truth), tuple(predicted)))
+    return outputs
+
+
+def roc_auc(inputs, options):
+    import numpy as np
+    from sklearn.metrics import auc, roc_curve
+
+    outputs = []
+    for item in inputs:
+        fpr, tpr, _ = roc_curve(np.asarray(item["y"]), np.asarray(item["p"], dtype=np.float64))
+        outputs.append({"fpr": fpr.tolist(), "tpr": tpr.tolist(), "auc": float(auc(fpr, tpr))})
+    return outputs
+
+
+def argsort(inputs, options):
+    import numpy as np
+
+    return [np.argsort(np.asarray(values, dtype=np.float64)).tolist() for values in inputs]
+
+
+def points_in_poly(inputs, options):
+    import numpy as np
+    from skimage.measure import points_in_poly as official
+
+    outputs = []
+    for item in inputs:
+        vertices = np.asarray(item["vertices"], dtype=np.float64).reshape(-1, 2)
+        points = np.asarray(item["points"], dtype=np.float64).reshape(-1, 2)
+        outputs.append([bool(inside) for inside in official(points, vertices)])
+    return outputs
+
+
+PIECES = {function.__name__: function for function in (
+    word_tokenize, preprocess, stem, bleu, rouge1, rouge_tokenize, caption_image, concept_f1_2022, concept_f1_2021,
+    roc_auc, argsort, points_in_poly)}
+
+
+def versions():
+    """Versions of the reference libraries that are installed here."""
+    found = {"python": "%d.%d.%d" % sys.version_info[:3]}
+    for module in ("nltk", "rouge_score", "sklearn", "numpy", "scipy", "skimage"):
+        try:
+            found[module] = __import__(module).__version__
+        except ImportError:
+            pass
+        except AttributeError:
+            found[module] = "installed"
+    return found
+
+
+def main():
+    job = json.load(sys.stdin)
+    outputs = PIECES[job["piece"]](job["inputs"], job.get("options", {}))
+    json.dump({"outputs": outputs, "versions": versions()}, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
