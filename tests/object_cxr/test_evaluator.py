@@ -229,8 +229,7 @@ def test_empty_ground_truth_objects_count_and_are_never_hit(tmp_path, capsys):
     pred, gt = small_case(tmp_path, ["a.jpg,0 0 0 10 10; 0 20 20 30 30;", "b.jpg,"],
                           ["a.jpg,0.9 5 5;0.8 25 25", "b.jpg,0.1 1 1"])
     metrics = evaluate(pred, gt, tmp_path / "out", "--fps", "0.5,1", "--no-plots")
-    assert metrics["aggregates"]["sensitivity_at_fp_0.5"] == 1 / 3 and metrics["aggregates"]["sensitivity_at_fp_1"] == 1 / 3
-    assert metrics["aggregates"]["froc"] == 1 / 3
+    assert [metrics["aggregates"][k] for k in ("sensitivity_at_fp_0.5", "sensitivity_at_fp_1", "froc")] == [1 / 3] * 3
     assert metrics["meta"]["counts"]["objects"] == 3 and metrics["meta"]["counts"]["false_positives"] == 2
     assert metrics["case"]["a.jpg"]["n_objects"] == 3 and metrics["case"]["a.jpg"]["n_false_positives"] == 1
     assert any("2 empty object(s)" in note and "(a.jpg)" in note for note in metrics["meta"]["notes"])

@@ -277,8 +277,8 @@ def _malformed_objects_note(gt: GroundTruth, submission: Submission, order: np.n
         rank = int(tested[0])
         image = int(submission.point_image[order[rank]])
         obj = min(k for k in gt.malformed if gt.object_image[k] == image)
-        raise InputError(f"{gt.path}: {gt.malformed[obj]}; froc.py fails when it tests a point against it, as its walk does "
-                         f"here (the point ranked {rank + 1} of {len(order)} by probability, on "
+        raise InputError(f"{gt.path}: {gt.malformed[obj]}; froc.py fails when it tests a point against it, as its "
+                         f"walk does here (the point ranked {rank + 1} of {len(order)} by probability, on "
                          f"{gt.image_paths[image]!r})")
     listed = "; ".join(list(gt.malformed.values())[:3])
     more = f" and {len(gt.malformed) - 3} more" if len(gt.malformed) > 3 else ""

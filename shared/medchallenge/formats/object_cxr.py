@@ -223,7 +223,8 @@ def _split_table(path: Path, columns: str, looks_like_data, empty_segments: bool
     edges = np.diff(padded.view(np.int8))
     token_start = np.flatnonzero(edges == 1)
     token_end = np.flatnonzero(edges == -1)
-    segment_start = np.sort(np.r_[value_start[value_end > value_start], np.flatnonzero(is_semicolon) + 1], kind="stable")
+    segment_start = np.sort(np.r_[value_start[value_end > value_start], np.flatnonzero(is_semicolon) + 1],
+                            kind="stable")
     return _Table(path, rows + 1, image_paths, token_start, token_end,
                   np.searchsorted(segment_start, token_start, side="right") - 1, segment_start,
                   np.searchsorted(value_start, segment_start, side="right") - 1, data, _blank_note(path, blank))
@@ -357,10 +358,11 @@ def read_ground_truth(path: Path, strict: bool = False) -> GroundTruth:
     if strict and len(refused):
         segment = int(refused[0])
         if segment in malformed:
-            raise InputError(f"{path}: {malformed[segment]}; --strict refuses it (froc.py fails only when a point is tested "
-                             "against it)")
+            raise InputError(f"{path}: {malformed[segment]}; --strict refuses it (froc.py fails only when a "
+                             "point is tested against it)")
         kind = table.data[type_start[segment]:type_end[segment]].decode("utf-8")
-        where = f"{path}: line {table.line_of_row(table.segment_row[segment])}: object {_segment_number(table, segment)}"
+        where = f"{path}: line {table.line_of_row(table.segment_row[segment])}: " \
+                f"object {_segment_number(table, segment)}"
         what = f"has the type {kind!r}" if kind else "is empty or starts with a space (';;', a leading or trailing ';')"
         raise InputError(f"{where} {what}; --strict refuses it (froc.py counts it as an object that is never hit)")
     code[wrong] = UNKNOWN_TYPE
