@@ -75,6 +75,20 @@ def input_fingerprint(args: argparse.Namespace) -> str:
     return digest.hexdigest()
 
 
+def input_state(*roots: Path) -> str:
+    """A key that changes whenever an input file does: every file's path and whole contents (input_fingerprint
+    reads only the ends of large files; mtimes can miss an edit within one clock tick). For caching parsed inputs
+    within one process."""
+    digest = hashlib.sha256()
+    for root in roots:
+        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
+            digest.update(f"{path}\0{path.stat().st_size}\0".encode())
+            with open(path, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    digest.update(chunk)
+    return digest.hexdigest()
+
+
 def _check_fingerprint(records: Path, fingerprint: str) -> None:
     """Records of other inputs or options must not be reused: refuse a records folder that holds them."""
     path = records / FINGERPRINT_FILE

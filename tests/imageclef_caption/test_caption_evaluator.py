@@ -4,6 +4,7 @@ secondary F1, --lemmatize, records/shards, bad input, and no NLTK data at run ti
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -167,6 +168,24 @@ def test_synth_cli_and_entry_script(tmp_path):
     assert result.returncode == 0, result.stderr
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert set(metrics["aggregates"]) == {"concept_f1", "bleu", "rouge1"} and len(metrics["case"]) == 30
+
+
+def test_a_run_edited_in_place_is_read_again_in_the_same_process(tmp_path):
+    # load_inputs caches per input state: an edit of the same size with the old mtime put back is still seen
+    gt, run = _example(tmp_path, "2022")
+    before = _evaluate(tmp_path, gt, run, "--no-plot", name="before")
+    concepts = run / "concepts.csv"
+    stat = concepts.stat()
+    text = concepts.read_text()
+    concepts.write_text(text.replace("img3|C0024485", "img3|C9999999"))  # img3's only, correct, concept -> wrong
+    os.utime(concepts, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert concepts.stat().st_size == stat.st_size and concepts.stat().st_mtime_ns == stat.st_mtime_ns
+    after = _evaluate(tmp_path, gt, run, "--no-plot", name="after")
+    shutil.copytree(run, tmp_path / "fresh")  # the edited run under another path: never cached
+    fresh = _evaluate(tmp_path, gt, tmp_path / "fresh", "--no-plot", name="out-fresh")
+    assert after["aggregates"] == fresh["aggregates"] and after["case"] == fresh["case"]
+    assert after["case"]["img3"]["concept_f1"] == 0.0 < before["case"]["img3"]["concept_f1"]
+    assert after["aggregates"]["concept_f1"] < before["aggregates"]["concept_f1"]
 
 
 def test_records_and_shards_give_the_same_metrics(tmp_path):

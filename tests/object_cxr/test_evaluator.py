@@ -210,6 +210,50 @@ def test_nan_and_infinite_localization_values_score_as_froc_py(tmp_path, capsys,
     assert "--strict refuses them" in run_failing(capsys, pred, tmp_path / "gt", tmp_path, "--strict")
 
 
+def small_case(tmp_path, annotations, localization, name="case"):
+    """A ground truth and a submission from their data lines (the classification is a fixed 0.5 per image)."""
+    root = tmp_path / name
+    (root / "gt").mkdir(parents=True)
+    (root / "pred").mkdir()
+    (root / "gt" / "annotations.csv").write_text("image_path,annotation\n" + "\n".join(annotations) + "\n")
+    (root / "pred" / "localization.csv").write_text("image_path,prediction\n" + "\n".join(localization) + "\n")
+    images = dict.fromkeys(line.split(",")[0] for line in annotations)
+    (root / "pred" / "classification.csv").write_text("image_path,prediction\n" + "".join(f"{i},0.5\n" for i in images))
+    return root / "pred", root / "gt"
+
+
+def test_empty_ground_truth_objects_count_and_are_never_hit(tmp_path, capsys):
+    # a.jpg: '0 0 0 10 10' (hit by 0.9 at 5,5); ' 0 20 20 30 30' (leading space: type '', so 0.8 at 25,25 inside
+    # its box is a false positive); '' after the trailing ';'. num_object 3, num_image 2.
+    # Walk: 0.9 hit (1 hit, 0 FP); 0.8 FP -> 1/2 >= 0.5: 1/3; 0.1 FP -> 2/2 >= 1: 1/3. FROC 1/3 (1.0 without them)
+    pred, gt = small_case(tmp_path, ["a.jpg,0 0 0 10 10; 0 20 20 30 30;", "b.jpg,"],
+                          ["a.jpg,0.9 5 5;0.8 25 25", "b.jpg,0.1 1 1"])
+    metrics = evaluate(pred, gt, tmp_path / "out", "--fps", "0.5,1", "--no-plots")
+    assert [metrics["aggregates"][k] for k in ("sensitivity_at_fp_0.5", "sensitivity_at_fp_1", "froc")] == [1 / 3] * 3
+    assert metrics["meta"]["counts"]["objects"] == 3 and metrics["meta"]["counts"]["false_positives"] == 2
+    assert metrics["case"]["a.jpg"]["n_objects"] == 3 and metrics["case"]["a.jpg"]["n_false_positives"] == 1
+    assert any("2 empty object(s)" in note and "(a.jpg)" in note for note in metrics["meta"]["notes"])
+    assert "line 2: object 2 is empty or starts with a space" in run_failing(capsys, pred, gt, tmp_path, "--strict")
+
+
+def test_malformed_object_is_an_error_only_if_the_walk_tests_it(tmp_path, capsys):
+    # b.jpg's ellipse has 3 coordinates: froc.py's `x1, y1, x2, y2 = obj.coordinates` fails when a point of b.jpg is
+    # tested, and its walk stops once the last level is filled. --fps 0.3, 3 images: 0.9 hits a.jpg's box, 0.8 on
+    # c.jpg is the first FP (1/3 >= 0.3) -> sensitivity 1/2 and the walk stops before b.jpg's point (0.1).
+    annotations = ["a.jpg,0 0 0 10 10", "b.jpg,1 0 0 10", "c.jpg,"]
+    pred, gt = small_case(tmp_path, annotations, ["a.jpg,0.9 5 5", "b.jpg,0.1 5 5", "c.jpg,0.8 1 1"])
+    metrics = evaluate(pred, gt, tmp_path / "out", "--fps", "0.3", "--no-plots")
+    assert metrics["aggregates"]["froc"] == 0.5 and metrics["meta"]["counts"]["objects"] == 2
+    assert any("1 malformed object(s) (line 3: object 1 (ellipse) needs 4 coordinates x1 y1 x2 y2, found 3)" in note
+               for note in metrics["meta"]["notes"])
+    assert "line 3: object 1 (ellipse) needs 4 coordinates" in run_failing(capsys, pred, gt, tmp_path, "--strict")
+    # b.jpg's point ranked before the level is filled: froc.py fails
+    pred, gt = small_case(tmp_path, annotations, ["a.jpg,0.9 5 5", "b.jpg,0.85 50 50", "c.jpg,0.8 1 1"], "tested")
+    assert ("annotations.csv: line 3: object 1 (ellipse) needs 4 coordinates x1 y1 x2 y2, found 3; froc.py fails when "
+            "it tests a point against it, as its walk does here (the point ranked 2 of 3 by probability, on 'b.jpg')"
+            in run_failing(capsys, pred, gt, tmp_path, "--fps", "0.3"))
+
+
 def test_bad_fps_option(tmp_path, capsys):
     pred, gt = official_layout(tmp_path)
     assert main(["--input", str(pred), "--ground-truth", str(gt), "--output", str(tmp_path / "o"), "--fps", "1,x"]) == 1

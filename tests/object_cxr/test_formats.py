@@ -80,6 +80,8 @@ def test_many_random_decimals_bit_exact(tmp_path):
     ("a.jpg, 0.5 10 20", "line 2: empty field"),
     ("a.jpg,0.5 10 20;", "line 2: empty field"),
     ("a.jpg,0.5 10 20;;0.4 1 1", "line 2: empty field"),
+    ("a.jpg,;0.5 10 20", "line 2: empty field in the second column (a double, leading or trailing space, or ';;' / "
+                         "a trailing ';'); froc.py fails on float('')"),  # float(''): unlike the ground truth
     ("a.jpg,0.5 10", "line 2: prediction 1 must be 'probability x y'"),
     ("a.jpg,0.5 10 20;0.4 1 2 3", "line 2: prediction 2 must be 'probability x y' separated by single spaces, found 4"),
     ("a.jpg,0.5 10 abc", "line 2: 'abc' in prediction 1 is not a number"),
@@ -110,16 +112,56 @@ def test_missing_header_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("annotation, message", [
-    ("0 10 10 50", "object 1 \\(rectangle\\) needs 4 coordinates x1 y1 x2 y2, found 3"),
-    ("0 1 1 2 2;1 1 1 2", "object 2 \\(ellipse\\) needs 4 coordinates"),
-    ("2 1 1 2 2 3", "object 1 \\(polygon\\) has an odd number of coordinates \\(5\\)"),
-    ("0 1 1 2 2;", "empty field"),  # froc.py would count a phantom object here
-    ("0 1  1 2 2", "empty field"),
+    ("0 1 1 2 2 ", "empty field after a space"),  # trailing space: float('') in froc.py
+    ("0 1  1 2 2", "empty field after a space"),
+    ("0 1 1 2 2 ;0 1 1 2 2", "empty field after a space"),
+    (" ", "empty field after a space"),  # the object ' ' has the fields '', ''
+    ("  0 1 1 2 2", "empty field after a space"),
     ("0 1 1 2 x", "'x' in object 1 is not a number"),
+    (";0 1 1 2 2; x", "'x' in object 3 is not a number"),  # type '' but its fields still go through float()
+    ("0 1 1 2 nan", "'nan' in object 1 is not a finite number"),
+    ("2 0 0 1 1 inf 0", "'inf' in object 1 is not a finite number"),
 ])
 def test_ground_truth_errors_name_the_line(tmp_path, annotation, message):
     with pytest.raises(InputError, match=f"gt.csv: line 3: {message}"):
         read_ground_truth(write(tmp_path, "gt.csv", f"image_path,annotation\nok.jpg,\nbad.jpg,{annotation}\n"))
+
+
+def test_empty_objects_are_objects_of_type_empty_as_in_froc_py(tmp_path):
+    # froc.py: annotation.split(';') then object.split(' '), type = fields[0]: '' for an empty object or a leading
+    # space; its other fields go through float() (NaN and inf too) and are never used
+    text = ("image_path,annotation\na.jpg,0 1 1 2 2;;2 0 0 1 1 1 0\nb.jpg,;\nc.jpg, 0 1 1 2 2\n"
+            "d.jpg,0 5 5 6 6;\ne.jpg, nan inf\nf.jpg,\n")
+    gt = read_ground_truth(write(tmp_path, "gt.csv", text))
+    assert gt.num_image == 6 and gt.num_object == 9
+    assert gt.object_type.tolist() == [RECTANGLE, UNKNOWN_TYPE, POLYGON, UNKNOWN_TYPE, UNKNOWN_TYPE,
+                                       UNKNOWN_TYPE, RECTANGLE, UNKNOWN_TYPE, UNKNOWN_TYPE]
+    assert gt.object_image.tolist() == [0, 0, 0, 1, 1, 2, 3, 3, 4]
+    assert gt.boxes[6].tolist() == [5, 5, 6, 6] and np.isnan(gt.boxes[5]).all()
+    assert gt.vertex_start.tolist() == [0, 0, 0, 3, 3, 3, 3, 3, 3, 3] and gt.vertices_y.tolist() == [0, 1, 0]
+    assert gt.malformed == {}
+    assert ("gt.csv: 6 empty object(s) (';;', a leading or trailing ';', or a leading space) on 5 image(s) "
+            "(a.jpg, b.jpg, c.jpg, d.jpg, e.jpg): froc.py reads each as an object of type '' that is never hit"
+            in gt.notes[0])
+    with pytest.raises(InputError, match="gt.csv: line 2: object 2 is empty or starts with a space .*--strict"):
+        read_ground_truth(write(tmp_path, "gt.csv", text), strict=True)
+
+
+def test_malformed_objects_are_kept_for_the_walk_to_decide(tmp_path):
+    # froc.py fails on these only when a point is tested against them (evaluator); read, they are never hit
+    text = "image_path,annotation\na.jpg,0 10 10 50;1 1 1 2 2\nb.jpg,2 1 1 2 2 3;1 nan\nc.jpg,0\n"
+    gt = read_ground_truth(write(tmp_path, "gt.csv", text))
+    assert gt.num_object == 5 and gt.object_type.tolist() == [UNKNOWN_TYPE, ELLIPSE, UNKNOWN_TYPE, UNKNOWN_TYPE,
+                                                               UNKNOWN_TYPE]
+    assert gt.malformed == {
+        0: "line 2: object 1 (rectangle) needs 4 coordinates x1 y1 x2 y2, found 3",
+        2: "line 3: object 1 (polygon) has an odd number of coordinates (5)",
+        3: "line 3: object 2 (ellipse) needs 4 coordinates x1 y1 x2 y2, found 1",
+        4: "line 4: object 1 (rectangle) needs 4 coordinates x1 y1 x2 y2, found 0",
+    }
+    assert gt.boxes[1].tolist() == [1, 1, 2, 2] and len(gt.vertices_x) == 0
+    with pytest.raises(InputError, match=r"gt.csv: line 2: object 1 \(rectangle\) needs 4 .*--strict refuses it"):
+        read_ground_truth(write(tmp_path, "gt.csv", text), strict=True)
 
 
 def test_unknown_types_and_duplicate_images_follow_froc_py(tmp_path):
@@ -131,6 +173,8 @@ def test_unknown_types_and_duplicate_images_follow_froc_py(tmp_path):
     assert gt.object_image.tolist() == [0, 0, 0]
     assert any("several lines" in n for n in gt.notes)
     assert any("'0.0' (1), '3' (1)" in n for n in gt.notes)
+    with pytest.raises(InputError, match="gt.csv: line 2: object 1 has the type '3'; --strict refuses it"):
+        read_ground_truth(write(tmp_path, "gt.csv", text), strict=True)
 
 
 def test_polygon_without_coordinates_is_an_object(tmp_path):

@@ -159,6 +159,7 @@ def test_levels_jumped_by_one_false_positive():
     assert result.sensitivities == [0.0, 0.5, 0.5]
     assert result.reached == [True, True, True]
     assert result.froc == np.mean([0.0, 0.5, 0.5])  # 1/3
+    assert result.walked == 3  # stopped after the prediction that filled the last level; p3 is never tested
 
 
 def test_padding_uses_last_recorded_sensitivity():
@@ -167,7 +168,7 @@ def test_padding_uses_last_recorded_sensitivity():
     result = m.froc_levels(np.array([0, 1, 0, 0, 0], bool), np.array([1, 0, 1, 1, 1]), 2, 4, [0.5, 1, 2])
     assert result.sensitivities == [0.25, 0.25, 0.25]
     assert result.reached == [True, False, False]
-    assert result.froc == 0.25
+    assert result.froc == 0.25 and result.walked == 5  # levels left unfilled: every prediction is tested
     assert result.notes == []
 
 

@@ -163,9 +163,73 @@ def test_unknown_label_code(example, capsys):
     assert "ribfrac-val-pred.csv: line 7" in line and "label_code '7'" in line
 
 
+def edit_gt_csv(example, old: str, new: str) -> None:
+    path = example / "gt" / "ribfrac-val-info.csv"
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def example_metrics(example, name: str, *extra: str) -> dict:
+    return evaluate(example / "pred", example / "gt", example / name, "--workers", "1", "--no-plots", *extra)
+
+
+def test_label_codes_outside_the_official_mapping_on_rows_it_never_reads(example, capsys):
+    # The official example (case: GT labels / prediction labels / hit_label of each prediction):
+    # 901: 3 / 6 / 0,1,2,0,3,2; 902: 0 / 1 / 0; 903: 1 / 0 (empty prediction); 904: 2 / 1 / 1.
+    # Prediction rows never merged: background rows, 904's label 2 > max 1, 903's (empty mask). GT background rows
+    # read only as the class of predictions that hit nothing (901: NaN -> "FP" as "Background" -> "FP") or never
+    # (902: no GT label, no merge; its only GT row is "detected" by the miss). Same numbers as the original.
+    reference = example_metrics(example, "reference")
+    edit_pred_csv(example, "RibFrac901,0,0.5,0", "RibFrac901,0,0.5,9")
+    edit_pred_csv(example, "RibFrac904,1,0.5,4\n", "RibFrac904,1,0.5,4\nRibFrac904,2,0.5,-2\nRibFrac903,1,0.5,\n")
+    edit_gt_csv(example, "RibFrac901,0,0", "RibFrac901,0,8")
+    edit_gt_csv(example, "RibFrac902,0,0", "RibFrac902,0,NA")
+    metrics = example_metrics(example, "accepted")
+    assert metrics["aggregates"] == reference["aggregates"]
+    assert [d["gt_class"] for d in metrics["case"]["RibFrac901"]["detections"] if d["hit_label"] == 0] == ["FP", "FP"]
+    notes = metrics["meta"]["notes"]
+    assert any(n.startswith("2 ground-truth row(s) with a label_code that maps to NaN") and "line 2 ('8')" in n
+               for n in notes)
+    assert any(n.startswith("3 prediction row(s) with a label_code that maps to NaN") and "line 2 ('9')" in n
+               for n in notes)
+    assert "line 2: label_code '8' maps to NaN" in fails(example, capsys, "--strict")
+
+
+def test_ground_truth_code_of_a_hit_label_outside_the_mapping_is_fp_as_without_a_row(example):
+    # 901's GT label 3 (Ignore) is hit by prediction 5 (Nondisplaced): with code 9 the official merge gives NaN ->
+    # "FP", exactly as when the row is missing: M[Nondisplaced, Ignore] 1 -> M[Nondisplaced, FP] 1. Summed matrix,
+    # classes B D N S: tp 0 0 1 1, fp 1 2 1 1 (N: 0 before), fn 1 1 0 1 -> F1 0, 0, N, S below.
+    edit_gt_csv(example, "RibFrac901,3,-1", "RibFrac901,3,9")
+    metrics = example_metrics(example, "code9")
+    p_n, r_n, p_s = 1 / (1 + 1 + 1e-8), 1 / (1 + 0 + 1e-8), 1 / (1 + 1 + 1e-8)
+    f1 = [0.0, 0.0, (2 * p_n * r_n) / (p_n + r_n + 1e-8), (2 * p_s * p_s) / (p_s + p_s + 1e-8)]
+    assert metrics["aggregates"]["macro_f1"] == np.mean(f1)
+    edit_gt_csv(example, "RibFrac901,3,9\n", "")
+    assert example_metrics(example, "no-row")["aggregates"] == metrics["aggregates"]
+
+
+@pytest.mark.parametrize("old, new, message", [
+    # not hit by any prediction: the FN count looks the class up (KeyError)
+    ("RibFrac904,2,4", "RibFrac904,2,9", "line 11: case RibFrac904: ground-truth label 2: label_code '9' maps to NaN"),
+    # a label above the mask's maximum is never hit either, so the official code reads it too
+    ("RibFrac904,2,4", "RibFrac904,2,4\nRibFrac904,7,", "line 12: case RibFrac904: ground-truth label 7"),
+    # background rows: 903 has no prediction; no prediction of 904 misses (its hit_labels are {1})
+    ("RibFrac903,0,0", "RibFrac903,0,5", "case RibFrac903: ground-truth label 0: label_code '5' maps to NaN (not one "
+                                         "of -1..4) and the case has no prediction"),
+    ("RibFrac904,0,0", "RibFrac904,0,5", "case RibFrac904: ground-truth label 0: label_code '5' maps to NaN (not one "
+                                         "of -1..4) and no prediction misses (hit_label 0)"),
+])
+def test_ground_truth_codes_outside_the_mapping_that_the_official_code_reads(example, capsys, old, new, message):
+    edit_gt_csv(example, old, new)
+    assert message in fails(example, capsys)
+
+
 def test_bad_confidence_and_missing_column(example, capsys):
+    # 'high' makes pandas read the whole column as text: the first row the FROC compares (901, label 1) fails
     edit_pred_csv(example, "RibFrac902,1,0.95,1", "RibFrac902,1,high,1")
-    assert "line 10" in fails(example, capsys)
+    assert ("line 3: case RibFrac901: prediction label 1: confidence '0.9' (held as text: line 10's confidence is no "
+            "number)") in fails(example, capsys)
     (example / "gt" / "ribfrac-val-info.csv").write_text("public_id,label_id\nRibFrac901,0\n")
     assert "missing column(s) label_code" in fails(example, capsys)
 

@@ -30,32 +30,51 @@ def test_csv_rows_keep_duplicates_and_order(tmp_path):
     assert rows == {"A": [f.PredRow(1, 0.5, 1), f.PredRow(1, 0.25, -1)], "B": [f.PredRow(2, 0.1, 0)]}
 
 
-def test_background_row_confidence_is_never_read(tmp_path):
-    # the official code never merges label 0 (no instance), so its confidence may be anything
+def test_a_confidence_that_is_no_number_makes_pandas_read_the_column_as_text(tmp_path):
+    # pandas keeps the whole column as strings ('0.5' too): the official FROC comparison fails on every row it
+    # reads (labels 1..max of a prediction mask); rows it never reads do not matter (decided per case)
     path = tmp_path / "p.csv"
-    path.write_text("public_id,label_id,confidence,label_code\nA,0,high,0\nA,1,0.5,1\n")
-    assert f.read_pred_csv(path) == {"A": [f.PredRow(0, 0.0, 0), f.PredRow(1, 0.5, 1)]}
+    path.write_text("public_id,label_id,confidence,label_code\nA,0,high,0\nA,1,0.5,1\nA,2,,1\n")
+    background, first, blank = f.read_pred_csv(path)["A"]
+    assert background.confidence_text == "'high' (no number)" and np.isnan(background.confidence)
+    assert first.confidence == 0.5 and first.confidence_text == "'0.5' (held as text: line 2's confidence is no number)"
+    assert blank.confidence_text is None and np.isnan(blank.confidence)  # NA stays NaN in a text column
+    path.write_text("public_id,label_id,confidence,label_code\nA,0,1_0,0\nA,1,0.5,1\n")  # pandas: no number
+    assert f.read_pred_csv(path)["A"][1].confidence_text is not None
 
 
 def test_confidences_are_read_as_pandas_reads_them(tmp_path):
-    # blank and pandas' NA strings are NaN, inf is a number; text that is no number breaks the official comparison
+    # blank and pandas' NA strings are NaN, inf is a number; the background row's confidence is never read
     path = tmp_path / "p.csv"
-    path.write_text("public_id,label_id,confidence,label_code\nA,1,,1\nA,2,NA,1\nA,3,inf,1\nA,4,-inf,1\n")
-    confidences = [row.confidence for row in f.read_pred_csv(path)["A"]]
-    assert np.isnan(confidences[0]) and np.isnan(confidences[1]) and confidences[2:] == [np.inf, -np.inf]
-    assert f.non_finite_confidences(f.read_pred_csv(path)["A"]) == 4
+    path.write_text("public_id,label_id,confidence,label_code\nA,1,,1\nA,2,NA,1\nA,3,inf,1\nA,4,-inf,1\nA,0,nan,0\n")
+    rows = f.read_pred_csv(path)["A"]
+    confidences = [row.confidence for row in rows]
+    assert np.isnan(confidences[0]) and np.isnan(confidences[1]) and confidences[2:4] == [np.inf, -np.inf]
+    assert f.non_finite_confidences(rows) == 4 and all(row.confidence_text is None for row in rows)
     assert np.isnan(f.parse_detections({"detections": [{"label_id": 1, "confidence": None, "label_code": 1}]},
                                        "d.json")[0].confidence)
-    path.write_text("public_id,label_id,confidence,label_code\nA,1,high,1\n")
-    with pytest.raises(InputError, match=r"p.csv: line 2: confidence 'high' is not a number"):
-        f.read_pred_csv(path)
+
+
+def test_label_codes_are_what_the_official_mapping_finds(tmp_path):
+    # label_code_dict maps -1..4; pandas reads 1.0 as a number equal to 1; anything else (another number, a blank
+    # or NA cell) is NaN -> None, and the official code fails only where it reads such a row (decided per case)
+    path = tmp_path / "gt.csv"
+    codes = ["5", "", "NA", "1.0", "-1", "1.5", "inf", "-0", "4"]
+    path.write_text("public_id,label_id,label_code\n" + "".join(f"A,{k},{c}\n" for k, c in enumerate(codes)))
+    rows = f.read_gt_csv(path)["A"]
+    assert [row.label_code for row in rows] == [None, None, None, 1, -1, None, None, 0, 4]
+    assert rows[0].where == f"{path}: line 2" and rows[0].code_text == "5"
+    assert f.text_code_cell(rows) is None
+    # one code that is text: pandas reads every code as text, which the mapping finds nowhere
+    path.write_text("public_id,label_id,label_code\nA,0,0\nA,1,x\nB,1,2\n")
+    table = f.read_gt_csv(path)
+    assert [row.label_code for rows in table.values() for row in rows] == [None, None, None]
+    assert f.text_code_cell(row for rows in table.values() for row in rows) == "x"
 
 
 @pytest.mark.parametrize("line,message", [
     ("A,1.5,1", "label_id '1.5' is not an integer"),
     ("A,256,1", "label_id .256. is not an integer in 0..255"),
-    ("A,1,5", "label_code '5' is not one of"),
-    ("A,1,", "label_code '' is not a number"),
 ])
 def test_gt_csv_errors_name_file_and_line(tmp_path, line, message):
     path = tmp_path / "gt.csv"
@@ -70,6 +89,13 @@ def test_detections_json():
     assert rows == [f.PredRow(2, 0.75, 4)]
     with pytest.raises(InputError, match="d.json: detections\\[0\\]: confidence True"):
         f.parse_detections({"detections": [{"label_id": 1, "confidence": True, "label_code": 1}]}, "d.json")
+    # as the same CSV rows: null or another number is NaN (None); the background entry's confidence is never read
+    rows = f.parse_detections({"detections": [{"label_id": 0, "confidence": "n/a!", "label_code": 7},
+                                              {"label_id": 1, "confidence": 0.5, "label_code": None},
+                                              {"label_id": 2, "confidence": 0.5, "label_code": 2.0}]}, "d.json")
+    assert [row.label_code for row in rows] == [None, None, 2] and rows[0].where == "d.json: detections[0]"
+    with pytest.raises(InputError, match="d.json: detections\\[0\\]: label_code 'x' is not a number"):
+        f.parse_detections({"detections": [{"label_id": 1, "confidence": 0.5, "label_code": "x"}]}, "d.json")
     with pytest.raises(InputError, match="list 'detections'"):
         f.parse_detections([], "d.json")
 

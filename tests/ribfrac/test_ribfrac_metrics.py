@@ -204,6 +204,37 @@ def test_empty_prediction_volume_has_no_rows_and_a_missing_row_is_an_error():
         m.detection_rows(match_with(1, [0.0, 0.0], [0, 0]), [], [PredRow(1, 0.3, 2)])
 
 
+def test_codes_mapping_to_nan_are_read_only_where_the_official_merges_read_them():
+    # prediction rows of label 0 or above num_pred are never merged: their code (None = NaN) and text confidence
+    # do not matter; a GT row of code NaN hit by a prediction gives "FP", as a label without a row would
+    text = "'x' (no number)"
+    pred_rows = [PredRow(0, 0.5, None, confidence_text=text), PredRow(1, 0.9, 3), PredRow(2, 0.4, 1),
+                 PredRow(3, 0.1, None, confidence_text=text)]
+    gt_rows = [GTRow(0, None), GTRow(1, None)]
+    rows = m.detection_rows(match_with(1, [0.5, 0.0], [1, 0]), gt_rows, pred_rows)
+    assert [(r["pred_label"], r["gt_class"]) for r in rows] == [(1, "FP"), (2, "FP")]
+    assert m.confusion_matrix(rows, gt_rows).tolist() == m.confusion_matrix(rows, []).tolist()
+    # a merged prediction row with code NaN or a confidence held as text: the official code fails
+    with pytest.raises(m.UnreadableRow, match="prediction label 2: label_code '9' maps to NaN") as error:
+        m.detection_rows(match_with(1, [0.5, 0.0], [1, 0]), gt_rows,
+                         [PredRow(1, 0.9, 3), PredRow(2, 0.4, None, code_text="9")])
+    assert error.value.row.label_id == 2
+    with pytest.raises(m.UnreadableRow, match="prediction label 1: confidence 'x': .*TypeError"):
+        m.detection_rows(match_with(1, [0.5], [1]), gt_rows, [PredRow(1, 0.9, 3, confidence_text="'x'")])
+
+
+@pytest.mark.parametrize("hit_labels, label, why", [
+    ([], 1, "the case has no prediction"),        # no prediction rows: every GT row is looked up
+    ([1], 0, "no prediction misses"),             # the background row, label 0, is "detected" by a miss only
+    ([0], 2, "no prediction hits it"),            # e.g. a label above the mask's maximum
+])
+def test_gt_code_nan_fails_where_the_fn_count_looks_it_up(hit_labels, label, why):
+    rows = [row(k + 1, 0.5 if hit else 0.0, hit, 0.5, "Buckle", "Buckle") for k, hit in enumerate(hit_labels)]
+    gt_rows = [GTRow(0, 0), GTRow(1, 1), GTRow(label, None, code_text="7")]
+    with pytest.raises(m.UnreadableRow, match=f"ground-truth label {label}: label_code '7' maps to NaN .*{why}"):
+        m.confusion_matrix(rows, gt_rows)
+
+
 # ---------------------------------------------------------------- §4 confusion matrix
 
 def test_confusion_matrix_rules():

@@ -25,7 +25,7 @@ from pathlib import Path
 from .. import __version__
 from ..contract import add_path_arguments, match_jobs, read_json_file, read_predictions_json
 from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
+from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, input_state, parse_shard
 from ..formats import imageclef_caption as fmt
 from ..io import write_metrics
 from ..metrics import imageclef_caption as metric
@@ -46,13 +46,16 @@ DELIMITERS = {"pipe": fmt.PIPE, "tab": fmt.TAB}
 
 @dataclass(frozen=True)
 class Source:
-    """What to read: hashable and small, so a worker process can load the same inputs itself."""
+    """What to read: hashable and small, so a worker process can load the same inputs itself. `state`
+    (evaluation.input_state of both folders) changes whenever an input file does, so that load_inputs' cache
+    never returns inputs read before an edit."""
 
     edition: str
     input_dir: Path
     ground_truth_dir: Path
     run_delimiter: str  # auto | pipe | tab
     strict: bool = False
+    state: str = ""
 
 
 @dataclass
@@ -89,9 +92,9 @@ def _require(path: Path, what: str) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=4)
+@functools.lru_cache(maxsize=1)
 def load_inputs(source: Source) -> Inputs:
-    """Read and validate everything once per process (workers call it too)."""
+    """Read and validate everything once per process and input state (workers call it too, for every image)."""
     gc_jobs = read_predictions_json(source.input_dir)
     concepts_run_path = source.input_dir / fmt.CONCEPTS_RUN
     captions_run_path = source.input_dir / fmt.CAPTIONS_RUN
@@ -379,7 +382,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
     shard = parse_shard(args.shard, args.records)
-    source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter, args.strict)
+    source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter, args.strict,
+                    input_state(args.input, args.ground_truth))
     inputs = load_inputs(source)
     lemmatize_model = None
     if args.lemmatize:

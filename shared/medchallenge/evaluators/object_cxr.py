@@ -52,8 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-plots", action="store_true", help="do not draw froc.png and roc.png")
     parser.add_argument("--strict", action="store_true",
                         help="refuse predictions for images not in the ground truth (froc.py scores their points "
-                             "as false positives), NaN/infinite localization values (froc.py compares them) and GC "
-                             "images without a successful job")
+                             "as false positives), NaN/infinite localization values (froc.py compares them), GC "
+                             "images without a successful job, and ground-truth objects froc.py never hits (empty, "
+                             "of unknown type, or malformed)")
     add_evaluation_arguments(parser)
     return parser
 
@@ -286,6 +287,29 @@ def hit_record(data: HitTestInput, block_id: str) -> dict:
     return {"point": data.point_index[start + point].tolist(), "object": obj.tolist()}
 
 
+def _malformed_objects_note(gt: GroundTruth, submission: Submission, order: np.ndarray, walked: int) -> list[str]:
+    """froc.py fails (ValueError) when its walk tests a point against a malformed object (§3: a rectangle or
+    ellipse unpacks 4 coordinates, a polygon reshapes them into pairs): an error if the walk's first `walked`
+    points reach one's image, else a note (the object is counted and never hit)."""
+    if not gt.malformed:
+        return []
+    malformed_image = np.zeros(len(gt.image_paths) + 1, dtype=bool)  # last entry: images not in the ground truth
+    malformed_image[gt.object_image[list(gt.malformed)]] = True
+    tested = np.flatnonzero(malformed_image[submission.point_image[order[:walked]]])
+    if len(tested):
+        rank = int(tested[0])
+        image = int(submission.point_image[order[rank]])
+        obj = min(k for k in gt.malformed if gt.object_image[k] == image)
+        raise InputError(f"{gt.path}: {gt.malformed[obj]}; froc.py fails when it tests a point against it, as its "
+                         f"walk does here (the point ranked {rank + 1} of {len(order)} by probability, on "
+                         f"{gt.image_paths[image]!r})")
+    listed = "; ".join(list(gt.malformed.values())[:3])
+    more = f" and {len(gt.malformed) - 3} more" if len(gt.malformed) > 3 else ""
+    return [f"{gt.path.name}: {len(gt.malformed)} malformed object(s) ({listed}{more}): froc.py fails only when its "
+            "walk tests a point of their image, which it does not for this submission; counted as objects that are "
+            "never hit"]
+
+
 def _per_image(gt: GroundTruth, submission: Submission, hit_point: np.ndarray, hit_object: np.ndarray,
                false_positive: np.ndarray) -> dict[str, dict]:
     """metrics.json `case`: per ground-truth image its counts over all its points (not cut at the last level)."""
@@ -318,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
     fps = parse_fps(args.fps)
     shard = parse_shard(args.shard, args.records)
     gt_path = args.ground_truth if args.ground_truth.is_file() else args.ground_truth / GROUND_TRUTH_FILE
-    gt = read_ground_truth(gt_path)
+    gt = read_ground_truth(gt_path, args.strict)
     jobs = read_predictions_json(args.input)
     submission = (read_gc_predictions(jobs, gt, args.strict) if jobs is not None
                   else read_run_files(args.input, gt, args.strict))
@@ -341,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     order = metrics.sort_by_probability(submission.probability)
     false_positive_sorted, new_hits = metrics.walk_counts(order, hit_point, hit_object, gt.num_object)
     froc = metrics.froc_levels(false_positive_sorted, new_hits, gt.num_image, gt.num_object, fps)
+    malformed_notes = _malformed_objects_note(gt, submission, order, froc.walked)
     has_object = np.bincount(gt.object_image, minlength=len(gt.image_paths)) > 0
     roc = _roc(has_object, submission.image_probability, args.sklearn_auc)
     false_positive = np.empty_like(false_positive_sorted)
@@ -369,7 +394,7 @@ def main(argv: list[str] | None = None) -> int:
         },
         "froc_levels": [{"fp_per_image": f, "sensitivity": s, "reached": r}
                         for f, s, r in zip(froc.fps, froc.sensitivities, froc.reached)],
-        "notes": gt.notes + submission.notes + froc.notes + roc.notes,
+        "notes": gt.notes + malformed_notes + submission.notes + froc.notes + roc.notes,
     }
     args.output.mkdir(parents=True, exist_ok=True)
     write_metrics(args.output / "metrics.json", aggregates,

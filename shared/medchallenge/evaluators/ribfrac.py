@@ -63,9 +63,11 @@ def evaluate_case(case_id: str, sources: dict[str, CaseSource]) -> dict:
     del gt, pred
     try:
         rows = metrics.detection_rows(match, source.gt_rows, source.pred_rows)
+        matrix = metrics.confusion_matrix(rows, source.gt_rows)
     except metrics.MissingPredictionRow as exc:
         raise InputError(f"{source.pred_rows_source}: case {case_id}: {exc}") from None
-    matrix = metrics.confusion_matrix(rows, source.gt_rows)
+    except metrics.UnreadableRow as exc:
+        raise InputError(f"{exc.row.where}: case {case_id}: {exc}") from None
     gt_max_iou = match.iou.max(axis=1) if match.num_pred else np.zeros(match.num_gt)
     hit_labels = {row["hit_label"] for row in rows}
     return {
@@ -191,7 +193,54 @@ def collect_sources(input_dir: Path, gt_dir: Path,
             sources[case_id] = CaseSource(gt_volumes[case_id], job.output(INSTANCES_SLUG).image_file(), gt_rows,
                                           tuple(detections), str(job.output(DETECTIONS_SLUG).path))
     notes += _non_finite_notes(sources, strict)
+    notes += _nan_code_notes(sources, strict, formats.text_code_cell(row for rows in gt_csv.values() for row in rows),
+                             formats.text_code_cell(row for s in sources.values() for row in s.pred_rows))
+    notes += _text_confidence_notes(sources, strict)
     return case_ids, sources, layout, notes
+
+
+def _nan_code_notes(sources: dict[str, CaseSource], strict: bool, gt_text: str | None,
+                    pred_text: str | None) -> list[str]:
+    """Rows of cases whose label_code the official `map(label_code_dict)` turns into NaN (§1). Whether the official
+    code fails depends on whether it reads the row, which stage 1 decides per case (metrics.UnreadableRow)."""
+    notes = []
+    for side, text_cell, rule in (
+        ("ground-truth", gt_text,
+         "the official code reads such a row as the class of the predictions that hit its label ('FP', as for a "
+         "label without a row; for the background row, label 0, the predictions that hit nothing: 'FP', as with "
+         "code 0) and, where no prediction hits its label, for the FN count, where it fails (KeyError): scored so "
+         "where read as a class, an error otherwise"),
+        ("prediction", pred_text,
+         "never read by the official code for a background row (label_id 0), a label above the maximum of the "
+         "case's prediction mask, or a case whose prediction mask is empty: ignored there; a row of a label "
+         "1..max is read and is an error (KeyError)"),
+    ):
+        rows = [row for source in sources.values()
+                for row in (source.gt_rows if side == "ground-truth" else source.pred_rows) if row.label_code is None]
+        if not rows:
+            continue
+        if strict:
+            raise InputError(f"{rows[0].where}: label_code {rows[0].code_text!r} maps to NaN in the official code "
+                             "(not one of -1..4); --strict refuses it")
+        column = (f"; the column holds the text {text_cell!r}, so pandas reads every code of the file as text"
+                  if text_cell is not None else "")
+        listed = name_list([f"{row.where} ({row.code_text!r})" for row in rows])
+        notes.append(f"{len(rows)} {side} row(s) with a label_code that maps to NaN (not one of -1..4{column}: "
+                     f"{listed}): {rule}")
+    return notes
+
+
+def _text_confidence_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
+    """A confidence column with text that is no number: pandas reads every confidence of it as text, which the
+    official FROC comparison fails on for every row it reads (stage 1 raises then)."""
+    rows = [row for source in sources.values() for row in source.pred_rows if row.confidence_text is not None]
+    if not rows:
+        return []
+    if strict:
+        raise InputError(f"{rows[0].where}: the confidence column holds text that is no number; --strict refuses it")
+    return [f"{len(rows)} prediction row(s) whose confidence pandas holds as text (the column holds text that is no "
+            f"number; {name_list([row.where for row in rows])}): accepted because the official FROC compares none of "
+            "them here (only rows of labels 1..max of a prediction mask are compared)"]
 
 
 def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
@@ -212,9 +261,9 @@ NOTES = [
     "IoU per prediction is the official connected-component IoU (§2): touching objects share one component.",
     "FROC points are sorted by fp with the tie order named in options.tie_order; numpy122 reproduces the "
     "official run (numpy 1.22 quicksort), whatever numpy is installed.",
-    "Labels must be 0..255 and every prediction mask label 1..max needs a row; CSV label codes must be -1..4 and "
-    "a folder must hold exactly one CSV: where the official code crashes, wraps or picks arbitrarily, this "
-    "evaluator stops with one error line instead.",
+    "Labels must be 0..255, every prediction mask label 1..max needs a row, a label code the official code reads "
+    "must be -1..4 and a folder must hold exactly one CSV: where the official code crashes, wraps or picks "
+    "arbitrarily, this evaluator stops with one error line instead.",
 ]
 
 
@@ -233,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--strict", action="store_true",
                         help="refuse what the official code accepts but a careful submission would not have: "
                              "prediction rows for unknown public_ids, NaN or infinite confidences, GC cases "
-                             "without a successful job")
+                             "without a successful job, label codes outside -1..4 and confidences held as text "
+                             "where the official code does not read them")
     return parser
 
 

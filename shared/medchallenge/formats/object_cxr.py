@@ -6,9 +6,10 @@ is `line.strip('\\n').split(',')` with exactly 2 fields, objects/predictions are
 single-space separated, numbers are parsed with Python's `float`.
 
 These readers accept exactly what that parser accepts and score it the same way. Where the official parser would
-crash (a blank line, a double or trailing space, a field that is not a number) or silently change the meaning
-(a header-less file losing its first data line, an empty object from `;;`), they raise one `InputError` naming
-the file and line. Blank lines are skipped and reported in `notes` instead.
+crash (a double or trailing space, a field that is not a number) or silently change the meaning (a header-less file
+losing its first data line), they raise one `InputError` naming the file and line. Blank lines are skipped and
+reported in `notes` instead. In the ground truth, froc.py reads an empty object (`;;`, a leading or trailing `;`)
+or an object with a leading space as an object of type '' that is never hit: kept so, and noted.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..contract import name_list
 from ..errors import InputError
 
 # Object type codes (the official file compares the type as a string: '0', '1', '2'; anything else is an object
@@ -38,6 +40,7 @@ class GroundTruth:
     `num_image` counts data lines as the official script does (an image listed twice counts twice, and its
     objects are merged). Objects are numbered in file order; box objects (rectangle, ellipse) keep `x1 y1 x2 y2`
     in `boxes`, polygons their vertices in `vertices_x/vertices_y[vertex_start[k]:vertex_start[k + 1]]`.
+    Malformed objects (wrong coordinate count) have the type UNKNOWN_TYPE and their reason in `malformed`.
     """
 
     path: Path
@@ -49,6 +52,7 @@ class GroundTruth:
     vertex_start: np.ndarray  # int64 (n_objects + 1,), polygon vertex offsets (empty range for non-polygons)
     vertices_x: np.ndarray  # float64
     vertices_y: np.ndarray  # float64
+    malformed: dict[int, str] = field(default_factory=dict)  # object -> 'line L: object K (...) ...'
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -142,7 +146,9 @@ def _data_lines(path: Path, lines: list[str], columns: str, looks_like_data) -> 
 class _Table:
     """A two-column file split without per-field Python work: rows, and the tokens of their second field.
 
-    Tokens are the runs between single spaces and ';' in the second field; segments are the ';'-separated parts.
+    Segments are the ';'-separated parts of a non-empty second field (objects, predictions); tokens are the
+    non-empty runs between single spaces and ';'. A segment starting with a space or empty (ground truth only)
+    has no token at its start.
     """
 
     path: Path
@@ -150,8 +156,8 @@ class _Table:
     image_paths: list[str]
     token_start: np.ndarray  # byte offsets into `data`
     token_end: np.ndarray
-    token_row: np.ndarray
-    token_segment: np.ndarray  # global segment number (rows start new segments)
+    token_segment: np.ndarray  # global segment number of each token
+    segment_start: np.ndarray  # byte offset of each segment
     segment_row: np.ndarray
     data: bytes
     notes: list[str]
@@ -163,8 +169,13 @@ class _Table:
         return self.data[self.token_start[k]:self.token_end[k]].decode("utf-8")
 
 
-def _split_table(path: Path, columns: str, looks_like_data) -> _Table:
-    """Split `path` as the official parser does (§1, §5), vectorised over bytes; errors name the line."""
+def _split_table(path: Path, columns: str, looks_like_data, empty_segments: bool = False) -> _Table:
+    """Split `path` as the official parser does (§1, §5), vectorised over bytes; errors name the line.
+
+    Every space must be followed by a field (froc.py's `float('')` fails otherwise). With `empty_segments`
+    (the ground truth), a segment may be empty or start with a space: froc.py reads an object of type '' there.
+    Otherwise (predictions, whose every field is a float) a ';' or space must have a field on both sides.
+    """
     data = _read_text(path)
     buf = np.frombuffer(data, dtype=np.uint8)
     ends = np.flatnonzero(buf == 10)
@@ -194,26 +205,29 @@ def _split_table(path: Path, columns: str, looks_like_data) -> _Table:
     marks[value_start] += 1
     marks[value_end] -= 1
     in_value = np.cumsum(marks[:-1], dtype=np.int8).view(bool)
-    is_sep = ((buf == 32) | (buf == 59)) & in_value
-    is_token = in_value & ~is_sep
+    is_space = (buf == 32) & in_value
+    is_semicolon = (buf == 59) & in_value
+    is_token = in_value & ~is_space & ~is_semicolon
     padded = np.r_[False, is_token, False]
-    sep_pos = np.flatnonzero(is_sep)
-    bad = ~padded[sep_pos] | ~padded[sep_pos + 2]  # separator after the comma, before the line end, or doubled
+    if empty_segments:
+        sep_pos = np.flatnonzero(is_space)
+        bad = ~padded[sep_pos + 2]  # a space before another space, a ';' or the line end
+        problem = "empty field after a space in the annotation (a double or trailing space)"
+    else:
+        sep_pos = np.flatnonzero(is_space | is_semicolon)
+        bad = ~padded[sep_pos] | ~padded[sep_pos + 2]  # separator after the comma, before the line end, or doubled
+        problem = "empty field in the second column (a double, leading or trailing space, or ';;' / a trailing ';')"
     if bad.any():
         row = int(np.searchsorted(value_start, sep_pos[np.argmax(bad)], side="right") - 1)
-        raise InputError(f"{path}: line {int(rows[row]) + 1}: empty field in the second column "
-                         "(a double, leading or trailing space, or ';;' / a trailing ';')")
+        raise InputError(f"{path}: line {int(rows[row]) + 1}: {problem}; froc.py fails on float('')")
     edges = np.diff(padded.view(np.int8))
     token_start = np.flatnonzero(edges == 1)
     token_end = np.flatnonzero(edges == -1)
-    token_row = np.searchsorted(value_start, token_start, side="right") - 1
-    semicolons = np.flatnonzero((buf == 59) & in_value)
-    nonempty_rows = np.cumsum(np.bincount(token_row, minlength=len(rows)) > 0)
-    token_segment = np.searchsorted(semicolons, token_start) + nonempty_rows[token_row] - 1
-    segment_row = token_row[np.flatnonzero(np.r_[True, token_segment[1:] != token_segment[:-1]])] \
-        if len(token_row) else token_row
-    return _Table(path, rows + 1, image_paths, token_start, token_end, token_row, token_segment, segment_row,
-                  data, _blank_note(path, blank))
+    segment_start = np.sort(np.r_[value_start[value_end > value_start], np.flatnonzero(is_semicolon) + 1],
+                            kind="stable")
+    return _Table(path, rows + 1, image_paths, token_start, token_end,
+                  np.searchsorted(segment_start, token_start, side="right") - 1, segment_start,
+                  np.searchsorted(value_start, segment_start, side="right") - 1, data, _blank_note(path, blank))
 
 
 _POWERS_OF_TEN = 10.0 ** np.arange(16)
@@ -299,45 +313,67 @@ def _annotation_is_data(text: str) -> bool:
     return True
 
 
-def read_ground_truth(path: Path) -> GroundTruth:
+def read_ground_truth(path: Path, strict: bool = False) -> GroundTruth:
     """Parse `image_path,annotation` (§1): objects `TYPE c1 c2 ...` joined by ';', types compared as strings.
 
-    Rectangles and ellipses need exactly 4 coordinates and polygons an even number (the official script fails
-    on anything else when it tests a point against such an object); a type other than 0/1/2 is kept as an object
-    that can never be hit (and noted). Every coordinate must be a finite number.
+    As froc.py reads them: an empty object (`;;`, a leading or trailing `;`) or one starting with a space has the
+    type '' and, like any type other than 0/1/2, is an object that is never hit (noted); its fields after the type
+    must still be numbers. A rectangle or ellipse without exactly 4 coordinates or a polygon with an odd count is
+    kept in `malformed` (froc.py fails only when a point is tested against it) and never hit. Coordinates of
+    well-formed rectangles, ellipses and polygons must be finite. `strict` refuses all of these objects.
     """
     path = Path(path)
-    table = _split_table(path, "image_path,annotation", _annotation_is_data)
-    n_objects = len(table.segment_row)
-    first = np.flatnonzero(np.r_[True, table.token_segment[1:] != table.token_segment[:-1]]) \
-        if n_objects else np.zeros(0, dtype=np.int64)
-    type_start, type_end = table.token_start[first], table.token_end[first]
+    table = _split_table(path, "image_path,annotation", _annotation_is_data, empty_segments=True)
+    n_objects = len(table.segment_start)
+    # the type is the token at the start of the segment; a segment without one has the type ''
+    is_type = table.token_start == table.segment_start[table.token_segment]
+    type_start = np.zeros(n_objects, dtype=np.int64)
+    type_end = np.zeros(n_objects, dtype=np.int64)
+    type_start[table.token_segment[is_type]] = table.token_start[is_type]
+    type_end[table.token_segment[is_type]] = table.token_end[is_type]
     type_byte = np.frombuffer(table.data, dtype=np.uint8)[type_start] if n_objects else np.zeros(0, dtype=np.uint8)
     code = np.where((type_end - type_start == 1) & (type_byte >= 48) & (type_byte <= 50), type_byte - 48,
                     UNKNOWN_TYPE).astype(np.int8)
-    coordinate = np.ones(len(table.token_start), dtype=bool)
-    coordinate[first] = False
-    coordinate_tokens = np.flatnonzero(coordinate)
+    coordinate_tokens = np.flatnonzero(~is_type)
     coordinate_segment = table.token_segment[coordinate_tokens]
 
     def describe(k: int) -> tuple[int, str]:
         segment = coordinate_segment[k]
         return table.line_of_row(table.segment_row[segment]), f"object {_segment_number(table, segment)}"
 
-    values = _token_numbers(table, coordinate_tokens, describe)
+    values = _token_numbers(table, coordinate_tokens, describe, finite=False)
     counts = np.bincount(coordinate_segment, minlength=n_objects)
     boxed = code <= ELLIPSE
-    wrong = np.flatnonzero((boxed & (counts != 4)) | ((code == POLYGON) & (counts % 2 == 1)))
-    if len(wrong):
-        segment = int(wrong[0])
-        where = f"{path}: line {table.line_of_row(table.segment_row[segment])}: object {_segment_number(table, segment)}"
+    wrong = (boxed & (counts != 4)) | ((code == POLYGON) & (counts % 2 == 1))
+    malformed: dict[int, str] = {}
+    for segment in np.flatnonzero(wrong).tolist():
+        where = f"line {table.line_of_row(table.segment_row[segment])}: object {_segment_number(table, segment)}"
         if code[segment] == POLYGON:
-            raise InputError(f"{where} (polygon) has an odd number of coordinates ({counts[segment]})")
-        shape = "rectangle" if code[segment] == RECTANGLE else "ellipse"
-        raise InputError(f"{where} ({shape}) needs 4 coordinates x1 y1 x2 y2, found {counts[segment]}")
+            malformed[segment] = f"{where} (polygon) has an odd number of coordinates ({counts[segment]})"
+        else:
+            shape = "rectangle" if code[segment] == RECTANGLE else "ellipse"
+            malformed[segment] = f"{where} ({shape}) needs 4 coordinates x1 y1 x2 y2, found {counts[segment]}"
+    unknown = np.flatnonzero(code == UNKNOWN_TYPE)
+    refused = np.flatnonzero(wrong | (code == UNKNOWN_TYPE))
+    if strict and len(refused):
+        segment = int(refused[0])
+        if segment in malformed:
+            raise InputError(f"{path}: {malformed[segment]}; --strict refuses it (froc.py fails only when a "
+                             "point is tested against it)")
+        kind = table.data[type_start[segment]:type_end[segment]].decode("utf-8")
+        where = f"{path}: line {table.line_of_row(table.segment_row[segment])}: " \
+                f"object {_segment_number(table, segment)}"
+        what = f"has the type {kind!r}" if kind else "is empty or starts with a space (';;', a leading or trailing ';')"
+        raise InputError(f"{where} {what}; --strict refuses it (froc.py counts it as an object that is never hit)")
+    code[wrong] = UNKNOWN_TYPE
+    non_finite = np.flatnonzero(~np.isfinite(values) & (code != UNKNOWN_TYPE)[coordinate_segment])
+    if len(non_finite):
+        line, what = describe(int(non_finite[0]))
+        text = table.token_text(coordinate_tokens[non_finite[0]])
+        raise InputError(f"{path}: line {line}: {text!r} in {what} is not a finite number")
     offset = np.cumsum(counts) - counts
     boxes = np.full((n_objects, 4), np.nan)
-    box_segments = np.flatnonzero(boxed)
+    box_segments = np.flatnonzero(code <= ELLIPSE)
     boxes[box_segments] = values[offset[box_segments, None] + np.arange(4)]
     polygon_values = values[(code == POLYGON)[coordinate_segment]]
     vertex_counts = np.where(code == POLYGON, counts // 2, 0)
@@ -345,6 +381,7 @@ def read_ground_truth(path: Path) -> GroundTruth:
     image_index: dict[str, int] = {}
     row_image = np.fromiter((image_index.setdefault(p, len(image_index)) for p in table.image_paths),
                             dtype=np.int64, count=len(table.image_paths))
+    object_image = row_image[table.segment_row]
     notes = list(table.notes)
     lines_per_image = np.bincount(row_image, minlength=len(image_index))
     if (lines_per_image > 1).any():
@@ -353,25 +390,30 @@ def read_ground_truth(path: Path) -> GroundTruth:
             f"{path.name}: {int((lines_per_image > 1).sum())} image(s) listed on several lines (e.g. {example!r}): "
             "each line counts as an image and their objects are merged, as in the official script"
         )
-    unknown = np.flatnonzero(code == UNKNOWN_TYPE)
-    if len(unknown):
-        kinds: dict[str, int] = {}
-        for segment in unknown.tolist():
-            text = table.data[type_start[segment]:type_end[segment]].decode("utf-8")
-            kinds[text] = kinds.get(text, 0) + 1
-        listed = ", ".join(f"{k!r} ({n})" for k, n in sorted(kinds.items()))
+    kinds: dict[str, list[int]] = {}
+    for segment in unknown.tolist():
+        kinds.setdefault(table.data[type_start[segment]:type_end[segment]].decode("utf-8"), []).append(segment)
+    empty = kinds.pop("", [])
+    if empty:
+        images = list(dict.fromkeys(table.image_paths[table.segment_row[s]] for s in empty))
+        notes.append(f"{path.name}: {len(empty)} empty object(s) (';;', a leading or trailing ';', or a leading "
+                     f"space) on {len(images)} image(s) ({name_list(images)}): froc.py reads each as an object of type "
+                     "'' that is never hit; counted so, which lowers the sensitivity")
+    if kinds:
+        listed = ", ".join(f"{k!r} ({len(n)})" for k, n in sorted(kinds.items()))
         notes.append(f"{path.name}: objects of unknown type {listed} are counted but can never be hit, "
                      "as in the official script")
     return GroundTruth(
         path=path,
         image_paths=list(image_index),
         num_image=len(table.image_paths),
-        object_image=row_image[table.segment_row],
+        object_image=object_image,
         object_type=code,
         boxes=boxes,
         vertex_start=np.r_[0, np.cumsum(vertex_counts)].astype(np.int64),
         vertices_x=np.ascontiguousarray(polygon_values[0::2]),
         vertices_y=np.ascontiguousarray(polygon_values[1::2]),
+        malformed=malformed,
         notes=notes,
     )
 

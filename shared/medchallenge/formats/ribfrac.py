@@ -11,7 +11,7 @@ import math
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import InputError
 from ..imaging import read_image
 
-# §1: label_code -> class name; any other code is an error here (NaN -> KeyError crash in the official code).
+# §1: label_code -> class name; any other code is NaN in the official code (None here): it fails where a row's
+# class is looked up in the confusion matrix (KeyError), §4, §7.
 LABEL_CODES = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
 GT_COLUMNS = ("public_id", "label_id", "label_code")
 PRED_COLUMNS = ("public_id", "label_id", "confidence", "label_code")
@@ -33,19 +34,27 @@ PANDAS_NA = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-N
 
 @dataclass(frozen=True)
 class GTRow:
-    """One row of the ground-truth info CSV (for one case)."""
+    """One row of the ground-truth info CSV (for one case). `label_code` None: the official mapping gives NaN
+    (a code outside -1..4, a blank or NA cell, or any cell of a column that holds text); `where` is "file: line N"."""
 
     label_id: int
-    label_code: int
+    label_code: int | None
+    where: str = field(default="", compare=False)
+    code_text: str = field(default="", compare=False)
 
 
 @dataclass(frozen=True)
 class PredRow:
-    """One row of the prediction CSV or of a GC detections JSON (for one case)."""
+    """One row of the prediction CSV or of a GC detections JSON (for one case). `label_code` None as in GTRow;
+    `confidence_text` (the value and why) is set where pandas holds the confidence as text (the column holds some
+    text that is no number), which the official FROC comparison cannot compare."""
 
     label_id: int
     confidence: float
-    label_code: int
+    label_code: int | None
+    where: str = field(default="", compare=False)
+    code_text: str = field(default="", compare=False)
+    confidence_text: str | None = None
 
 
 def case_id_from_filename(name: str) -> str:
@@ -93,12 +102,47 @@ def _parse_int(text: str, what: str, where: str) -> int:
     return int(value)
 
 
-def parse_label_code(value: object, where: str) -> int:
-    """A label code from CSV text or JSON; it must be one of -1, 0, 1, 2, 3, 4."""
-    code = _parse_int(str(value), "label_code", where) if not isinstance(value, bool) else None
-    if code not in LABEL_CODES:
-        raise InputError(f"{where}: label_code {value!r} is not one of -1, 0, 1, 2, 3, 4")
-    return code
+def _is_number(text: str) -> bool:
+    """Whether pandas' CSV parser reads `text` as a number (Python's float, which also takes '1_0', less that)."""
+    if "_" in text:
+        return False
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_na(text: str) -> bool:
+    return text.strip() in PANDAS_NA
+
+
+def _code_of(value: float) -> int | None:
+    """The class code pandas' `map(label_code_dict)` finds for a number (1.0 -> 1), else None (NaN)."""
+    return int(value) if math.isfinite(value) and value == int(value) and int(value) in LABEL_CODES else None
+
+
+def _text_cell(column: list[str]) -> str | None:
+    """The first cell that makes pandas read the whole column as text (not a number, not NA), if any."""
+    return next((text for text in column if not _is_na(text) and not _is_number(text)), None)
+
+
+def _csv_code(text: str, column_text: str | None) -> int | None:
+    """A CSV label_code as the official mapping sees it: -1..4, else None (NaN): another number, a blank or NA
+    cell, or any cell when the column holds text (pandas then keeps strings, which the mapping does not find)."""
+    if column_text is not None or _is_na(text):
+        return None
+    return _code_of(float(text))
+
+
+def parse_json_label_code(value: object, where: str) -> int | None:
+    """A GC detection's label_code: -1..4, None (as NaN) for JSON null or another number; text is an error."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
+            or (isinstance(value, str) and not _is_number(value)):
+        raise InputError(f"{where}: label_code {value!r} is not a number")
+    return _code_of(float(value))
 
 
 def parse_label_id(value: object, where: str) -> int:
@@ -148,44 +192,61 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str,
 
 
 def read_gt_csv(path: Path) -> dict[str, list[GTRow]]:
-    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept)."""
+    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept); codes
+    as the official mapping sees them (`_csv_code`)."""
+    rows = _read_csv(path, GT_COLUMNS)
+    code_column = _text_cell([row["label_code"] for _, row in rows])
     table: dict[str, list[GTRow]] = {}
-    for line, row in _read_csv(path, GT_COLUMNS):
+    for line, row in rows:
         where = f"{path}: line {line}"
-        table.setdefault(row["public_id"], []).append(
-            GTRow(parse_label_id(row["label_id"], where), parse_label_code(row["label_code"], where)))
+        table.setdefault(row["public_id"], []).append(GTRow(
+            parse_label_id(row["label_id"], where), _csv_code(row["label_code"], code_column), where,
+            row["label_code"]))
     return table
 
 
-def _pred_row(label_id: object, confidence: object, label_code: object, where: str) -> PredRow:
-    """A prediction row; the background row's (label 0) confidence is never read by the official code (a mask
-    label 0 is no instance), so it may be blank or anything there."""
-    label = parse_label_id(label_id, where)
-    if label == 0:
-        try:
-            value = float(confidence)  # type: ignore[arg-type]
-        except (TypeError, ValueError):
-            value = 0.0
-        return PredRow(label, value if math.isfinite(value) else 0.0, parse_label_code(label_code, where))
-    return PredRow(label, parse_confidence(confidence, where), parse_label_code(label_code, where))
+def text_code_cell(rows: Iterable[GTRow | PredRow]) -> str | None:
+    """The first label_code of a CSV that is text (it makes pandas read every code of the file as text)."""
+    return _text_cell([row.code_text for row in rows])
 
 
 def non_finite_confidences(rows: Iterable[PredRow]) -> int:
-    """How many rows have a NaN or infinite confidence (never / always above the FROC thresholds)."""
-    return sum(1 for row in rows if not math.isfinite(row.confidence))
+    """How many instance rows (label_id > 0) have a NaN or infinite confidence (never / always above the FROC
+    thresholds); the background row's confidence is never read."""
+    return sum(1 for row in rows if row.label_id > 0 and not math.isfinite(row.confidence))
 
 
 def read_pred_csv(path: Path) -> dict[str, list[PredRow]]:
-    """The prediction CSV `public_id,label_id,confidence,label_code` -> rows per case (duplicates kept: §7)."""
+    """The prediction CSV `public_id,label_id,confidence,label_code` -> rows per case (duplicates kept: §7).
+
+    Codes and confidences are read as pandas reads the columns: a column with some text that is no number is
+    text throughout (`code_text` / `confidence_text`); whether that matters depends on whether the official code
+    reads the row, decided per case (metrics.detection_rows)."""
+    rows = _read_csv(path, PRED_COLUMNS)
+    code_column = _text_cell([row["label_code"] for _, row in rows])
+    text_line = next((line for line, row in rows if not _is_na(row["confidence"])
+                      and not _is_number(row["confidence"])), None)
     table: dict[str, list[PredRow]] = {}
-    for line, row in _read_csv(path, PRED_COLUMNS):
-        table.setdefault(row["public_id"], []).append(
-            _pred_row(row["label_id"], row["confidence"], row["label_code"], f"{path}: line {line}"))
+    for line, row in rows:
+        where = f"{path}: line {line}"
+        text = row["confidence"]
+        confidence = float(text) if _is_number(text) else math.nan
+        confidence_text = None
+        if text_line is not None and not _is_na(text):
+            confidence_text = (f"{text!r} (no number)" if not _is_number(text) else
+                               f"{text!r} (held as text: line {text_line}'s confidence is no number)")
+        table.setdefault(row["public_id"], []).append(PredRow(
+            parse_label_id(row["label_id"], where), confidence, _csv_code(row["label_code"], code_column), where,
+            row["label_code"], confidence_text))
     return table
 
 
 def parse_detections(document: object, where: str) -> list[PredRow]:
-    """GC `rib-fracture-detections` value `{"detections": [{"label_id", "confidence", "label_code"}, ...]}`."""
+    """GC `rib-fracture-detections` value `{"detections": [{"label_id", "confidence", "label_code"}, ...]}`.
+
+    Read as the same rows in the official CSV would be: a code outside -1..4 or null is NaN (None), a null
+    confidence NaN. A confidence that is no number is an error, except for the background entry (label_id 0),
+    whose confidence the official code never reads."""
     if not isinstance(document, dict) or not isinstance(document.get("detections"), list):
         raise InputError(f"{where}: expected an object with a list 'detections'")
     rows = []
@@ -193,7 +254,15 @@ def parse_detections(document: object, where: str) -> list[PredRow]:
         here = f"{where}: detections[{index}]"
         if not isinstance(item, dict) or any(k not in item for k in ("label_id", "confidence", "label_code")):
             raise InputError(f"{here}: expected an object with label_id, confidence, label_code")
-        rows.append(_pred_row(item["label_id"], item["confidence"], item["label_code"], here))
+        label = parse_label_id(item["label_id"], here)
+        try:
+            confidence = parse_confidence(item["confidence"], here)
+        except InputError:
+            if label != 0:
+                raise
+            confidence = math.nan
+        rows.append(PredRow(label, confidence, parse_json_label_code(item["label_code"], here), here,
+                            repr(item["label_code"])))
     return rows
 
 

@@ -196,12 +196,14 @@ def walk_counts(order: np.ndarray, hit_point: np.ndarray, hit_object: np.ndarray
 
 @dataclass
 class FrocResult:
-    """FROC per level: sensitivities, which were reached by the walk, the mean, and notes on undefined cases."""
+    """FROC per level: sensitivities, which were reached by the walk, the mean, how many predictions (in sorted
+    order) the walk tested before it stopped, and notes on undefined cases."""
 
     fps: list[float]
     sensitivities: list[float]
     reached: list[bool]
     froc: float
+    walked: int
     notes: list[str] = field(default_factory=list)
 
 
@@ -210,8 +212,9 @@ def froc_levels(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int
     """§4 steps 3-5: the official level walk over predictions in sorted order.
 
     After each prediction, if `false_positives / num_image >= fps[next]`, record `hits / num_object` and move to the
-    next level: at most one level per prediction, the triggering prediction included. Levels never reached are
-    padded with the last recorded sensitivity. FROC = mean over levels.
+    next level: at most one level per prediction, the triggering prediction included; the walk stops after the
+    prediction that fills the last level. Levels never reached are padded with the last recorded sensitivity.
+    FROC = mean over levels.
 
     Where the official script crashes, the result is defined instead (and said in `notes`):
     no image (ZeroDivisionError) or no object (ZeroDivisionError / IndexError): every sensitivity 0;
@@ -224,7 +227,7 @@ def froc_levels(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int
         what = "no image" if num_image == 0 else "no object"
         notes.append(f"FROC: the ground truth has {what}; the official script crashes (division by zero or "
                      "IndexError); every sensitivity is reported as 0")
-        return FrocResult(fps, [0.0] * len(fps), [False] * len(fps), 0.0, notes)
+        return FrocResult(fps, [0.0] * len(fps), [False] * len(fps), 0.0, len(false_positive), notes)
     fp_rate = np.cumsum(false_positive, dtype=np.int64) / num_image
     hits = np.cumsum(new_hits, dtype=np.int64)
     n = len(fp_rate)
@@ -236,6 +239,7 @@ def froc_levels(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int
             break
         recorded.append(int(hits[k]) / num_object)
         start = k + 1
+    walked = start if len(recorded) == len(fps) else n
     reached = [True] * len(recorded) + [False] * (len(fps) - len(recorded))
     if recorded:
         sensitivities = recorded + [recorded[-1]] * (len(fps) - len(recorded))
@@ -249,7 +253,7 @@ def froc_levels(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int
             f"after all predictions ({final:.6g})"
         )
     froc = float(np.mean(np.asarray(sensitivities, dtype=np.float64)))
-    return FrocResult(fps, sensitivities, reached, froc, notes)
+    return FrocResult(fps, sensitivities, reached, froc, walked, notes)
 
 
 def froc_curve(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int, num_object: int,

@@ -176,6 +176,21 @@ class MissingPredictionRow(ValueError):
         self.label = label
 
 
+class UnreadableRow(ValueError):
+    """A CSV/JSON row that the official code reads and fails on (§4, §7): its label code maps to NaN where the
+    confusion matrix looks its class up (KeyError), or pandas holds its confidence as text where the FROC
+    compares it (TypeError). `row` is the GTRow/PredRow."""
+
+    def __init__(self, row, problem: str) -> None:
+        super().__init__(problem)
+        self.row = row
+
+
+def _gt_class(code: int | None) -> str:
+    """The merged ground-truth class of a hit: a code mapping to NaN becomes "FP" (`_get_gt_class`)."""
+    return LABEL_CODES.get(code, "FP")
+
+
 def json_probability(confidence: float) -> float | None:
     """A confidence as metrics.json can hold it, selected at the same FROC thresholds (all below 1) as the official
     comparison `prob >= t` selects it: NaN and -inf (never selected) -> None, +inf (always) -> 1.0."""
@@ -189,8 +204,10 @@ def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence)
 
     `gt_rows` have `label_id`, `label_code`; `pred_rows` have `label_id`, `confidence`, `label_code`.
     Duplicate CSV rows duplicate predictions (pred CSV on pred_label, GT CSV on hit_label). Empty prediction
-    volume: no rows. Empty ground truth: gt_class "FP" without the GT merge; otherwise a missing GT row gives
-    "FP" and a non-hit prediction takes the class of the GT label-0 row ("Background").
+    volume: no rows. Empty ground truth: gt_class "FP" without the GT merge; otherwise a missing GT row, or one
+    whose code maps to NaN, gives "FP" and a non-hit prediction takes the class of the GT label-0 row
+    ("Background"). Prediction rows of labels 1..num_pred are read: a code mapping to NaN or a confidence held as
+    text raises UnreadableRow; other prediction rows are never read.
     """
     if match.num_pred == 0:
         return []
@@ -209,8 +226,15 @@ def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence)
         if match.num_gt == 0:
             gt_classes = ["FP"]
         else:
-            gt_classes = [LABEL_CODES[r.label_code] for r in gt_by_label.get(hit, [])] or ["FP"]
+            gt_classes = [_gt_class(r.label_code) for r in gt_by_label.get(hit, [])] or ["FP"]
         for pred in preds_by_label[label]:
+            if pred.label_code is None:
+                raise UnreadableRow(pred, f"prediction label {label}: label_code {pred.code_text!r} maps to NaN "
+                                          "(not one of -1..4), on which the official confusion matrix fails (KeyError)")
+            if pred.confidence_text is not None:
+                raise UnreadableRow(pred, f"prediction label {label}: confidence {pred.confidence_text}: pandas "
+                                          "reads the column as text, which the official FROC cannot compare with a "
+                                          "threshold (TypeError)")
             for gt_class in gt_classes:
                 rows.append({"pred_label": label, "max_iou": max_iou, "hit_label": hit,
                              "prob": json_probability(pred.confidence), "pred_class": LABEL_CODES[pred.label_code],
@@ -223,7 +247,8 @@ def confusion_matrix(rows: Sequence[Mapping], gt_rows: Sequence) -> np.ndarray:
 
     Every row counts (no confidence or IoU threshold) unless its pred_class is Background or Ignore; gt_class
     Background counts as FP. Every non-Background GT CSV row whose label_id is not among the rows' hit_label
-    values (or when there are no rows) is an FN of its class.
+    values (or when there are no rows) is an FN of its class; if its code maps to NaN, the official lookup fails
+    (UnreadableRow).
     """
     matrix = np.zeros((len(MATRIX_ROWS), len(MATRIX_COLUMNS)), dtype=np.int64)
     for row in rows:
@@ -233,10 +258,16 @@ def confusion_matrix(rows: Sequence[Mapping], gt_rows: Sequence) -> np.ndarray:
         matrix[MATRIX_ROWS.index(row["pred_class"]), MATRIX_COLUMNS.index(gt_class)] += 1
     hit_labels = {row["hit_label"] for row in rows}
     for gt in gt_rows:
-        gt_class = LABEL_CODES[gt.label_code]
-        if gt_class == "Background":
+        if rows and gt.label_id in hit_labels:
             continue
-        if not rows or gt.label_id not in hit_labels:
+        if gt.label_code is None:
+            why = ("the case has no prediction" if not rows else "no prediction misses (hit_label 0)"
+                   if gt.label_id == 0 else "no prediction hits it")
+            raise UnreadableRow(gt, f"ground-truth label {gt.label_id}: label_code {gt.code_text!r} maps to NaN (not "
+                                    f"one of -1..4) and {why}, so the official code looks its class up for the FN "
+                                    "count and fails (KeyError)")
+        gt_class = LABEL_CODES[gt.label_code]
+        if gt_class != "Background":
             matrix[MATRIX_ROWS.index("FN"), MATRIX_COLUMNS.index(gt_class)] += 1
     return matrix
 
