@@ -24,14 +24,15 @@ $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproje
 
 # Wheels for the image builds: downloaded (or, for pure-Python sdists, built) here, bind-mounted into the
 # builds, never copied into image layers. Carry this folder to build without network (air-gapped sites).
-wheels: wheelhouse/.complete $(if $(filter 1,$(GPU)),wheelhouse/.complete-gpu)
+wheels: wheelhouse/.complete $(if $(filter 1,$(GPU)),wheelhouse/gpu/.complete)
 wheelhouse/.complete: requirements/runtime.txt requirements/build.txt | venv
 	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/runtime.txt -r requirements/build.txt
 	touch $@
 # onnxruntime-gpu and the CUDA 12 libraries (about 2 GB) for the GPU images; make test builds one of them.
-wheels-gpu: wheelhouse/.complete-gpu
-wheelhouse/.complete-gpu: requirements/gpu.txt | venv
-	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/gpu.txt
+# In their own folder, which only the algorithm images' build context carries (see .dockerignore).
+wheels-gpu: wheelhouse/gpu/.complete
+wheelhouse/gpu/.complete: requirements/gpu.txt | venv
+	$(PY) -m pip wheel -q --no-deps -w wheelhouse/gpu -r requirements/gpu.txt
 	touch $@
 
 # A Docker engine, Compose v2 and the offline base image on Debian 12 (idempotent; needs root or sudo).
