@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import __version__
 from ..contract import GCJob, add_path_arguments, match_jobs, name_list, read_json_file, read_predictions_json
-from ..errors import InputError, report_errors
+from ..errors import InputError, note_or_refuse, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats.object_cxr import (
     Classification, GroundTruth, Localization, read_classification, read_ground_truth, read_localization,
@@ -111,10 +111,8 @@ def _unknown_images(kind: str, path: Path, names: list[str], strict: bool, score
     """The note on rows for images not in the ground truth (`names`: image and line), or the --strict error."""
     if not names:
         return []
-    if strict:
-        raise InputError(f"{path}: {len(names)} {kind} for images not in the ground truth ({name_list(names)}); "
-                         "--strict refuses them")
-    return [f"{path.name}: {len(names)} {kind} for images not in the ground truth ({name_list(names)}): {scored_as}"]
+    return note_or_refuse(f"{path}: {len(names)} {kind} for images not in the ground truth ({name_list(names)})",
+                          strict, scored_as)
 
 
 def _image_probabilities(classification: Classification, gt: GroundTruth,
@@ -164,10 +162,8 @@ def _non_finite_notes(localization: Localization, strict: bool) -> list[str]:
     line_of_point = np.repeat(localization.line_numbers, localization.triples_per_line)
     lines = list(dict.fromkeys(f"line {line}" for line in line_of_point[bad].tolist()))
     message = f"{localization.path.name}: {len(bad)} point(s) with a NaN or infinite value ({name_list(lines)})"
-    if strict:
-        raise InputError(f"{message}; --strict refuses them")
-    return [f"{message}: scored as froc.py compares them (such coordinates are inside no object; probabilities "
-            "ranked as Python's sort ranks them)"]
+    return note_or_refuse(message, strict, "scored as froc.py compares them (such coordinates are inside no object; "
+                          "probabilities ranked as Python's sort ranks them)")
 
 
 def _number(value, where: str) -> float:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import __version__
 from ..contract import add_path_arguments, match_jobs, name_list, read_json_file, read_predictions_json
-from ..errors import InputError, report_errors
+from ..errors import InputError, note_or_refuse, report_errors
 from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
 from ..formats import ribfrac as formats
 from ..io import write_metrics
@@ -148,9 +148,7 @@ def _unused_rows_notes(table: dict, case_ids: list[str], path: Path, strict: boo
         return []
     message = (f"{path}: {sum(len(table[i]) for i in unused)} row(s) for {len(unused)} public_id(s) that are not "
                f"cases ({name_list(unused)})")
-    if strict:
-        raise InputError(f"{message}; --strict refuses them")
-    return [f"{message}: ignored, as the official code does ({what})"]
+    return note_or_refuse(message, strict, f"ignored, as the official code does ({what})")
 
 
 def collect_sources(input_dir: Path, gt_dir: Path,
@@ -251,10 +249,8 @@ def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]
         return []
     message = (f"{sum(counts.values())} prediction row(s) with a NaN (blank, 'nan', 'NA', null) or infinite "
                f"confidence in {len(cases)} case(s) ({name_list(cases)})")
-    if strict:
-        raise InputError(f"{message}; --strict refuses them")
-    return [f"{message}: NaN and -inf are above no FROC threshold and +inf above every one, as in the official "
-            "code (pandas); the detection records show them as null and 1.0"]
+    return note_or_refuse(message, strict, "NaN and -inf are above no FROC threshold and +inf above every one, as "
+                          "in the official code (pandas); the detection records show them as null and 1.0")
 
 
 NOTES = [
