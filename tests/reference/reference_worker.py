@@ -41,7 +41,8 @@ def word_tokenize(inputs, options):
 
 
 def _official_words(text, stops, stemmer):
-    """The official caption pre-processing (2022 §B steps 1-5; 2021 §B steps 1-5 with stemming)."""
+    """The official caption pre-processing: steps 1-5 of imageclef-caption-2022.md §2.2, and of
+    imageclef-caption-2021.md §2.2 with stemming."""
     import nltk
 
     text = text.lower()
@@ -134,7 +135,7 @@ def _f1(truth, predicted):
 
 
 def concept_f1_2022(inputs, options):
-    """2022 §A Score, one image: tuples of stripped concepts, upper-cased; every image counts."""
+    """imageclef-caption-2022.md §1.2, one image: tuples of stripped concepts, upper-cased; every image counts."""
     outputs = []
     for ground_truth, prediction in inputs:
         predicted = tuple(concept.upper() for concept in prediction)
@@ -144,7 +145,8 @@ def concept_f1_2022(inputs, options):
 
 
 def concept_f1_2021(inputs, options):
-    """2021 §A, one image: whole fields upper-cased, split on ';' unstripped; empty GT -> excluded (None)."""
+    """imageclef-caption-2021.md §1.2, one image: whole fields upper-cased, split on ';' unstripped; empty GT ->
+    excluded (None)."""
     outputs = []
     for ground_truth, prediction in inputs:
         predicted, truth = prediction.upper(), ground_truth.upper()

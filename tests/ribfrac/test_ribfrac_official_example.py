@@ -73,7 +73,7 @@ def test_master_per_case_rows(master):
 
 def test_example_exercises_the_component_quirk(master):
     # RibFrac901 pred 1 lies inside GT 1 (its voxels overlap GT 1) but gets IoU 0: the touching pred 2 owns the
-    # first voxel of their common intersection component (docs §2).
+    # first voxel of their common intersection component (ribfrac.md §2.2).
     case = json.loads(json.dumps(master[0]["case"]["RibFrac901"]))
     pred1 = next(row for row in case["detections"] if row["pred_label"] == 1)
     assert pred1["max_iou"] == 0.0 and pred1["voxels"] > 0

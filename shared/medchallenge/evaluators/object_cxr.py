@@ -1,5 +1,7 @@
 """object-CXR evaluator (MIDL 2020): official FROC (froc.py) and ROC AUC, from run files or GC predictions.json.
 
+Spec: docs/metrics/object-cxr.md (the rules of froc.py, the AUC, and what this evaluator does where froc.py crashes).
+
 Stage 1 tests every predicted point against the objects of its image, in blocks of images (the per-case step of
 `compute_records`, cacheable with --records and shardable with --shard); stage 2 sorts all points by probability
 and walks the official FROC levels, computes the AUC, per-image counts, metrics.json and the two PNGs.

@@ -2,8 +2,10 @@
 
 Files are read like the official code: `csv.reader(..., quoting=QUOTE_NONE)` on a text file, one row per line,
 rows counted from 1 (a blank line is a row with no field). A run the official evaluator rejects raises InputError
-naming the file, the line and the rule. Sections (2022 §A ...) refer to docs/metrics/imageclef-caption-2022.md and
-imageclef-caption-2021.md.
+naming the file, the line and the rule.
+
+Spec: docs/metrics/imageclef-caption-2022.md and docs/metrics/imageclef-caption-2021.md (files and run validation:
+sections 1.1 and 2.1 of both); every section reference below names its document.
 
 Value representations (what the metric functions take):
 * 2022 concepts: a tuple of stripped concept strings; `()` for a run line `id`, `('',)` for `id|` or an empty GT.
@@ -75,9 +77,10 @@ def detect_run_delimiter(path: Path) -> str:
 
 
 def read_concepts_ground_truth(path: Path, edition: str) -> dict[str, tuple[str, ...] | str]:
-    """Concept GT. 2022 (§A Files): TAB, the first line is always skipped (header), each row `id<TAB>C1;C2`,
-    concepts stripped, a row without TAB is an error. 2021 (§A): TAB, no header, `id` alone -> `''`,
-    a blank row or more than two fields is an error. A repeated id: the last row wins (official)."""
+    """Concept GT. 2022 (imageclef-caption-2022.md §1.1): TAB, the first line is always skipped (header), each row
+    `id<TAB>C1;C2`, concepts stripped, a row without TAB is an error. 2021 (imageclef-caption-2021.md §1.1): TAB, no
+    header, `id` alone -> `''`, a blank row or more than two fields is an error. A repeated id: the last row wins
+    (official)."""
     rows = read_rows(path, TAB)
     ground_truth: dict[str, tuple[str, ...] | str] = {}
     if edition == "2022":
@@ -95,8 +98,9 @@ def read_concepts_ground_truth(path: Path, edition: str) -> dict[str, tuple[str,
 
 
 def read_captions_ground_truth(path: Path, edition: str) -> dict[str, str]:
-    """Caption GT (2022 §B Files: `id|caption`; 2021 §B: `id<TAB>caption`), no header, every row needs the
-    delimiter; text after a second delimiter is dropped; a repeated id: the last row wins."""
+    """Caption GT (imageclef-caption-2022.md §2.1: `id|caption`; imageclef-caption-2021.md §2.1: `id<TAB>caption`),
+    no header, every row needs the delimiter; text after a second delimiter is dropped; a repeated id: the last row
+    wins."""
     delimiter = PIPE if edition == "2022" else TAB
     ground_truth: dict[str, str] = {}
     for row in read_rows(path, delimiter):
@@ -153,9 +157,9 @@ def _check_complete(submitted: dict, ground_truth_ids: Iterable[str], end: str) 
 
 
 def validate_concept_run_2022(rows: Iterable[Row], ground_truth_ids: dict, end: str) -> dict[str, tuple[str, ...]]:
-    """2022 concept run (§A Files), rules in the official order: 1 or 2 fields (`id` or `id|C1;C2`), id in the
-    test set, id not repeated, at most 100 concepts, no concept string twice (after strip, before upper-casing),
-    and finally every test-set image present. Returns concepts by id in submission order."""
+    """2022 concept run (imageclef-caption-2022.md §1.1), rules in the official order: 1 or 2 fields (`id` or
+    `id|C1;C2`), id in the test set, id not repeated, at most 100 concepts, no concept string twice (after strip,
+    before upper-casing), and finally every test-set image present. Returns concepts by id in submission order."""
     limit = MAX_CONCEPTS["2022"]
     predictions: dict[str, tuple[str, ...]] = {}
     seen: dict[str, str] = {}
@@ -183,10 +187,10 @@ def _check_unique_concepts(row: Row, image_id: str, concepts: tuple[str, ...] | 
 
 
 def validate_concept_run_2021(rows: Iterable[Row], ground_truth_ids: dict, end: str) -> dict[str, str]:
-    """2021 concept run (2021 §A, the 2018 organiser code), rules in its order: not blank, at most 2 fields, id in
-    the test set, at most 1286 concepts, no concept string twice (split on ';', not stripped), id not repeated,
-    every test-set image present. Its quirk is kept: a first line holding only an id crashed that code
-    (the duplicate check read a variable not yet set), so such a run is rejected."""
+    """2021 concept run (imageclef-caption-2021.md §1.1, the 2018 organiser code), rules in its order: not blank,
+    at most 2 fields, id in the test set, at most 1286 concepts, no concept string twice (split on ';', not
+    stripped), id not repeated, every test-set image present. Its quirk is kept: a first line holding only an id
+    crashed that code (the duplicate check read a variable not yet set), so such a run is rejected."""
     limit = MAX_CONCEPTS["2021"]
     predictions: dict[str, str] = {}
     seen: dict[str, str] = {}
@@ -217,8 +221,9 @@ def validate_concept_run_2021(rows: Iterable[Row], ground_truth_ids: dict, end: 
 
 
 def validate_caption_run(rows: Iterable[Row], ground_truth_ids: dict, end: str, delimiter: str) -> dict[str, str]:
-    """Caption run (2022 §B Files; 2021 §B): at least 2 fields (`id|caption`, empty caption allowed, text after a
-    second delimiter dropped), id in the test set, id not repeated, every test-set image present."""
+    """Caption run (imageclef-caption-2022.md §2.1; imageclef-caption-2021.md §2.1): at least 2 fields
+    (`id|caption`, empty caption allowed, text after a second delimiter dropped), id in the test set, id not
+    repeated, every test-set image present."""
     predictions: dict[str, str] = {}
     seen: dict[str, str] = {}
     for row in rows:

@@ -1,6 +1,6 @@
 """ImageCLEF 2022 TB caverns file formats: ground-truth box CSV, id list, run file, GC box JSON.
 
-Spec: docs/metrics/tb-caverns-2022.md §1; the run-file rules of the task page (seed 000).
+Spec: docs/metrics/tb-caverns-2022.md §1; the run-file rules of the task page: §5.
 Inputs the official code crashed on (header or blank line in a run file, non-integer coordinates, short rows) are
 errors naming the line; rules the task page states but the official metric never checked (ordered corners, known
 file names) are warnings, or errors with `strict=True`.

@@ -1,11 +1,13 @@
 """ImageCLEFmed Caption 2021/2022 metrics: per-image concept F1, caption BLEU and ROUGE-1, as the official code did.
 
-Pure functions over plain Python values. Section references (`2022 §A`, `2021 §B` ...) point to
-docs/metrics/imageclef-caption-2022.md and imageclef-caption-2021.md. Nothing here imports NLTK or rouge-score:
-the three pieces of them that the official scorers use are re-implemented for the inputs they can receive
-(text without ASCII punctuation) and fuzzed against the versions the official code ran (NLTK 3.7, rouge-score 0.1.2,
-scikit-learn 1.0.2) by tests/reference. The one exception is the 2021 Snowball stemmer, which `snowball_stemmer()`
-imports from the installed NLTK on first use (it needs no NLTK data).
+Spec: docs/metrics/imageclef-caption-2022.md and docs/metrics/imageclef-caption-2021.md, numbered in parallel
+(concepts in section 1, captions in section 2); every section reference below names its document.
+
+Pure functions over plain Python values. Nothing here imports NLTK or rouge-score: the three pieces of them that
+the official scorers use are re-implemented for the inputs they can receive (text without ASCII punctuation) and
+fuzzed against the versions the official code ran (NLTK 3.7, rouge-score 0.1.2, scikit-learn 1.0.2) by
+tests/reference. The one exception is the 2021 Snowball stemmer, which `snowball_stemmer()` imports from the
+installed NLTK on first use (it needs no NLTK data).
 """
 
 from __future__ import annotations
@@ -31,9 +33,20 @@ STOPWORDS_SHA256 = "019f104ba2ed07436d05f9cdd3383034ad66014edc27fc651f837e1a038b
 
 
 def binary_f1(true_positives: int, false_positives: int, false_negatives: int) -> float:
-    """scikit-learn 1.0.2's binary F1 arithmetic (2022 §A Score, 2021 §A): p = tp/(tp+fp), r = tp/(tp+fn),
-    F = (1+beta2)*p*r / (beta2*p + r) with beta2 = 1, i.e. ((2.0*p)*r)/(p+r) bit for bit, and 0.0 when tp = 0
-    (zero_division "warn"). Not 2tp/(2tp+fp+fn), which differs in the last bit, e.g. for tp=1, fp=0, fn=4."""
+    """scikit-learn 1.0.2's binary F1 arithmetic (imageclef-caption-2022.md §1.2, imageclef-caption-2021.md §1.2).
+
+    p = tp/(tp+fp), r = tp/(tp+fn), F = (1+beta2)*p*r / (beta2*p + r) with beta2 = 1, i.e. ((2.0*p)*r)/(p+r) bit
+    for bit, and 0.0 when tp = 0 (zero_division "warn"). Not 2tp/(2tp+fp+fn), which differs in the last bit, e.g.
+    for tp=1, fp=0, fn=4.
+
+    Args:
+        true_positives: concepts in both ground truth and prediction.
+        false_positives: predicted concepts not in the ground truth.
+        false_negatives: ground-truth concepts not predicted.
+
+    Returns:
+        The F1 score in [0, 1].
+    """
     if true_positives == 0:
         return 0.0
     precision = true_positives / (true_positives + false_positives)
@@ -42,24 +55,50 @@ def binary_f1(true_positives: int, false_positives: int, false_negatives: int) -
 
 
 def set_f1(ground_truth: Iterable[str], prediction: Iterable[str]) -> float:
-    """F1 between two concept collections compared as sets (y_true/y_pred over their sorted union)."""
+    """F1 between two concept collections compared as sets (y_true/y_pred over their sorted union).
+
+    Args:
+        ground_truth: the ground-truth concepts (duplicates count once).
+        prediction: the predicted concepts (duplicates count once).
+
+    Returns:
+        `binary_f1` of the two sets.
+    """
     truth, predicted = set(ground_truth), set(prediction)
     tp = len(truth & predicted)
     return binary_f1(tp, len(predicted) - tp, len(truth) - tp)
 
 
 def concept_f1_2022(ground_truth: Sequence[str], prediction: Sequence[str]) -> float:
-    """Per-image F1, 2022 (§A Score). Both are tuples of stripped concept strings as the 2022 reader makes them:
-    `()` for a run line `id`, `('',)` for `id|` or an empty ground truth. Comparison is case-insensitive
-    (`str.upper`); the empty string is a concept like any other, so an empty GT matched by `id|` scores 1.
-    The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one element), so every image counts."""
+    """Per-image F1, 2022 (imageclef-caption-2022.md §1.2).
+
+    Comparison is case-insensitive (`str.upper`); the empty string is a concept like any other, so an empty GT
+    matched by `id|` scores 1. The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one
+    element), so every image counts.
+
+    Args:
+        ground_truth: stripped concept strings as the 2022 reader makes them; `('',)` for an empty ground truth.
+        prediction: stripped concept strings; `()` for a run line `id`, `('',)` for `id|`.
+
+    Returns:
+        The image's F1 (`binary_f1` over the upper-cased concept sets).
+    """
     return set_f1((c.upper() for c in ground_truth), (c.upper() for c in prediction))
 
 
 def concept_f1_2021(ground_truth: str, prediction: str) -> float | None:
-    """Per-image F1, 2021 (2021 §A, the 2018 organiser code). Both are the raw concept field (`''` for a line with
-    the id only). The whole string is upper-cased; blank -> no concepts, else split on ';' WITHOUT stripping
-    (`"C1; C2"` holds `" C2"`). Returns None for an empty ground truth: that image is excluded from the mean."""
+    """Per-image F1, 2021 (imageclef-caption-2021.md §1.2, the 2018 organiser code).
+
+    The whole string is upper-cased; blank -> no concepts, else split on ';' WITHOUT stripping (`"C1; C2"` holds
+    `" C2"`).
+
+    Args:
+        ground_truth: the raw ground-truth concept field (`''` for a line with the id only).
+        prediction: the raw run concept field (`''` for a line with the id only).
+
+    Returns:
+        The image's F1, or None for an empty (blank) ground truth: that image is excluded from the mean.
+    """
     truth = ground_truth.upper()
     predicted = prediction.upper()
     if truth.strip() == "":
@@ -70,9 +109,16 @@ def concept_f1_2021(ground_truth: str, prediction: str) -> float | None:
 
 def secondary_concept_f1(ground_truth: Sequence[str], prediction: Sequence[str],
                          concept_subset: frozenset[str]) -> float | None:
-    """Secondary F1 of one image (2022 §A Secondary score, the organisers' later definition): ground truth (the
-    manually validated concepts) and prediction both restricted to `concept_subset` (upper-case CUIs), compared
-    case-insensitively. None when the restricted ground truth is empty: the image is skipped."""
+    """Secondary F1 of one image (imageclef-caption-2022.md §1.3 and §5: the organisers' later definition).
+
+    Args:
+        ground_truth: the image's manually validated concepts.
+        prediction: the image's predicted concepts (as for `concept_f1_2022`).
+        concept_subset: the upper-case CUIs both sides are restricted to; compared case-insensitively.
+
+    Returns:
+        The F1 of the restricted sets, or None when the restricted ground truth is empty (the image is skipped).
+    """
     truth = {c.upper() for c in ground_truth} & concept_subset
     if not truth:
         return None
@@ -80,9 +126,18 @@ def secondary_concept_f1(ground_truth: Sequence[str], prediction: Sequence[str],
 
 
 def mean_over_counted(scores: Iterable[float | None], denominator: int) -> float | None:
-    """Σ scores (in the given order, float additions from 0) / (denominator - number of None scores): the official
-    aggregation for concept F1 (2022: denominator len(GT), no None; 2021: empty-GT images are None and excluded).
-    None when nothing is counted (the official code would divide by zero)."""
+    """The official aggregation of concept F1 (imageclef-caption-2022.md §1.2, imageclef-caption-2021.md §1.2).
+
+    Σ scores (in the given order, float additions from 0) / (denominator - number of None scores). 2022:
+    denominator len(GT), no None; 2021: empty-GT images are None and excluded.
+
+    Args:
+        scores: per-image scores in submission order; None for an image that does not count.
+        denominator: the number of ground-truth images.
+
+    Returns:
+        The mean, or None when nothing is counted (the official code would divide by zero).
+    """
     total = 0.0
     for score in scores:
         if score is None:
@@ -93,16 +148,17 @@ def mean_over_counted(scores: Iterable[float | None], denominator: int) -> float
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# Caption pre-processing (2022 §B Preprocessing, 2021 §B steps 1-5)
+# Caption pre-processing (imageclef-caption-2022.md §2.2, imageclef-caption-2021.md §2.2)
 # ---------------------------------------------------------------------------------------------------------------
 
 ASCII_PUNCTUATION_DELETION = str.maketrans("", "", string.punctuation)
 
-# NLTK 3.7's `word_tokenize` (2022 §B step 3, 2021 §B step 3) on text WITHOUT ASCII punctuation. Punkt first: its
-# only candidate breaks are . ? ! (PunktLanguageVars.sent_end_chars), so it returns [text.rstrip()] (or [] for blank
-# text) and never reads its English model; then NLTKWordTokenizer (Treebank rules, Python `re`). Every rule that
-# needs an ASCII character ( " ' ` . , : ; ? ! ( ) [ ] { } < > - * @ # $ % & ) cannot fire; what is left: pad « “ ‘ „
-# (STARTING_QUOTES) and » ” ’ (ENDING_QUOTES) with spaces, split six contractions (CONTRACTIONS2), `str.split()`.
+# NLTK 3.7's `word_tokenize` (step 3 of imageclef-caption-2022.md §2.2 and of imageclef-caption-2021.md §2.2) on
+# text WITHOUT ASCII punctuation. Punkt first: its only candidate breaks are . ? !
+# (PunktLanguageVars.sent_end_chars), so it returns [text.rstrip()] (or [] for blank text) and never reads its
+# English model; then NLTKWordTokenizer (Treebank rules, Python `re`). Every rule that needs an ASCII character
+# ( " ' ` . , : ; ? ! ( ) [ ] { } < > - * @ # $ % & ) cannot fire; what is left: pad « “ ‘ „ (STARTING_QUOTES) and
+# » ” ’ (ENDING_QUOTES) with spaces, split six contractions (CONTRACTIONS2), `str.split()`.
 # NOT as NLTK >= 3.10 (see tests/reference, which fuzzes this against NLTK 3.7): 3.10 also pads the dashes
 # U+2012-U+2015 ("malformation—see" is one token in 3.7, three in 3.10, and "wanna—" does not split in 3.7).
 _TREEBANK_PADDED = re.compile("[«“‘„»”’]")
@@ -117,10 +173,22 @@ def _split_contraction(match: re.Match) -> str:
 
 
 def treebank_tokenize(text: str) -> list[str]:
-    """NLTK 3.7 `nltk.word_tokenize(text)` for text from which the 32 ASCII punctuation characters were deleted
-    (2022 §B step 3): "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace or at
-    the end -> two tokens, the Unicode quotes « “ ‘ „ » ” ’ become tokens of their own (dashes do not: NLTK 3.7);
-    whitespace splits as `str.split()`."""
+    """NLTK 3.7 `nltk.word_tokenize(text)` for text without ASCII punctuation (step 3 of
+    imageclef-caption-2022.md §2.2).
+
+    "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace or at the end -> two
+    tokens, the Unicode quotes « “ ‘ „ » ” ’ become tokens of their own (dashes do not: NLTK 3.7); whitespace splits
+    as `str.split()`.
+
+    Args:
+        text: text from which the 32 ASCII punctuation characters were deleted.
+
+    Returns:
+        The tokens.
+
+    Raises:
+        ValueError: `text` contains ASCII punctuation (the rules for it are not reproduced).
+    """
     if _ASCII_PUNCTUATION.search(text):
         raise ValueError("treebank_tokenize expects text without ASCII punctuation")
     return _treebank_tokens(text)
@@ -137,8 +205,15 @@ def _treebank_tokens(text: str) -> list[str]:
 
 @functools.cache
 def load_stopwords() -> frozenset[str]:
-    """NLTK's 179-word English stop-word list as the 2021/2022 evaluators used it (2022 §B step 4), read from the
-    package data and checked against its sha256 (the list NLTK downloads today has 198 words)."""
+    """NLTK's 179-word English stop-word list as the 2021/2022 evaluators used it (imageclef-caption-2022.md §2.2
+    step 4), read from the package data and checked against its sha256 (the list NLTK downloads today has 198 words).
+
+    Returns:
+        The stop words.
+
+    Raises:
+        RuntimeError: the packaged list is not the expected file (sha256 or word count).
+    """
     data = resources.files("medchallenge").joinpath("data", STOPWORDS_FILE).read_bytes()
     digest = hashlib.sha256(data).hexdigest()
     if digest != STOPWORDS_SHA256:
@@ -151,7 +226,9 @@ def load_stopwords() -> frozenset[str]:
 
 
 def snowball_stemmer() -> Callable[[str], str]:
-    """NLTK's English Snowball (Porter2) stemmer, `SnowballStemmer("english").stem` (2021 §B step 5), memoised.
+    """NLTK's English Snowball (Porter2) stemmer, `SnowballStemmer("english").stem`, memoised
+    (imageclef-caption-2021.md §2.2 step 5).
+
     Constructed with ignore_stopwords=False, so it reads no NLTK data. Importing NLTK costs about a second, which
     is why only the 2021 edition pays it. The pinned NLTK 3.10.4 stems every word as 3.7 did: their EnglishStemmer
     differs only in how the loop marking a y after a vowel as Y is written (same result); tests/reference fuzzes
@@ -173,9 +250,20 @@ def _nltk_snowball():
 
 def preprocess_caption(text: str, stopwords: frozenset[str],
                        stem: Callable[[str], str] | None = None) -> list[str]:
-    """The official caption pre-processing (2022 §B steps 1-5, 2021 §B steps 1-5): `str.lower()`, delete the
-    ASCII punctuation without inserting spaces ("x-ray" -> "xray", "3.5" -> "35"), Treebank word tokens, drop
-    tokens whose lower-case form is a stop word, then `stem` each token when given (2021: Snowball; 2022: none)."""
+    """The official caption pre-processing, steps 1-5 of imageclef-caption-2022.md §2.2 and
+    imageclef-caption-2021.md §2.2.
+
+    `str.lower()`, delete the ASCII punctuation without inserting spaces ("x-ray" -> "xray", "3.5" -> "35"),
+    Treebank word tokens, drop tokens whose lower-case form is a stop word, then `stem` each token when given.
+
+    Args:
+        text: a ground-truth or run caption.
+        stopwords: the stop-word list (`load_stopwords()`).
+        stem: the stemmer (2021: `snowball_stemmer()`; 2022: None, no stemming).
+
+    Returns:
+        The tokens that BLEU and ROUGE-1 compare.
+    """
     tokens = _treebank_tokens(text.lower().translate(ASCII_PUNCTUATION_DELETION))
     tokens = [token for token in tokens if token.lower() not in stopwords]
     if stem is not None:
@@ -184,7 +272,7 @@ def preprocess_caption(text: str, stopwords: frozenset[str],
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# BLEU (2022 §B BLEU per image; 2021 §B step 6)
+# BLEU (imageclef-caption-2022.md §2.3, imageclef-caption-2021.md §2.3)
 # ---------------------------------------------------------------------------------------------------------------
 
 BLEU_MAX_ORDER = 4
@@ -210,7 +298,15 @@ def sentence_bleu(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
     """NLTK's `sentence_bleu([reference], hypothesis)` with weights (0.25,)*4 and no smoothing (method0):
     clipped n-gram counts num_n over den_n = max(1, len(hyp)-n+1); 0 when no unigram matches; a zero num_n
     (n > 1) enters as sys.float_info.min, so short or 4-gram-less candidates get tiny non-zero scores (~1e-77);
-    brevity penalty 1 if c > r else exp(1 - r/c); BLEU = BP * exp(fsum(0.25*log(p_n)))."""
+    brevity penalty 1 if c > r else exp(1 - r/c); BLEU = BP * exp(fsum(0.25*log(p_n))).
+
+    Args:
+        reference: the ground-truth tokens.
+        hypothesis: the candidate tokens.
+
+    Returns:
+        BLEU in [0, 1]; 0.0 without a shared unigram (also for an empty side).
+    """
     hyp_len, ref_len = len(hypothesis), len(reference)
     log_precisions = []
     matches = 1
@@ -233,7 +329,7 @@ def caption_bleu(reference: Sequence[str], hypothesis: Sequence[str]) -> float:
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# ROUGE-1 (2022 §B ROUGE-1 per image)
+# ROUGE-1 (imageclef-caption-2022.md §2.4)
 # ---------------------------------------------------------------------------------------------------------------
 
 _ROUGE_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
@@ -247,7 +343,15 @@ def rouge_tokenize(text: str) -> list[str]:
 
 def rouge1_fmeasure(target: str, prediction: str) -> float:
     """rouge-score's `RougeScorer(['rouge1']).score(target, prediction)['rouge1'].fmeasure`: unigram multisets,
-    overlap = Σ min counts, P = overlap/max(|pred|,1), R = overlap/max(|target|,1), F = 2*P*R/(P+R) or 0.0."""
+    overlap = Σ min counts, P = overlap/max(|pred|,1), R = overlap/max(|target|,1), F = 2*P*R/(P+R) or 0.0.
+
+    Args:
+        target: the ground-truth text.
+        prediction: the candidate text.
+
+    Returns:
+        The ROUGE-1 F-measure in [0, 1].
+    """
     target_counts = Counter(rouge_tokenize(target))
     prediction_counts = Counter(rouge_tokenize(prediction))
     overlap = sum(min(count, prediction_counts[gram]) for gram, count in target_counts.items())
@@ -273,7 +377,15 @@ def caption_rouge1(reference: Sequence[str], hypothesis: Sequence[str]) -> float
 
 
 def sum_then_divide(scores: Iterable[float], denominator: int) -> float:
-    """Primary caption score (2022 §B, 2021 §B): Σ per-image BLEU in submission order, divided by len(GT)."""
+    """Primary caption score (imageclef-caption-2022.md §2.5, imageclef-caption-2021.md §2.4).
+
+    Args:
+        scores: per-image BLEU in submission order, summed from 0 in that order.
+        denominator: the number of ground-truth captions.
+
+    Returns:
+        The sum divided by `denominator`.
+    """
     total = 0.0
     for score in scores:
         total += score
@@ -281,7 +393,8 @@ def sum_then_divide(scores: Iterable[float], denominator: int) -> float:
 
 
 def numpy_mean(scores: Sequence[float]) -> float:
-    """2022 ROUGE-1 aggregate: `np.mean(list_of_F)` (numpy's pairwise summation, bit for bit)."""
+    """2022 ROUGE-1 aggregate (imageclef-caption-2022.md §2.5): `np.mean(list_of_F)` (numpy's pairwise summation,
+    bit for bit)."""
     import numpy as np
 
     return float(np.mean(np.asarray(scores, dtype=np.float64)))

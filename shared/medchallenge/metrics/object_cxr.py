@@ -1,8 +1,8 @@
 """object-CXR metrics as pure functions over arrays: hit tests, the official FROC walk, ROC AUC.
 
-Every function reimplements a rule of docs/metrics/object-cxr.md (the official `froc.py` of
-jfhealthcare/object-CXR and, for AUC, scikit-learn's `roc_curve` + `auc`) and is vectorised over all
-(point, object) pairs, so 10,000 images with 30 points each take milliseconds.
+Spec: docs/metrics/object-cxr.md (the official `froc.py` of jfhealthcare/object-CXR and, for AUC, scikit-learn's
+`roc_curve` + `auc`). Every function reimplements a rule of it and is vectorised over all (point, object) pairs, so
+10,000 images with 30 points each take milliseconds.
 """
 
 from __future__ import annotations
@@ -12,23 +12,40 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-DEFAULT_FPS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # released froc.py and README (§4)
+DEFAULT_FPS = (0.125, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)  # released froc.py and README (§4 step 5)
 SEED_FPS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)  # the challenge page and the first froc.py draft
 POLYGON_RULES = ("skimage-0.16.2", "skimage-0.19")
 VERTEX_EPS = 1e-12  # scikit-image 0.19 vertex tolerance
 
 
 def inside_rectangles(x: np.ndarray, y: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """§3 rectangle: `x1 <= x <= x2 and y1 <= y <= y2` per (point, box) row; a reversed box contains nothing."""
+    """§3.1 rectangle: `x1 <= x <= x2 and y1 <= y <= y2` per (point, box) row; a reversed box contains nothing.
+
+    Args:
+        x: point x per row.
+        y: point y per row.
+        boxes: (n, 4) float64 `x1 y1 x2 y2` per row.
+
+    Returns:
+        Boolean per row: the point is inside its box.
+    """
     return (boxes[:, 0] <= x) & (x <= boxes[:, 2]) & (boxes[:, 1] <= y) & (y <= boxes[:, 3])
 
 
 def inside_ellipses(x: np.ndarray, y: np.ndarray, boxes: np.ndarray) -> np.ndarray:
-    """§3 ellipse in its bounding box: `((x-xc)/ax)**2 + ((y-yc)/ay)**2 <= 1` in float64, per row.
+    """§3.2 ellipse in its bounding box: `((x-xc)/ax)**2 + ((y-yc)/ay)**2 <= 1` in float64, per row.
 
     The official script squares numpy float64 scalars, which calls C `pow(v, 2)`; that differs from `v * v` in the
     last bit for about 1 value in 1,000, so the squares are taken with `np.float_power` (the same `pow`). A zero
-    axis gives inf or nan and so `False`, as in the official script (§3, §7).
+    axis gives inf or nan and so `False`, as in the official script (§3.2, §7).
+
+    Args:
+        x: point x per row.
+        y: point y per row.
+        boxes: (n, 4) float64 bounding box `x1 y1 x2 y2` of the ellipse per row.
+
+    Returns:
+        Boolean per row: the point is inside its ellipse.
     """
     x1, y1, x2, y2 = boxes[:, 0], boxes[:, 1], boxes[:, 2], boxes[:, 3]
     x_center, y_center = (x1 + x2) / 2, (y1 + y2) / 2
@@ -51,7 +68,7 @@ def _polygon_edges(polygon: np.ndarray, vertex_start: np.ndarray) -> tuple[np.nd
 
 def inside_polygons(x: np.ndarray, y: np.ndarray, polygon: np.ndarray, vertex_start: np.ndarray,
                     vertices_x: np.ndarray, vertices_y: np.ndarray, rule: str = "skimage-0.16.2") -> np.ndarray:
-    """§3 polygon: `skimage.measure.points_in_poly([[x, y]], vertices)[0]` per row (point r in polygon[r]).
+    """§3.3 polygon: `skimage.measure.points_in_poly([[x, y]], vertices)[0]` per row (point r in polygon[r]).
 
     `rule="skimage-0.16.2"` (the organisers' pin): W. R. Franklin's pnpoly, an edge (i, j) flips the parity when
     `(vy[i] > y) != (vy[j] > y)` and `x < (vx[j]-vx[i]) * (y-vy[i]) / (vy[j]-vy[i]) + vx[i]` (half-open: some
@@ -59,6 +76,21 @@ def inside_polygons(x: np.ndarray, y: np.ndarray, polygon: np.ndarray, vertex_st
     relative to the point; a vertex within 1e-12 and every edge point count as inside. A polygon without vertices
     contains nothing. tests/reference compares the 0.16.2 rule with scikit-image 0.16.2 on vertices, edge points
     and grid points of convex, concave, rectilinear, self-crossing and degenerate polygons.
+
+    Args:
+        x: point x per row.
+        y: point y per row.
+        polygon: the polygon (index into `vertex_start`) each row tests.
+        vertex_start: vertices of polygon k are `vertex_start[k]:vertex_start[k + 1]` of the vertex arrays.
+        vertices_x: vertex x coordinates.
+        vertices_y: vertex y coordinates.
+        rule: "skimage-0.16.2" (default, the organisers' pin) or "skimage-0.19".
+
+    Returns:
+        Boolean per row: the point is inside its polygon.
+
+    Raises:
+        ValueError: an unknown rule.
     """
     if rule not in POLYGON_RULES:
         raise ValueError(f"unknown polygon rule {rule!r}; expected one of {POLYGON_RULES}")
@@ -142,6 +174,16 @@ def hit_pairs(point_image: np.ndarray, x: np.ndarray, y: np.ndarray, objects: Ob
 
     `point_image` indexes the images of `objects` (-1: an image without ground truth, never a hit). Returns the
     point positions and global object ids of the hits, by point then object.
+
+    Args:
+        point_image: per point, the index of its image in `objects` (-1: not in the ground truth).
+        x: per point, its x.
+        y: per point, its y.
+        objects: the ground-truth objects grouped by image (`group_objects`).
+        polygon_rule: the polygon boundary rule (`inside_polygons`).
+
+    Returns:
+        (point positions, global object ids) of every hit.
     """
     known = np.flatnonzero(point_image >= 0)
     image = point_image[known]
@@ -167,6 +209,12 @@ def sort_by_probability(probability: np.ndarray) -> np.ndarray:
 
     With a NaN among them the order is whatever Python's `sorted(..., reverse=True)` makes of NaN's comparisons
     (all false), so Python's sort itself is used then.
+
+    Args:
+        probability: per prediction, its probability, in file order.
+
+    Returns:
+        The positions of the predictions in walk order.
     """
     probability = np.asarray(probability, dtype=np.float64)
     if np.isnan(probability).any():
@@ -182,6 +230,15 @@ def walk_counts(order: np.ndarray, hit_point: np.ndarray, hit_object: np.ndarray
     A prediction inside any object is not a false positive; it detects the objects it is inside that no earlier
     prediction detected (one point may detect several overlapping objects). A point inside only already-detected
     objects is neither.
+
+    Args:
+        order: the walk order (`sort_by_probability`).
+        hit_point: point positions of the hits (`hit_pairs`).
+        hit_object: object ids of the hits.
+        num_object: the number of ground-truth objects.
+
+    Returns:
+        (false_positive, new_hits) per rank of the walk: a boolean and the number of objects detected first there.
     """
     n = len(order)
     rank = np.empty(n, dtype=np.int64)
@@ -209,7 +266,7 @@ class FrocResult:
 
 def froc_levels(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int, num_object: int,
                 fps: Sequence[float] = DEFAULT_FPS) -> FrocResult:
-    """§4 steps 3-5: the official level walk over predictions in sorted order.
+    """§4 steps 3-5: the official level walk over predictions in sorted order (and §8 where froc.py crashes).
 
     After each prediction, if `false_positives / num_image >= fps[next]`, record `hits / num_object` and move to the
     next level: at most one level per prediction, the triggering prediction included; the walk stops after the
@@ -220,6 +277,16 @@ def froc_levels(false_positive: np.ndarray, new_hits: np.ndarray, num_image: int
     no image (ZeroDivisionError) or no object (ZeroDivisionError / IndexError): every sensitivity 0;
     no level reached (IndexError on `froc[-1]`): every level gets the sensitivity after all predictions, which
     is the sensitivity at any false-positive rate at or above the last one reached.
+
+    Args:
+        false_positive: per rank of the walk, whether the prediction is a false positive (`walk_counts`).
+        new_hits: per rank, the number of objects detected first there.
+        num_image: the number of ground-truth lines.
+        num_object: the number of ground-truth objects.
+        fps: the FP-per-image levels.
+
+    Returns:
+        FrocResult: per level the sensitivity and whether it was reached, the FROC, how far the walk went, notes.
     """
     fps = [float(f) for f in fps]
     notes: list[str] = []
@@ -292,8 +359,15 @@ def roc_auc(has_object: np.ndarray, probability: np.ndarray) -> RocResult:
     Distinct scores sorted descending; cumulative true/false positives at the last position of each score;
     collinear points dropped where the second differences of both counts are 0; (0, 0) prepended; rates
     divided by the totals; trapezoids summed with numpy's pairwise sum. With only one class present the AUC is
-    undefined (scikit-learn returns nan): reported as 0.5 with a note. tests/reference compares curve and area with
-    scikit-learn 1.0.2.
+    undefined (scikit-learn returns nan): reported as 0.5 with a note (§8). tests/reference compares curve and area
+    with scikit-learn 1.0.2.
+
+    Args:
+        has_object: per ground-truth image, whether it has at least one object (the label).
+        probability: per ground-truth image, its classification probability (the score).
+
+    Returns:
+        RocResult: the curve (fpr, tpr), the area and notes.
     """
     y = np.asarray(has_object, dtype=np.float64)
     score = np.asarray(probability, dtype=np.float64)

@@ -1,7 +1,7 @@
 """RibFrac 2020 metrics as pure functions, number for number with the official evaluation.
 
-Every function cites the section of docs/metrics/ribfrac.md (the spec of `M3DV/RibFrac-Challenge`
-`ribfrac/evaluation.py`, master afc4060 / legacy b011e16) that it implements.
+Spec: docs/metrics/ribfrac.md (the rules of `M3DV/RibFrac-Challenge` `ribfrac/evaluation.py`, master afc4060 /
+legacy b011e16); every function cites the section it implements.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# §1: label codes -> classes
+# §1.3: label codes -> classes
 LABEL_CODES = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
 # §4: rows = predicted class (+ FN), columns = ground-truth class (+ FP, Ignore)
 MATRIX_ROWS = ("Buckle", "Displaced", "Nondisplaced", "Segmental", "FN")
@@ -58,16 +58,26 @@ def _memory_view(volume: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
-    """§2: IoU by connected components of the overlap, as the official code computes it.
+    """§2.2: IoU by connected components of the overlap, as the official code computes it.
 
     `gt` and `pred` are uint8 instance-label volumes of equal shape in the official axis order (as nibabel
     returns them); "first voxel" means first in C order of these arrays, whatever their memory layout.
-    Number of objects = max label (§1). For every 26-connected component R of (gt>0)&(pred>0), with anchor
+    Number of objects = max label (§1.2). For every 26-connected component R of (gt>0)&(pred>0), with anchor
     a = its first voxel: iou[gt[a]-1, pred[a]-1] = |R| / (|26-connected component of (gt>0)|(pred>0) at a| + 1e-8),
     later components (in anchor order = skimage's regionprops order) overwriting earlier ones. Per prediction
     j: max_iou = max_i iou[i, j], hit_label = first argmax + 1, or 0 where max_iou == 0. When either volume is
-    empty no IoU is computed (§2 cases 1 and 2). Work is done on foreground voxels (joint bincount) and inside
+    empty no IoU is computed (§2.1 cases 1 and 2). Work is done on foreground voxels (joint bincount) and inside
     the foreground's bounding box (cc3d), never on float copies.
+
+    Args:
+        gt: ground-truth instance labels, uint8.
+        pred: predicted instance labels, uint8, the same shape.
+
+    Returns:
+        The case's InstanceMatch (IoU matrix, max_iou and hit_label per prediction, voxel counts, segmentation sums).
+
+    Raises:
+        ValueError: the shapes differ, or a volume is not uint8.
     """
     if gt.shape != pred.shape:
         raise ValueError(f"shape mismatch: ground truth {gt.shape}, prediction {pred.shape}")
@@ -81,7 +91,7 @@ def match_instances(gt: np.ndarray, pred: np.ndarray) -> InstanceMatch:
     foreground = foreground_indices(gt_flat, pred_flat)
     g = gt_flat[foreground]
     p = pred_flat[foreground]
-    num_gt = int(g.max()) if g.size else 0  # max over foreground = max(label) (§1)
+    num_gt = int(g.max()) if g.size else 0  # max over foreground = max(label) (§1.2)
     num_pred = int(p.max()) if p.size else 0
     overlap = np.bincount(g.astype(np.intp) * 256 + p, minlength=256 * 256).reshape(256, 256)
     overlap = overlap[: num_gt + 1, : num_pred + 1]
@@ -200,7 +210,7 @@ def json_probability(confidence: float) -> float | None:
 
 
 def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence) -> list[dict]:
-    """§2: `pred_metrics`, one row per prediction label 1..num_pred after the two left merges.
+    """§2.3: `pred_metrics`, one row per prediction label 1..num_pred after the two left merges.
 
     `gt_rows` have `label_id`, `label_code`; `pred_rows` have `label_id`, `confidence`, `label_code`.
     Duplicate CSV rows duplicate predictions (pred CSV on pred_label, GT CSV on hit_label). Empty prediction
@@ -208,6 +218,19 @@ def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence)
     whose code maps to NaN, gives "FP" and a non-hit prediction takes the class of the GT label-0 row
     ("Background"). Prediction rows of labels 1..num_pred are read: a code mapping to NaN or a confidence held as
     text raises UnreadableRow; other prediction rows are never read.
+
+    Args:
+        match: the case's `match_instances` result.
+        gt_rows: the case's ground-truth CSV rows (GTRow).
+        pred_rows: the case's prediction CSV or GC rows (PredRow).
+
+    Returns:
+        One dict per row: `pred_label`, `max_iou`, `hit_label`, `prob` (`json_probability`), `pred_class`,
+        `gt_class`.
+
+    Raises:
+        MissingPredictionRow: a prediction label 1..num_pred has no row (the official code: KeyError).
+        UnreadableRow: a row the official code reads has a NaN code or a confidence held as text.
     """
     if match.num_pred == 0:
         return []
@@ -249,6 +272,16 @@ def confusion_matrix(rows: Sequence[Mapping], gt_rows: Sequence) -> np.ndarray:
     Background counts as FP. Every non-Background GT CSV row whose label_id is not among the rows' hit_label
     values (or when there are no rows) is an FN of its class; if its code maps to NaN, the official lookup fails
     (UnreadableRow).
+
+    Args:
+        rows: the case's `detection_rows`.
+        gt_rows: the case's ground-truth CSV rows.
+
+    Returns:
+        The int64 matrix, shape (5, 6).
+
+    Raises:
+        UnreadableRow: a ground-truth row counted as FN has a label code that maps to NaN.
     """
     matrix = np.zeros((len(MATRIX_ROWS), len(MATRIX_COLUMNS)), dtype=np.int64)
     for row in rows:
@@ -274,11 +307,20 @@ def confusion_matrix(rows: Sequence[Mapping], gt_rows: Sequence) -> np.ndarray:
 
 def froc_points(cases: Iterable[Sequence[Mapping]], num_gt_total: int, num_cases: int,
                 thresholds: np.ndarray = THRESHOLDS) -> tuple[np.ndarray, np.ndarray]:
-    """§3: (fp per scan, recall) at each threshold of `np.arange(0, 1, 0.01)`.
+    """§3.1, §3.2: (fp per scan, recall) at each threshold of `np.arange(0, 1, 0.01)`.
 
     Per case with rows: positives = rows with prob >= t (prob None: never); TP = distinct hit_label among positives with
     max_iou > 0.2; FP = positives with max_iou <= 0.2. fp = (sum FP + 1e-8) / (num_cases + 1e-8),
     recall = (sum TP + 1e-8) / (num_gt_total + 1e-8), num_gt_total = sum of max(gt label) over all cases.
+
+    Args:
+        cases: each case's `detection_rows` (empty for a case without predictions).
+        num_gt_total: the sum of num_gt over all cases.
+        num_cases: the number of cases, those without predictions included.
+        thresholds: the confidence thresholds.
+
+    Returns:
+        (fp, recall), float64 arrays with one value per threshold.
     """
     tp = np.zeros(len(thresholds), dtype=np.int64)
     fp = np.zeros(len(thresholds), dtype=np.int64)
@@ -329,11 +371,17 @@ def _numpy_aheapsort(v: Sequence[float], order: list[int], start: int, count: in
 def numpy122_argsort(values: Sequence[float]) -> list[int]:
     """`np.argsort(values, kind="quicksort")` as numpy 1.22 computes it for float64 (introsort), in plain code.
 
-    §3: the official FROC sorts the 100 (fp, recall) points with pandas' default (numpy quicksort, unstable);
+    §3.4: the official FROC sorts the 100 (fp, recall) points with pandas' default (numpy quicksort, unstable);
     which of several points with equal fp comes last/first decides the interpolated recall. numpy 1.22 uses
     median-of-3 quicksort with a partition cut-off of 16 elements (insertion sort below), the larger partition
     pushed on a stack, and heapsort when the depth budget 2*floor(log2(n)) runs out. tests/reference compares it
     with numpy 1.22.4 on tie-heavy arrays and on arrays that reach the heapsort fallback.
+
+    Args:
+        values: the values to sort (float64; NaN sorts last).
+
+    Returns:
+        The permutation numpy 1.22's `np.argsort(values, kind="quicksort")` returns.
     """
     v = [float(x) for x in values]
     n = len(v)
@@ -390,12 +438,24 @@ def numpy122_argsort(values: Sequence[float]) -> list[int]:
 
 def key_recalls(fp: Sequence[float], recall: Sequence[float], key_fps: Sequence[float] = KEY_FPS,
                 tie_order: str = "numpy122") -> list[float]:
-    """§3: the recall at each key FP level, interpolated as the official code does.
+    """§3.3: the recall at each key FP level, interpolated as the official code does.
 
     Points sorted by fp (tie order: "numpy122" = numpy 1.22 quicksort as in the official run, "stable" = input
     order among equal fp). less = points with fp <= k, more = points with fp >= k (sorted order kept). No less:
     0; no more: max(recall); else between the last of less (fp0, r0) and the first of more (fp1, r1):
     r0 + (r1 - r0) * ((k - fp0) / (fp1 - fp0 + 1e-8)).
+
+    Args:
+        fp: FP per scan at each threshold (`froc_points`).
+        recall: recall at each threshold.
+        key_fps: the FP levels (default 0.5, 1, 2, 4, 8).
+        tie_order: "numpy122" or "stable" (§3.4).
+
+    Returns:
+        One recall per key level; their mean is the detection score.
+
+    Raises:
+        ValueError: an unknown tie order.
     """
     fp = np.asarray(fp, dtype=np.float64)
     recall = np.asarray(recall, dtype=np.float64)
@@ -428,6 +488,12 @@ def f1_scores(matrix: np.ndarray) -> dict[str, float]:
     overall P = tp/(tp+fp+1e-8), R = tp/(tp+fn+1e-8); target-aware P drops the FP column
     (tp/(tp+(fp-C[i,4])+1e-8)); prediction-aware also R drops the FN row (tp/(tp+(fn-C[4,i])+1e-8));
     F1 = 2PR/(P+R+1e-8); the mean of the 4 classes.
+
+    Args:
+        matrix: the summed 5x6 confusion matrix (`confusion_matrix`).
+
+    Returns:
+        `{"macro_f1": ..., "target_aware_f1": ..., "prediction_aware_f1": ...}`.
     """
     c = np.asarray(matrix, dtype=np.float64)[:, :5]
     overall, target, prediction = [], [], []
@@ -447,6 +513,16 @@ def f1_scores(matrix: np.ndarray) -> dict[str, float]:
 
 
 def segmentation_scores(inter: int, union: int, y_true: int, y_pred: int) -> dict[str, float]:
-    """§6 (master only): dice = 2*inter/(y_true+y_pred+1e-8), iou = inter/(union+1e-8) over summed voxels."""
+    """§6 (master only): dice = 2*inter/(y_true+y_pred+1e-8), iou = inter/(union+1e-8) over summed voxels.
+
+    Args:
+        inter: summed intersection voxels (§2.1).
+        union: summed union voxels.
+        y_true: summed ground-truth voxels.
+        y_pred: summed prediction voxels.
+
+    Returns:
+        `{"dice": ..., "iou": ...}`.
+    """
     inter, union, y_true, y_pred = int(inter), int(union), int(y_true), int(y_pred)
     return {"dice": 2 * inter / (y_true + y_pred + EPS), "iou": inter / (union + EPS)}

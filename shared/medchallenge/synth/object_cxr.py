@@ -15,7 +15,7 @@ import numpy as np
 from ..io import write_json_atomic, write_text_atomic
 
 IMAGE_SIZE = 2048
-FIRST_IMAGE_NUMBER = 8001  # the public test images are named 08001.jpg ... (§ seed: image_path per row)
+FIRST_IMAGE_NUMBER = 8001  # the public test images are named 08001.jpg ... (image_path per row: object-cxr.md §1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
