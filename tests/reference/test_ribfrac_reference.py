@@ -40,7 +40,8 @@ def killer(n: int, monkeypatch) -> list[float]:
 
 
 def fp_curve(rng: random.Random) -> list[float]:
-    """The 100 FROC fp values of ribfrac.md §3.2: (false positives at threshold t + 1e-8) / (cases + 1e-8), t ascending."""
+    """The 100 FROC fp values of ribfrac.md §3.2: (false positives at threshold t + 1e-8) / (cases + 1e-8), t
+    ascending."""
     cases = rng.randint(1, 80)
     confidences = sorted(rng.random() ** rng.choice([1, 4]) for _ in range(rng.randint(0, 400)))
     fp, index = [], 0
