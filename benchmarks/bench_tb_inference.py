@@ -24,16 +24,17 @@ SEED = 4242
 def _worker(input_dir: Path, output_dir: Path) -> None:
     """Child process: time each case like the algorithm's batch mode does, print JSON."""
     started = time.perf_counter()
-    from medchallenge.algorithms.tb_caverns import CavernDetector, _process
+    from medchallenge.algorithms.runner import batch_cases
+    from medchallenge.algorithms.tb_caverns import ALGORITHM, CavernDetector
     from medchallenge.io import write_json_atomic
 
     detector = CavernDetector(MODEL, "cpu")
     startup = time.perf_counter() - started
     seconds = []
-    for path in sorted(input_dir.glob("*.nii.gz")):
+    for case in batch_cases(ALGORITHM, input_dir):
         t0 = time.perf_counter()
-        result, _ = _process(detector, path, path.name)
-        write_json_atomic(output_dir / f"{path.name}.json", result)
+        prediction = detector.predict(case)
+        write_json_atomic(output_dir / f"{case.name}.json", prediction.result)
         seconds.append(time.perf_counter() - t0)
     print(json.dumps({"startup_s": startup, "seconds": seconds, "provider": detector.provider}))
 

@@ -2,12 +2,14 @@
 
     python algorithms/tb_caverns/inference.py --input CT_DIR --output OUT_DIR [--model MODEL_DIR] [--device cpu]
 
-The model next to this script (model/tb_caverns.onnx) is the default; MODEL_DIR/tb_caverns.onnx overrides it.
+The model beside this script (model/tb_caverns.onnx; /opt/app/model in the image) is the default;
+MODEL_DIR/tb_caverns.onnx overrides it.
 """
 
 from pathlib import Path
 
-from medchallenge.algorithms.tb_caverns import MODEL_FILENAME, main
+from medchallenge.algorithms.runner import main
+from medchallenge.algorithms.tb_caverns import ALGORITHM
 
 if __name__ == "__main__":
-    raise SystemExit(main(baked_model=Path(__file__).resolve().parent / "model" / MODEL_FILENAME))
+    raise SystemExit(main(ALGORITHM, baked_model_dir=Path(__file__).resolve().parent / "model"))

@@ -7,7 +7,11 @@ import logging
 import os
 from pathlib import Path
 
+from .errors import InputError
+
 log = logging.getLogger("medchallenge.onnx")
+
+DEVICES = ("auto", "cpu", "cuda")
 
 
 def physical_cores() -> int:
@@ -30,6 +34,7 @@ def create_session(model_path: Path, device: str = "auto"):
 
     device: "auto" (CUDA if the runtime offers it, else CPU), "cpu", or "cuda" (strict: fail instead of
     falling back to CPU). Set by the `--device` flag or the `MEDCHALLENGE_DEVICE` variable.
+    An unreadable model, or "cuda" where the runtime offers no CUDA, is an InputError (one line).
     """
     import onnxruntime as ort
 
@@ -44,14 +49,17 @@ def create_session(model_path: Path, device: str = "auto"):
         providers = ["CPUExecutionProvider"]
     elif device == "cuda":
         if "CUDAExecutionProvider" not in available:
-            raise RuntimeError(f"--device cuda: this ONNX Runtime offers only {available}")
+            raise InputError(f"--device cuda: this ONNX Runtime offers only {available}")
         options.add_session_config_entry("session.disable_cpu_ep_fallback", "1")
         providers = ["CUDAExecutionProvider"]
     elif device == "auto":
         providers = [p for p in ("CUDAExecutionProvider", "CPUExecutionProvider") if p in available]
     else:
-        raise ValueError(f"unknown device {device!r} (auto, cpu, cuda)")
-    session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
+        raise ValueError(f"unknown device {device!r} ({', '.join(DEVICES)})")
+    try:
+        session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers)
+    except Exception as exc:  # onnxruntime raises its own exception types for unreadable models
+        raise InputError(f"{model_path}: cannot load the ONNX model ({type(exc).__name__})") from None
     used = session.get_providers()
     log.info("ONNX Runtime %s: model %s on %s", ort.__version__, model_path, used[0])
     if device == "auto" and "CUDAExecutionProvider" in providers and used[0] != "CUDAExecutionProvider":

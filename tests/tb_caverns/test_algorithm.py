@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
+from medchallenge.algorithms.runner import main
 from medchallenge.algorithms.tb_caverns import (
+    ALGORITHM,
     Detection,
     Postprocessing,
     Preprocessing,
     block_features,
-    main,
     map_detection,
     probabilities_to_detections,
     world_box_mm,
@@ -26,6 +27,11 @@ MODEL = Path(__file__).resolve().parents[2] / "algorithms" / "tb_caverns" / "mod
 # Small and deliberately not a multiple of the blocks (4, 4, 2) or of the network's pooling.
 SHAPE = (300, 250, 71)
 POST = Postprocessing(component_threshold=0.5, refine_threshold=0.5, min_score=0.5, min_coarse_voxels=2)
+
+
+def run_tb(argv: list[str]) -> int:
+    """The TB algorithm through the runner, with the repository's model as the one baked into the image."""
+    return main(ALGORITHM, argv, baked_model_dir=MODEL.parent)
 
 
 def official_iou(a, b) -> float:
@@ -99,8 +105,8 @@ def test_a_ct_of_another_spacing_is_resampled_and_its_boxes_mapped_back(tmp_path
     shape, spacing = (350, 292, 35), (0.6, 0.6, 5.0)
     planted = generate_case(case_rng(20, 0), shape, spacing, n_caverns=1, cavern_radius_mm=(12.0, 17.0))
     save_nifti(tmp_path / "input" / "TST_001.nii.gz", planted.ct, planted.affine)
-    assert main(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--model",
-                 str(tmp_path / "none"), "--device", "cpu"], baked_model=MODEL) == 0
+    assert run_tb(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--model",
+                   str(tmp_path / "none"), "--device", "cpu"]) == 0
     rows = (tmp_path / "out" / "submission.txt").read_text().splitlines()
     boxes = [[int(v) for v in row.split(",")[1:]] for row in rows]
     assert boxes and all(0 <= b[0] < b[3] < shape[0] and 0 <= b[2] < b[5] < shape[2] for b in boxes)
@@ -116,8 +122,8 @@ def cohort(tmp_path_factory):
     empty = generate_case(case_rng(7, 1), SHAPE, n_caverns=0)
     save_nifti(root / "input" / "TST_001.nii.gz", planted.ct, planted.affine)
     save_nifti(root / "input" / "TST_002.nii.gz", empty.ct, empty.affine)
-    assert main(["--input", str(root / "input"), "--output", str(root / "out"), "--model", str(root / "none"),
-                 "--device", "cpu"], baked_model=MODEL) == 0
+    assert run_tb(["--input", str(root / "input"), "--output", str(root / "out"), "--model", str(root / "none"),
+                   "--device", "cpu"]) == 0
     return root, planted
 
 
@@ -162,8 +168,7 @@ def test_gc_mode_reads_the_mha_and_writes_the_socket_file(cohort, tmp_path):
         "interface": {"slug": "ct-image", "kind": "Image", "super_kind": "Image", "relative_path": "images/ct"},
         "value": None, "file": None, "image": {"pk": "0b1c", "name": "TST_001.nii.gz"},
     }]))
-    assert main(["--input", str(job), "--output", str(tmp_path / "output"), "--device", "cpu"],
-                baked_model=MODEL) == 0
+    assert run_tb(["--input", str(job), "--output", str(tmp_path / "output"), "--device", "cpu"]) == 0
     gc = json.loads((tmp_path / "output" / "tb-cavern-boxes.json").read_text())
     batch = json.loads((root / "out" / "TST_001.json").read_text())
     assert gc == batch
@@ -173,8 +178,8 @@ def test_model_directory_overrides_the_baked_model(cohort, tmp_path, capsys):
     root, _ = cohort
     (tmp_path / "model").mkdir()
     (tmp_path / "model" / "tb_caverns.onnx").write_bytes(b"not a model")
-    code = main(["--input", str(root / "input"), "--output", str(tmp_path / "out"), "--model",
-                 str(tmp_path / "model")], baked_model=MODEL)
+    code = run_tb(["--input", str(root / "input"), "--output", str(tmp_path / "out"), "--model",
+                   str(tmp_path / "model")])
     assert code == 1
     assert f"error: {tmp_path / 'model' / 'tb_caverns.onnx'}: cannot load the ONNX model" in capsys.readouterr().err
 
@@ -182,8 +187,7 @@ def test_model_directory_overrides_the_baked_model(cohort, tmp_path, capsys):
 def test_unreadable_case_is_one_error_line_and_exit_1(tmp_path, capsys):
     (tmp_path / "input").mkdir()
     (tmp_path / "input" / "TST_009.nii.gz").write_bytes(b"this is not a NIfTI file")
-    code = main(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--device", "cpu"],
-                baked_model=MODEL)
+    code = run_tb(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out"), "--device", "cpu"])
     assert code == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "TST_009.nii.gz" in errors[0] and "cannot read" in errors[0]
@@ -192,7 +196,7 @@ def test_unreadable_case_is_one_error_line_and_exit_1(tmp_path, capsys):
 
 def test_empty_input_folder_is_an_error(tmp_path, capsys):
     (tmp_path / "input").mkdir()
-    assert main(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out")], baked_model=MODEL) == 1
+    assert run_tb(["--input", str(tmp_path / "input"), "--output", str(tmp_path / "out")]) == 1
     assert "no *.nii.gz" in capsys.readouterr().err
 
 

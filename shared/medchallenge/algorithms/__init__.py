@@ -1,1 +1,1 @@
-"""Inference code of the project's algorithm images, one module per challenge."""
+"""Inference code of the project's algorithm images: the runner they share (`runner`), one module per challenge."""

@@ -5,8 +5,8 @@ plus the fractions of air and of soft-tissue voxels per block), run the network 
 voxel), take connected components above a threshold, and refine each component's box at full resolution by
 trilinear up-sampling of its probabilities. Every parameter comes from the ONNX model's metadata.
 
-Modes (the container contract): `/input/inputs.json` present -> grand-challenge one-case mode (socket `ct-image`,
-output `/output/tb-cavern-boxes.json`); absent -> batch mode over every `*.nii.gz` of the input folder
+`ALGORITHM` plugs it into the algorithm runner (`runner.py`, the container contract): grand-challenge one-case mode
+(socket `ct-image` -> `tb-cavern-boxes.json`), or batch mode over every `*.nii.gz` of the input folder
 (`submission.txt` in the official run-file format plus one JSON per case).
 
 Boxes use the challenge's convention: X is the first voxel index (ITK index i, nibabel's first axis), corners are
@@ -15,35 +15,22 @@ inclusive voxel indices inside the volume, X1 < X2, Y1 < Y2, Z1 < Z2.
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from ..contract import add_path_arguments, read_inputs_json, strip_image_suffix
-from ..errors import InputError, report_errors
-from ..formats.tb_caverns import run_file_line
+from ..contract import strip_image_suffix
+from ..errors import InputError
+from ..formats.tb_caverns import run_file_text
 from ..imaging import read_image
-from ..logs import setup_logging
-from ..io import write_json_atomic, write_text_atomic
+from ..sockets import CT_IMAGE, INTERFACES, TB_CAVERN_BOXES
+from .runner import Algorithm, Case
 
 log = logging.getLogger("medchallenge.tb_caverns")
 
 MODEL_FILENAME = "tb_caverns.onnx"
-# The image's model; from a source checkout (editable install), the repository's committed model.
-BAKED_MODEL = next(
-    (p for p in (Path("/opt/app/model") / MODEL_FILENAME,
-                 Path(__file__).resolve().parents[3] / "algorithms" / "tb_caverns" / "model" / MODEL_FILENAME)
-     if p.is_file()),
-    Path("/opt/app/model") / MODEL_FILENAME,
-)
-INPUT_SOCKET = "ct-image"
-INPUT_RELATIVE_PATH = "images/ct"
-GC_OUTPUT_FILE = "tb-cavern-boxes.json"
 SUBMISSION_FILE = "submission.txt"
 OUTPUT_VERSION = 1
 
@@ -211,18 +198,21 @@ def _refine_box(prob, labels, k, sl, shape_zyx, pre: Preprocessing, post: Postpr
     return [x1, y1, z1, x2, y2, z2]
 
 
+@dataclass
+class CaseDetections:
+    """One CT's detections, and its per-case JSON (the same document in GC and batch mode)."""
+
+    detections: list[Detection]
+    result: dict
+
+
 class CavernDetector:
     """The ONNX model with its pre- and post-processing parameters."""
 
     def __init__(self, model_path: Path, device: str = "auto"):
         from ..onnx_session import create_session, model_metadata
 
-        try:
-            self.session = create_session(model_path, device)
-        except Exception as exc:  # onnxruntime raises its own exception types for unreadable models
-            if str(exc).startswith("--device cuda"):
-                raise InputError(str(exc)) from None
-            raise InputError(f"{model_path}: cannot load the ONNX model ({type(exc).__name__})") from None
+        self.session = create_session(model_path, device)
         meta = model_metadata(self.session)
         try:
             self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
@@ -253,6 +243,12 @@ class CavernDetector:
                  self.pre.spacing_xyz_mm)
         detections = self.detect(sitk.GetArrayViewFromImage(resampled))
         return [map_detection(d, resampled, image) for d in detections]
+
+    def predict(self, case: Case) -> CaseDetections:
+        """The case's detections and its per-case JSON."""
+        image, array = read_ct(case.inputs[CT_IMAGE.slug])
+        detections = self.detect_image(image, array)
+        return CaseDetections(detections, case_result(case.name, image, detections))
 
 
 def resample_to_spacing(image, spacing_xyz_mm: tuple[float, float, float]):
@@ -321,73 +317,34 @@ def case_result(image_name: str, image, detections: list[Detection]) -> dict:
     }
 
 
-def run_file_lines(file_name: str, detections: list[Detection]) -> list[str]:
-    """Official run-file lines `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2`, in probability order."""
-    return [run_file_line(file_name, d.corners()) for d in detections]
+def gc_outputs(prediction: CaseDetections) -> dict[str, object]:
+    """GC mode: the per-case JSON as the `tb-cavern-boxes` socket's value."""
+    return {TB_CAVERN_BOXES.slug: prediction.result}
 
 
-def _process(detector: CavernDetector, path: Path, image_name: str) -> tuple[dict, list[Detection]]:
-    image, array = read_ct(path)
-    detections = detector.detect_image(image, array)
-    return case_result(image_name, image, detections), detections
+def case_outputs(case: Case, prediction: CaseDetections) -> dict[str, object]:
+    """Batch mode: the per-case JSON as `TST_001.json`."""
+    return {f"{strip_image_suffix(case.name)}.json": prediction.result}
 
 
-def run_gc_case(detector: CavernDetector, inputs: dict, output_dir: Path) -> None:
-    socket = inputs.get(INPUT_SOCKET) or next(
-        (s for s in inputs.values() if s.relative_path.rstrip("/") == INPUT_RELATIVE_PATH), None)
-    if socket is None:
-        raise InputError(f"inputs.json: no socket '{INPUT_SOCKET}' ({INPUT_RELATIVE_PATH}); found {sorted(inputs)}")
-    path = socket.image_file()
-    started = time.perf_counter()
-    result, detections = _process(detector, path, socket.image_name or path.name)
-    write_json_atomic(output_dir / GC_OUTPUT_FILE, result)
-    log.info("%s: %d box(es) in %.1f s -> %s", path.name, len(detections), time.perf_counter() - started,
-             output_dir / GC_OUTPUT_FILE)
+def run_files(results: list[tuple[Case, CaseDetections]]) -> dict[str, str]:
+    """The official run file: every case's boxes in probability order."""
+    return {SUBMISSION_FILE: run_file_text((case.name, detection.corners())
+                                           for case, prediction in results for detection in prediction.detections)}
 
 
-def run_batch(detector: CavernDetector, input_dir: Path, output_dir: Path) -> None:
-    if not input_dir.is_dir():
-        raise InputError(f"{input_dir}: input folder does not exist")
-    paths = sorted(p for p in input_dir.glob("*.nii.gz") if p.is_file())
-    if not paths:
-        raise InputError(f"{input_dir}: no *.nii.gz CT images (and no inputs.json)")
-    lines = []
-    for number, path in enumerate(paths, start=1):
-        started = time.perf_counter()
-        result, detections = _process(detector, path, path.name)
-        write_json_atomic(output_dir / f"{strip_image_suffix(path.name)}.json", result)
-        lines += run_file_lines(path.name, detections)
-        log.info("[%d/%d] %s: %d box(es) in %.1f s", number, len(paths), path.name, len(detections),
-                 time.perf_counter() - started)
-    write_text_atomic(output_dir / SUBMISSION_FILE, "".join(line + "\n" for line in lines))
-    log.info("wrote %s (%d boxes, %d cases)", output_dir / SUBMISSION_FILE, len(lines), len(paths))
+def describe(prediction: CaseDetections) -> str:
+    return f"{len(prediction.detections)} box(es)"
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_path_arguments(parser, "input", "output", "model")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"),
-                        default=os.environ.get("MEDCHALLENGE_DEVICE", "auto"),
-                        help="ONNX Runtime device (default $MEDCHALLENGE_DEVICE or auto: CUDA if available)")
-    return parser
-
-
-@report_errors
-def main(argv: list[str] | None = None, baked_model: Path = BAKED_MODEL) -> int:
-    """Entry point: GC one-case mode when INPUT/inputs.json exists, batch mode otherwise."""
-    from ..onnx_session import resolve_model
-
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    model_path = resolve_model(baked_model, args.model, MODEL_FILENAME)
-    if not model_path.is_file():
-        raise InputError(f"{model_path}: model file not found")
-    inputs = read_inputs_json(args.input)
-    detector = CavernDetector(model_path, args.device)
-    log.info("model %s, provider %s", model_path, detector.provider)
-    if inputs is not None:
-        run_gc_case(detector, inputs, args.output)
-    else:
-        run_batch(detector, args.input, args.output)
-    return 0
+ALGORITHM = Algorithm(
+    description=__doc__.split("\n\n")[0],
+    interfaces=(INTERFACES["tb-caverns"],),
+    model_file=MODEL_FILENAME,
+    load_model=CavernDetector,
+    case_patterns=("*.nii.gz",),
+    gc_outputs=gc_outputs,
+    case_outputs=case_outputs,
+    run_files=run_files,
+    describe=describe,
+)

@@ -9,6 +9,7 @@ file names) are warnings, or errors with `strict=True`.
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -141,6 +142,6 @@ def read_box_json(path: Path, case_name: str, known_ids: set[str] | None = None,
     return run
 
 
-def run_file_line(name: str, box: Box) -> str:
-    """One run-file line: `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2`."""
-    return f"{name}," + ",".join(str(int(v)) for v in box)
+def run_file_text(boxes: Iterable[tuple[str, Sequence[int]]]) -> str:
+    """The run file: one line `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2` per (file name, box), in the given order."""
+    return "".join(f"{name}," + ",".join(str(int(v)) for v in box) + "\n" for name, box in boxes)

@@ -1,0 +1,173 @@
+"""The algorithm runner: the container contract of every algorithm image around one challenge's model.
+
+Modes: `INPUT/inputs.json` present -> grand-challenge one-case mode: the set of input socket slugs selects one of the
+algorithm's interfaces (as grand-challenge-forge's inference template dispatches), and each output socket's value is
+written at its relative path under OUTPUT. Absent -> batch mode: every file of INPUT matching the algorithm's case
+patterns is a case; per-case files as each case is done, then the run file(s), go to OUTPUT.
+
+Model: `<model dir>/<model file>` when that file exists, the model dir being `--model`, else `$MODEL_DIR`, else
+/opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
+(/opt/app/model; the entry script passes the folder beside it, which is that folder in the image).
+Device: `--device auto|cpu|cuda`, default `$MEDCHALLENGE_DEVICE` or auto (CUDA if ONNX Runtime offers it).
+Every output file is written atomically (complete or absent); bad input is one `error:` line and exit status 1.
+Output sockets and per-case files are JSON values so far; an image output needs its writer added here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Generic, Protocol, TypeVar
+
+from ..contract import SocketValue, add_path_arguments, read_inputs_json
+from ..errors import InputError, report_errors
+from ..io import write_json_atomic, write_text_atomic
+from ..logs import setup_logging
+from ..onnx_session import DEVICES, resolve_model
+from ..sockets import Interface
+
+log = logging.getLogger("medchallenge.algorithm")
+
+BAKED_MODEL_DIR = Path("/opt/app/model")
+DEVICE_VARIABLE = "MEDCHALLENGE_DEVICE"
+
+Prediction = TypeVar("Prediction")
+Prediction_co = TypeVar("Prediction_co", covariant=True)
+
+
+@dataclass(frozen=True)
+class Case:
+    """One case: its name (the uploaded file's name, e.g. `TST_001.nii.gz`) and its input files by socket slug."""
+
+    name: str
+    inputs: Mapping[str, Path]
+
+
+class Model(Protocol[Prediction_co]):
+    """A challenge's model, loaded once per run."""
+
+    provider: str  # the ONNX Runtime execution provider in use, logged
+
+    def predict(self, case: Case) -> Prediction_co: ...
+
+
+@dataclass(frozen=True)
+class Algorithm(Generic[Prediction]):
+    """What a challenge plugs into the runner: its model and how its predictions are written."""
+
+    description: str  # for --help
+    interfaces: tuple[Interface, ...]  # the GC interfaces it serves; batch mode reads the first one's input socket
+    model_file: str  # the file name inside a model folder
+    load_model: Callable[[Path, str], Model[Prediction]]  # (model file, device); InputError for an unusable one
+    case_patterns: tuple[str, ...]  # batch mode: which files of the input folder are cases
+    gc_outputs: Callable[[Prediction], dict[str, object]]  # GC mode: output socket slug -> its JSON value
+    case_outputs: Callable[[Case, Prediction], dict[str, object]]  # batch mode: per-case file name -> JSON value
+    run_files: Callable[[list[tuple[Case, Prediction]]], dict[str, str]]  # batch mode: run file name -> text
+    describe: Callable[[Prediction], str]  # a prediction in a few words for the progress log, e.g. "2 box(es)"
+
+    def __post_init__(self) -> None:
+        if len(self.interfaces[0].inputs) != 1:
+            raise ValueError("batch mode reads one file per case: the first interface must have one input socket")
+
+
+def model_location(model_file: str, model_dir: Path, baked_model_dir: Path) -> Path:
+    """`model_dir/model_file` when it exists, else the baked one; an InputError when neither exists."""
+    path = resolve_model(baked_model_dir / model_file, model_dir, model_file)
+    if not path.is_file():
+        raise InputError(f"{model_file}: no model file in {model_dir} or {baked_model_dir}")
+    return path
+
+
+def load_model(algorithm: Algorithm[Prediction], model_path: Path, device: str) -> Model[Prediction]:
+    """The challenge's model on `device`; the log names the model file and the execution provider."""
+    model = algorithm.load_model(model_path, device)
+    log.info("model %s, provider %s", model_path, model.provider)
+    return model
+
+
+def gc_case(interfaces: tuple[Interface, ...], sockets: dict[str, SocketValue], input_dir: Path
+            ) -> tuple[Interface, Case]:
+    """The interface whose input sockets are exactly the job's, and the job's case; named after its first input."""
+    slugs = set(sockets)
+    interface = next((i for i in interfaces if {s.slug for s in i.inputs} == slugs), None)
+    if interface is None:
+        expected = " or ".join(str(sorted(s.slug for s in i.inputs)) for i in interfaces)
+        raise InputError(f"{input_dir / 'inputs.json'}: input sockets {sorted(slugs)} match no interface of this "
+                         f"algorithm (expected {expected})")
+    inputs = {s.slug: sockets[s.slug].image_file() if s.super_kind == "Image" else sockets[s.slug].path
+              for s in interface.inputs}
+    first = sockets[interface.inputs[0].slug]
+    return interface, Case(first.image_name or inputs[first.slug].name, inputs)
+
+
+def batch_cases(algorithm: Algorithm, input_dir: Path) -> list[Case]:
+    """Every file of `input_dir` matching the case patterns, by name, as a case of the first interface's input."""
+    if not input_dir.is_dir():
+        raise InputError(f"{input_dir}: input folder does not exist")
+    paths = sorted({p for pattern in algorithm.case_patterns for p in input_dir.glob(pattern) if p.is_file()})
+    if not paths:
+        raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)} files (and no inputs.json)")
+    slug = algorithm.interfaces[0].inputs[0].slug
+    return [Case(path.name, {slug: path}) for path in paths]
+
+
+def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:
+    """Predict the job's case and write every output socket of its interface."""
+    started = time.perf_counter()
+    prediction = model.predict(case)
+    values = algorithm.gc_outputs(prediction)
+    written = [output_dir / socket.relative_path for socket in interface.outputs]
+    for socket, path in zip(interface.outputs, written):
+        write_json_atomic(path, values[socket.slug])
+    log.info("%s: %s in %.1f s -> %s", case.inputs[interface.inputs[0].slug].name, algorithm.describe(prediction),
+             time.perf_counter() - started, ", ".join(map(str, written)))
+
+
+def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir: Path) -> None:
+    """Predict every case, writing its files as it is done, then the run file(s)."""
+    results = []
+    for number, case in enumerate(cases, start=1):
+        started = time.perf_counter()
+        prediction = model.predict(case)
+        for name, value in algorithm.case_outputs(case, prediction).items():
+            write_json_atomic(output_dir / name, value)
+        results.append((case, prediction))
+        log.info("[%d/%d] %s: %s in %.1f s", number, len(cases), case.name, algorithm.describe(prediction),
+                 time.perf_counter() - started)
+    written = []
+    for name, text in algorithm.run_files(results).items():
+        write_text_atomic(output_dir / name, text)
+        written.append(output_dir / name)
+    log.info("wrote %s (%d cases)", ", ".join(map(str, written)), len(cases))
+
+
+def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=algorithm.description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_path_arguments(parser, "input", "output", "model")
+    parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_VARIABLE) or "auto",
+                        help=f"ONNX Runtime device (default ${DEVICE_VARIABLE} or auto: CUDA if available)")
+    return parser
+
+
+@report_errors
+def main(algorithm: Algorithm, argv: list[str] | None = None, baked_model_dir: Path = BAKED_MODEL_DIR) -> int:
+    """Entry point of an algorithm image: GC one-case mode when INPUT/inputs.json exists, batch mode otherwise."""
+    args = build_parser(algorithm).parse_args(argv)
+    setup_logging()
+    if args.device not in DEVICES:  # argparse does not check a default against the choices
+        raise InputError(f"{DEVICE_VARIABLE}={args.device!r}: expected one of {', '.join(DEVICES)}")
+    model_path = model_location(algorithm.model_file, args.model, baked_model_dir)
+    sockets = read_inputs_json(args.input)
+    if sockets is None:
+        cases = batch_cases(algorithm, args.input)
+        run_batch(algorithm, load_model(algorithm, model_path, args.device), cases, args.output)
+    else:
+        interface, case = gc_case(algorithm.interfaces, sockets, args.input)
+        run_gc_case(algorithm, load_model(algorithm, model_path, args.device), interface, case, args.output)
+    return 0
