@@ -102,7 +102,7 @@ def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, r
           env=dict(common, TB_CAVERNS_PREDICTIONS=str(batch_predictions), TB_CAVERNS_METRICS=str(batch_metrics)))
     gc = json.loads((gc_metrics / "metrics.json").read_text())
     batch = json.loads((batch_metrics / "metrics.json").read_text())
-    assert gc["meta"]["predictions"] == "grand-challenge predictions.json"
+    assert gc["meta"]["layout"] == "grand-challenge predictions.json"
     assert gc["aggregates"] == batch["aggregates"]
 
 

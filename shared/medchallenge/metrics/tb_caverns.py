@@ -6,7 +6,7 @@ Boxes are 6 integers (x1, y1, z1, x2, y2, z2).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 
 Box = Sequence[int]
 
@@ -69,43 +69,24 @@ def mean_average_precision(gt_case_scores: Iterable[float], n_true_negative: int
     return total / n_all_ids
 
 
-def case_record(gt_boxes: Sequence[Box], pred_boxes: Sequence[Box], *, in_all_ids: bool, has_ground_truth: bool,
-                thresholds: Sequence[float] = IOU_THRESHOLDS) -> dict:
-    """Stage 1 for one case: counts and score at each threshold, the case score, and the §4 rule that applied."""
-    record = {"in_all_ids": in_all_ids, "has_ground_truth": has_ground_truth,
-              "n_gt": len(gt_boxes), "n_pred": len(pred_boxes)}
+def case_counts(gt_boxes: Sequence[Box], pred_boxes: Sequence[Box],
+                thresholds: Sequence[float] = IOU_THRESHOLDS) -> tuple[str, list[tuple[int, int, int]]]:
+    """§4 for one case: the rule that applies and (tp, fp, fn) at each threshold."""
     if gt_boxes and pred_boxes:
-        counts = [match_counts(gt_boxes, pred_boxes, t) for t in thresholds]
-        record["rule"] = "matched"
-    elif gt_boxes:
-        counts = [(0, 0, len(gt_boxes))] * len(thresholds)
-        record["rule"] = "ground truth without predictions scores 0"
-    elif pred_boxes:
-        counts = [(0, len(pred_boxes), 0)] * len(thresholds)
-        record["rule"] = "no ground truth but predictions scores 0"
-    else:
-        counts = [(0, 0, 0)] * len(thresholds)
-        record["rule"] = "no ground truth and no predictions scores 1"
-    record["per_threshold"] = [
-        {"tp": tp, "fp": fp, "fn": fn, "score": tp / (tp + fp + fn) if tp + fp + fn else 1.0} for tp, fp, fn in counts
-    ]
-    record["case_score"] = sequential_mean([item["score"] for item in record["per_threshold"]])
-    return record
+        return "matched", [match_counts(gt_boxes, pred_boxes, t) for t in thresholds]
+    if gt_boxes:
+        return "ground truth without predictions scores 0", [(0, 0, len(gt_boxes))] * len(thresholds)
+    if pred_boxes:
+        return "no ground truth but predictions scores 0", [(0, len(pred_boxes), 0)] * len(thresholds)
+    return "no ground truth and no predictions scores 1", [(0, 0, 0)] * len(thresholds)
+
+
+def threshold_score(tp: int, fp: int, fn: int) -> float:
+    """§3: a case's score at one threshold, tp / (tp + fp + fn); 1 where all are 0."""
+    return tp / (tp + fp + fn) if tp + fp + fn else 1.0
 
 
 def case_order(gt_ids: Sequence[str], all_ids: Sequence[str]) -> list[str]:
     """Every case that is scored: ground-truth ids in file order (§4 sums them in that order), then the id list."""
     seen = set(gt_ids)
     return list(gt_ids) + [i for i in all_ids if i not in seen]
-
-
-def aggregate(records: Mapping[str, dict], n_all_ids: int, thresholds: Sequence[float] = IOU_THRESHOLDS) -> dict:
-    """Stage 2: `map` (§4, summed exactly as the official code) and the same aggregate at each threshold."""
-    gt_ids = [i for i, r in records.items() if r["has_ground_truth"]]
-    n_tn = sum(1 for r in records.values()
-               if r["in_all_ids"] and not r["has_ground_truth"] and r["n_pred"] == 0)
-    result = {"map": mean_average_precision((records[i]["case_score"] for i in gt_ids), n_tn, n_all_ids)}
-    for k, t in enumerate(thresholds):
-        per_t = (records[i]["per_threshold"][k]["score"] for i in gt_ids)
-        result[f"ap_at_iou_{t:.2f}"] = mean_average_precision(per_t, n_tn, n_all_ids)
-    return result
