@@ -147,9 +147,9 @@ def compute_records(
                 bar.update()
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            # a few chunks per worker: one task per case would cost more than a cheap case itself
-            chunks = pool.map(per_case, todo, chunksize=-(-len(todo) // (4 * workers)))
-            for case_id, record in zip(todo, chunks):
+            # a few chunks of cases per worker: a task per case would cost more than a cheap case itself
+            computed = pool.map(per_case, todo, chunksize=-(-len(todo) // (4 * workers)))
+            for case_id, record in zip(todo, computed):
                 store(case_id, record)
                 if bar:
                     bar.update()

@@ -292,6 +292,7 @@ class FrocSummary(Summary):
 
 
 def read(args: argparse.Namespace) -> PointCases:
+    """Ground truth and submission (run files or GC layout), the points grouped by image for the hit tests."""
     fps = parse_fps(args.fps)
     gt_path = args.ground_truth if args.ground_truth.is_file() else args.ground_truth / GROUND_TRUTH_FILE
     gt = read_ground_truth(gt_path, args.strict)
@@ -305,6 +306,7 @@ def read(args: argparse.Namespace) -> PointCases:
 
 
 def evaluate_case(data: HitTestInput, block_id: str) -> BlockHits:
+    """Stage 1: the hit tests of one block of images."""
     first, last = (int(v) for v in block_id.split("-")[1:])
     start, stop = data.point_start[first - 1], data.point_start[last]
     point, obj = metrics.hit_pairs(data.point_image[start:stop], data.x[start:stop], data.y[start:stop],

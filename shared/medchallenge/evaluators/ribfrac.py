@@ -90,7 +90,7 @@ class VolumeCases(Cases):
 
 
 def evaluate_case(sources: dict[str, CaseSource], case_id: str) -> CaseMatch:
-    """Stage 1 for one case: both masks matched (§2), its rows classified (§4), voxel sums (§6)."""
+    """Stage 1 for one case: a typed record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
     source = sources[case_id]
     gt = formats.read_label_volume(source.gt_volume)
     pred = np.zeros_like(gt) if source.pred_volume is None else formats.read_label_volume(source.pred_volume)
@@ -315,6 +315,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def read(args: argparse.Namespace) -> VolumeCases:
+    """The cases (ground-truth volumes, sorted) with their masks and rows, and notes on what was accepted."""
     case_ids, sources, layout, notes = collect_sources(args.input, args.ground_truth, args.strict)
     return VolumeCases(ids=case_ids, sources=sources, layout=layout, notes=NOTES + notes, branch=args.branch,
                        tie_order=args.tie_order)

@@ -100,7 +100,7 @@ def read(args: argparse.Namespace) -> BoxCases:
 
 def case_record(gt_boxes: Sequence[Box], pred_boxes: Sequence[Box], *, in_all_ids: bool, has_ground_truth: bool,
                 thresholds: Sequence[float] = IOU_THRESHOLDS) -> CaseScore:
-    """Stage 1 for one case's boxes."""
+    """The per-case step on one case's boxes (§3, §4)."""
     rule, counts = case_counts(gt_boxes, pred_boxes, thresholds)
     per_threshold = [ThresholdScore(tp=tp, fp=fp, fn=fn, score=threshold_score(tp, fp, fn)) for tp, fp, fn in counts]
     return CaseScore(in_all_ids, has_ground_truth, len(gt_boxes), len(pred_boxes), rule, per_threshold,
@@ -108,6 +108,7 @@ def case_record(gt_boxes: Sequence[Box], pred_boxes: Sequence[Box], *, in_all_id
 
 
 def evaluate_case(boxes: Boxes, case_id: str) -> CaseScore:
+    """Stage 1 for one case."""
     return case_record(boxes.ground_truth.get(case_id, []), boxes.predictions.get(case_id, []),
                        in_all_ids=case_id in boxes.all_ids, has_ground_truth=case_id in boxes.ground_truth)
 
@@ -125,6 +126,7 @@ def aggregate_scores(records: Mapping[str, CaseScore], num_all_ids: int,
 
 
 def aggregate(cases: BoxCases, records: dict[str, CaseScore]) -> Summary:
+    """Stage 2 with the id counts and the prediction ids that are no case."""
     boxes = cases.sources
     details = {
         "num_all_ids": len(boxes.all_ids),
