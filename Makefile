@@ -68,14 +68,8 @@ save: images
 # What an organiser uploads to grand-challenge besides the images: per challenge dist/gc/<challenge>/ with
 # ground_truth.tar.gz, model.tar.gz (challenges with an algorithm) and sockets.json. Ground truth: the demo data
 # (make demo) unless <PREFIX>_GROUND_TRUTH names another folder, e.g. make gc-pack TB_CAVERNS_GROUND_TRUTH=/data/gt
-GC_PACK := $(PY) -m medchallenge.gc_pack --out dist/gc
 gc-pack: venv
-	$(GC_PACK) tb-caverns --ground-truth $(or $(TB_CAVERNS_GROUND_TRUTH),demo/tb_caverns/ground_truth) \
-	  --model $(or $(TB_CAVERNS_MODEL),algorithms/tb_caverns/model)
-	$(GC_PACK) ribfrac --ground-truth $(or $(RIBFRAC_GROUND_TRUTH),demo/ribfrac/ground_truth)
-	$(GC_PACK) object-cxr --ground-truth $(or $(OBJECT_CXR_GROUND_TRUTH),demo/object_cxr/ground_truth)
-	$(GC_PACK) imageclef-caption-2022 --ground-truth $(or $(CAPTION_2022_GROUND_TRUTH),demo/caption_2022/ground_truth)
-	$(GC_PACK) imageclef-caption-2021 --ground-truth $(or $(CAPTION_2021_GROUND_TRUTH),demo/caption_2021/ground_truth)
+	$(PY) -m medchallenge.gc_pack --all --out dist/gc
 
 # Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI).
 models: $(TRAIN_VENV)/.installed

@@ -26,7 +26,7 @@ def _scoring_seconds(args: list[str], repeats: int) -> float:
     for _ in range(repeats):
         ev.load_inputs.cache_clear()
         start = time.perf_counter()
-        assert ev.main([*args, "--no-plot"]) == 0
+        assert ev.main([*args, "--no-plots"]) == 0
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

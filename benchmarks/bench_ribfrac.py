@@ -64,7 +64,7 @@ def _child(task: str, case_id: str) -> dict:
         sources = {case_id: sources[case_id]}
 
         def work():
-            return evaluate_case(case_id, sources)["num_gt"]
+            return evaluate_case(sources, case_id).num_gt
     baseline = _peak_mb()
     seconds = []
     for _ in range(REPEATS):

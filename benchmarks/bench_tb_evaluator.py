@@ -12,6 +12,8 @@ from pathlib import Path
 
 from medchallenge.evaluators.tb_caverns import main
 
+EVALUATE = Path(__file__).resolve().parents[1] / "evaluators" / "tb_caverns" / "evaluate.py"
+
 
 def write_cohort(root: Path, n_cases: int = 140, seed: int = 0) -> tuple[Path, Path]:
     """Random ground truth (0-4 boxes per case) and predictions jittered from it, with misses and extras."""
@@ -52,8 +54,7 @@ def run() -> dict:
         whole = []
         for _ in range(3):
             start = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "medchallenge.evaluators.tb_caverns", *args], check=True,
-                           capture_output=True)
+            subprocess.run([sys.executable, str(EVALUATE), *args], check=True, capture_output=True)
             whole.append(time.perf_counter() - start)
     return {"cases": 140, "evaluate_seconds_median": round(statistics.median(in_process), 4),
             "whole_process_seconds_median": round(statistics.median(whole), 3), "target_seconds": 0.5}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -13,19 +14,23 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+from medchallenge import __version__  # noqa: E402
 from medchallenge.io import write_json_atomic  # noqa: E402
+from medchallenge.registry import SERVICES  # noqa: E402
 
 
 def image_sizes() -> dict[str, int]:
-    """Bytes of every image compose.yaml names (absent when Docker is not available)."""
-    try:
-        images = subprocess.run(["docker", "compose", "config", "--images"], check=True, capture_output=True,
-                                text=True).stdout.split()
-        return {image: int(subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", image],
-                                          check=True, capture_output=True, text=True).stdout)
-                for image in images}
-    except (OSError, subprocess.CalledProcessError):
-        return {}
+    """Bytes of every image of the registry's services, as compose.yaml tags them (absent when Docker is not
+    available or the image is not built)."""
+    version = os.environ.get("MEDCHALLENGE_VERSION") or __version__
+    sizes = {}
+    for image in (f"{service.image}:{version}" for service in SERVICES):
+        try:
+            sizes[image] = int(subprocess.run(["docker", "image", "inspect", "--format", "{{.Size}}", image],
+                                              check=True, capture_output=True, text=True).stdout)
+        except (OSError, subprocess.CalledProcessError):
+            continue
+    return sizes
 
 
 def main() -> int:

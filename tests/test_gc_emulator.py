@@ -212,5 +212,5 @@ def test_tb_caverns_through_the_cli_with_the_local_runner(tmp_path, repo):
                         "--ground-truth", str(tmp_path / "tb" / "ground_truth"), "--output",
                         str(tmp_path / f"m-{layout}"), "--no-progress"], check=True, capture_output=True)
         metrics[layout] = json.loads((tmp_path / f"m-{layout}" / "metrics.json").read_text())
-    assert metrics["gc"]["meta"]["predictions"] == "grand-challenge predictions.json"
+    assert metrics["gc"]["meta"]["layout"] == "grand-challenge predictions.json"
     assert metrics["gc"]["aggregates"] == metrics["batch"]["aggregates"]

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from medchallenge.evaluators import tb_caverns as tb_evaluator
-from medchallenge.gc_pack import main, reproducible_tar_gz
-from medchallenge.sockets import INTERFACES
+from medchallenge.gc_pack import PACKAGES, main, reproducible_tar_gz
 
 
 @pytest.fixture(scope="module")
@@ -85,10 +84,26 @@ def test_a_link_in_the_ground_truth_is_one_clear_line(tmp_path, capsys):
     assert not (tmp_path / "gc" / "object-cxr" / "ground_truth.tar.gz").exists()
 
 
-@pytest.mark.parametrize("challenge", sorted(INTERFACES))
+@pytest.mark.parametrize("challenge", sorted(PACKAGES))
 def test_ground_truth_without_what_the_evaluator_reads_is_refused(tmp_path, capsys, challenge):
     empty = tmp_path / "gt"
     empty.mkdir()
     assert main([challenge, "--ground-truth", str(empty), "--out", str(tmp_path / "gc")]) == 1
     error = capsys.readouterr().err.strip()
-    assert "\n" not in error and INTERFACES[challenge].ground_truth[0] in error
+    assert "\n" not in error and PACKAGES[challenge].challenge.interface.ground_truth[0] in error
+
+
+def test_all_packs_every_challenge_from_the_folders_compose_mounts(tmp_path, monkeypatch, repo):
+    assert sorted(PACKAGES) == ["imageclef-caption-2021", "imageclef-caption-2022", "object-cxr", "ribfrac",
+                                "tb-caverns"]
+    for configuration in PACKAGES.values():
+        folder = tmp_path / configuration.demo_folder
+        folder.mkdir()
+        for pattern in configuration.challenge.interface.ground_truth:
+            (folder / pattern.replace("*", "case")).write_text("x\n")
+        monkeypatch.setenv(configuration.service.mount("ground_truth").variable, str(folder))
+    monkeypatch.chdir(repo)  # the model: the one in the repository, as compose.yaml mounts it
+    assert main(["--all", "--out", str(tmp_path / "gc")]) == 0
+    assert sorted(p.name for p in (tmp_path / "gc").iterdir()) == sorted(PACKAGES)
+    assert (tmp_path / "gc" / "tb-caverns" / "model.tar.gz").is_file()
+    assert not (tmp_path / "gc" / "ribfrac" / "model.tar.gz").exists()

@@ -12,9 +12,10 @@ from __future__ import annotations
 import importlib
 import sys
 
-EVALUATORS = {"tb-caverns": "tb_caverns", "ribfrac": "ribfrac", "object-cxr": "object_cxr",
-              "imageclef-caption": "imageclef_caption"}
-ALGORITHMS = {"tb-caverns": "tb_caverns"}
+from .registry import CHALLENGES
+
+EVALUATORS = {name: challenge.evaluator_module for name, challenge in CHALLENGES.items()}
+ALGORITHMS = {name: challenge.algorithm.module for name, challenge in CHALLENGES.items() if challenge.algorithm}
 
 
 def _run(module: str, argv: list[str]) -> int:
@@ -33,11 +34,15 @@ def main(argv: list[str] | None = None) -> int:
         return _run("medchallenge.gc_emulator", rest)
     if command == "demo":
         return _run("medchallenge.demo", rest)
-    table = {"evaluate": (EVALUATORS, "evaluators"), "infer": (ALGORITHMS, "algorithms")}.get(command)
-    if table and rest and rest[0] in table[0]:
-        return _run(f"medchallenge.{table[1]}.{table[0][rest[0]]}", rest[1:])
-    if table:
-        print(f"usage: medchallenge {command} {{{','.join(table[0])}}} ...", file=sys.stderr)
+    modules = {"evaluate": EVALUATORS, "infer": ALGORITHMS}.get(command)
+    if command == "infer" and rest and rest[0] in ALGORITHMS:
+        from .algorithms import runner
+
+        return runner.main(CHALLENGES[rest[0]].algorithm.plugin(), rest[1:])
+    if modules and rest and rest[0] in modules:
+        return _run(modules[rest[0]], rest[1:])
+    if modules:
+        print(f"usage: medchallenge {command} {{{','.join(modules)}}} ...", file=sys.stderr)
         return 2
     print(f"unknown command {command!r}\n{__doc__}", file=sys.stderr)
     return 2

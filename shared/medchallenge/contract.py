@@ -20,6 +20,7 @@ GC_INPUT = "/input"
 GC_OUTPUT = "/output"
 GC_MODEL = "/opt/ml/model"
 GC_GROUND_TRUTH = "/opt/ml/input/data/ground_truth"
+GC_LAYOUT = "grand-challenge predictions.json"  # metrics.json `meta.layout` of an evaluation read from GC's layout
 
 # flag -> (environment variables in order of preference, GC default)
 PATH_OPTIONS = {

@@ -8,34 +8,11 @@ import os
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+from .registry import CONFIGURATIONS_WITH_DATA, DEMO_ROOT, Configuration
 
-@dataclass(frozen=True)
-class Demo:
-    """One challenge's demo: how to generate its data and which compose service scores it."""
-
-    title: str
-    folder: str
-    service: str
-    env_prefix: str
-    synth: tuple[str, ...]
-    runs_algorithm: bool = False
-
-
-DEMOS = (
-    Demo("ImageCLEF 2022 TB caverns", "tb_caverns", "tb-caverns-evaluator", "TB_CAVERNS",
-         ("tb-caverns", "--cases", "8", "--seed", "2026"), runs_algorithm=True),
-    Demo("MICCAI 2020 RibFrac", "ribfrac", "ribfrac-evaluator", "RIBFRAC",
-         ("ribfrac", "--cases", "8", "--shape", "256", "256", "160", "--seed", "2026")),
-    Demo("object-CXR", "object_cxr", "object-cxr-evaluator", "OBJECT_CXR",
-         ("object-cxr", "--images", "1000", "--seed", "2026")),
-    Demo("ImageCLEFmed Caption 2022", "caption_2022", "caption-2022-evaluator", "CAPTION_2022",
-         ("imageclef-caption", "--edition", "2022", "--images", "2000", "--secondary", "--seed", "2026")),
-    Demo("ImageCLEFmed Caption 2021", "caption_2021", "caption-2021-evaluator", "CAPTION_2021",
-         ("imageclef-caption", "--edition", "2021", "--images", "2000", "--seed", "2026")),
-)
+SEED = "2026"
 
 
 def _open(path: Path) -> Path:
@@ -44,24 +21,33 @@ def _open(path: Path) -> Path:
     return path
 
 
-def run_demo(demo: Demo, root: Path, compose_file: Path) -> dict:
+def _under(root: Path, default: str) -> Path:
+    """A compose folder default (`./demo/ribfrac/metrics`) moved under `root`."""
+    return root / Path(default).relative_to(DEMO_ROOT)
+
+
+def run_demo(configuration: Configuration, root: Path, compose_file: Path) -> dict:
     """Generate the data, run the evaluator service (and the algorithm before it), return metrics.json."""
-    base = root / demo.folder
-    if base.exists():
-        shutil.rmtree(base)
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", demo.synth[0], "--out", str(base), *demo.synth[1:]],
-                   check=True)
+    challenge, service = configuration.challenge, configuration.service
+    if (root / configuration.demo_folder).exists():
+        shutil.rmtree(root / configuration.demo_folder)
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.name,
+                    "--out", str(root / configuration.demo_folder), *challenge.demo_size,
+                    *configuration.edition.synth_arguments, "--seed", SEED], check=True)
+    mounts = [*service.mounts, *(challenge.algorithm_service.mounts if challenge.algorithm else ())]
     env = dict(os.environ)
-    for name in ("input", "predictions", "ground_truth", "metrics"):
-        folder = _open(base / name)
+    for mount in mounts:
+        if not mount.default.startswith(f"{DEMO_ROOT}/"):
+            continue  # the algorithm's model: the one in the repository
+        folder = _open(_under(root, mount.default))
         for path in folder.rglob("*"):
             os.chmod(path, 0o777 if path.is_dir() else 0o644)
-        env[f"{demo.env_prefix}_{name.upper()}"] = str(folder.resolve())
+        env[mount.variable] = str(folder.resolve())
     command = ["docker", "compose", "-f", str(compose_file), "run", "--rm"]
-    if not demo.runs_algorithm:
+    if service.depends_on is None:
         command.append("--no-deps")
-    subprocess.run([*command, demo.service], env=env, check=True)
-    return json.loads((base / "metrics" / "metrics.json").read_text())
+    subprocess.run([*command, service.name], env=env, check=True)
+    return json.loads((_under(root, service.mount("metrics").default) / "metrics.json").read_text())
 
 
 def format_table(results: dict[str, dict]) -> str:
@@ -87,11 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="folder names of the challenges to run (default: all)")
     args = parser.parse_args(argv)
     results = {}
-    for demo in DEMOS:
-        if args.only and demo.folder not in args.only:
+    for configuration in CONFIGURATIONS_WITH_DATA:
+        if args.only and configuration.demo_folder not in args.only:
             continue
-        print(f"== {demo.title}: docker compose run --rm {demo.service}", flush=True)
-        results[demo.title] = run_demo(demo, args.root, args.compose_file)
+        print(f"== {configuration.title}: docker compose run --rm {configuration.service.name}", flush=True)
+        results[configuration.title] = run_demo(configuration, args.root, args.compose_file)
     print()
     print(format_table(results))
     print(f"\nmetrics.json and figures: {args.root}/<challenge>/metrics/")

@@ -2,6 +2,7 @@
 
 Stage 1 turns each case into a plain JSON-serialisable record; records can be cached in a folder, so a run
 resumes after a failure and shards (`--shard K/N`) can run on different machines. Stage 2 aggregates all records.
+The evaluator command (medchallenge.evaluator) runs both stages.
 """
 
 from __future__ import annotations
@@ -17,17 +18,6 @@ from pathlib import Path
 
 from .errors import InputError
 from .io import write_json_atomic, write_text_atomic
-
-
-def add_evaluation_arguments(parser: argparse.ArgumentParser) -> None:
-    """Flags shared by every evaluator: workers, record cache, sharding."""
-    parser.add_argument("--workers", type=int, default=int(os.environ.get("EVAL_MAX_WORKERS", "0")),
-                        help="processes for the per-case step (0: one per core; default $EVAL_MAX_WORKERS)")
-    parser.add_argument("--records", type=Path, default=None,
-                        help="folder for per-case records: reused on the next run (resume), shared between shards")
-    parser.add_argument("--shard", default=None, metavar="K/N",
-                        help="compute only shard K of N (1-based) of the per-case records, then stop")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | None:
@@ -157,7 +147,9 @@ def compute_records(
                 bar.update()
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
-            for case_id, record in zip(todo, pool.map(per_case, todo)):
+            # a few chunks of cases per worker: a task per case would cost more than a cheap case itself
+            computed = pool.map(per_case, todo, chunksize=-(-len(todo) // (4 * workers)))
+            for case_id, record in zip(todo, computed):
                 store(case_id, record)
                 if bar:
                     bar.update()

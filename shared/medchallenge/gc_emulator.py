@@ -39,7 +39,8 @@ from pathlib import Path
 from .errors import InputError, report_errors
 from .io import write_text_atomic
 from .logs import setup_logging
-from .sockets import INTERFACES, Socket
+from .registry import CHALLENGES
+from .sockets import Socket
 
 log = logging.getLogger("medchallenge.gc_emulator")
 
@@ -65,16 +66,17 @@ class AlgorithmSpec:
     output_sockets: tuple[Socket, ...]
 
 
-# One entry per challenge with an algorithm image. RibFrac, object-CXR and caption algorithms add theirs here.
+# One entry per challenge of the registry with an algorithm image.
 ALGORITHMS = {
-    "tb-caverns": AlgorithmSpec(
-        service="tb-caverns-algorithm",
-        env_prefix="TB_CAVERNS",
-        inference_script="algorithms/tb_caverns/inference.py",
-        case_patterns=("*.nii.gz",),
-        input_socket=INTERFACES["tb-caverns"].inputs[0],
-        output_sockets=INTERFACES["tb-caverns"].outputs,
-    ),
+    name: AlgorithmSpec(
+        service=challenge.algorithm_service.name,
+        env_prefix=challenge.default.variable_prefix,
+        inference_script=f"algorithms/{challenge.module}/inference.py",
+        case_patterns=challenge.algorithm.plugin().case_patterns,
+        input_socket=challenge.interface.inputs[0],
+        output_sockets=challenge.interface.outputs,
+    )
+    for name, challenge in CHALLENGES.items() if challenge.algorithm
 }
 
 # The socket GC creates for the evaluation's predictions.json (a JSON value stored in the database).

@@ -9,7 +9,9 @@ Per challenge, under `OUT/<challenge>/`:
 - `sockets.json`: the sockets (slug, kind, super kind, relative path) to request for the algorithm interface, and
   the ground-truth files the evaluator reads.
 
-The archives are reproducible: sorted members, owner 0, modes 0644/0755, time stamps 0.
+The archives are reproducible: sorted members, owner 0, modes 0644/0755, time stamps 0. With `--all`, every
+challenge (each scoring configuration with data of its own) is packed from the folders compose.yaml would mount:
+`$<PREFIX>_GROUND_TRUTH` and `$<PREFIX>_MODEL`, else the demo data and the model in the repository.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import gzip
 import io
 import logging
+import os
 import sys
 import tarfile
 from pathlib import Path
@@ -25,7 +28,9 @@ from pathlib import Path
 from .errors import InputError, report_errors
 from .io import atomic_output, write_json_atomic
 from .logs import setup_logging
-from .sockets import INTERFACES
+from .registry import CONFIGURATIONS_WITH_DATA, Configuration, Mount
+
+PACKAGES = {configuration.name: configuration for configuration in CONFIGURATIONS_WITH_DATA}
 
 log = logging.getLogger("medchallenge.gc_pack")
 
@@ -63,33 +68,49 @@ def reproducible_tar_gz(folder: Path) -> bytes:
     return packed.getvalue()
 
 
-def check_ground_truth(challenge: str, folder: Path) -> None:
+def check_ground_truth(configuration: Configuration, folder: Path) -> None:
     """Every ground-truth file the challenge's evaluator reads is in `folder`."""
-    for pattern in INTERFACES[challenge].ground_truth:
+    patterns = configuration.challenge.interface.ground_truth
+    for pattern in patterns:
         if not any(folder.glob(pattern)):
-            raise InputError(f"{folder}: no {pattern}; the {challenge} evaluator reads "
-                             f"{', '.join(INTERFACES[challenge].ground_truth)} from its ground truth")
+            raise InputError(f"{folder}: no {pattern}; the {configuration.name} evaluator reads "
+                             f"{', '.join(patterns)} from its ground truth")
 
 
-def pack(challenge: str, ground_truth: Path, model: Path | None, out: Path) -> Path:
-    """Write the challenge's ground-truth tarball, model tarball (if `model`) and socket list under out/challenge."""
-    target = out / challenge
-    check_ground_truth(challenge, ground_truth)
+def pack(configuration: Configuration, ground_truth: Path, model: Path | None, out: Path) -> Path:
+    """Write the ground-truth tarball, model tarball (if `model`) and socket list under out/<configuration name>."""
+    target = out / configuration.name
+    check_ground_truth(configuration, ground_truth)
     archives = {"ground_truth.tar.gz": ground_truth, **({"model.tar.gz": model} if model is not None else {})}
     for name, folder in archives.items():
         content = reproducible_tar_gz(folder)
         with atomic_output(target / name, "wb") as handle:
             handle.write(content)
-    write_json_atomic(target / "sockets.json", {"challenge": challenge, **INTERFACES[challenge].as_json()})
-    log.info("%s: %s", challenge, ", ".join(sorted(p.name for p in target.iterdir())))
+    write_json_atomic(target / "sockets.json",
+                      {"challenge": configuration.name, **configuration.challenge.interface.as_json()})
+    log.info("%s: %s", configuration.name, ", ".join(sorted(p.name for p in target.iterdir())))
     return target
+
+
+def _mounted(mount: Mount) -> Path:
+    """The host folder compose.yaml mounts: `$variable`, else its default."""
+    return Path(os.environ.get(mount.variable) or mount.default)
+
+
+def pack_all(out: Path) -> None:
+    """Every configuration with data of its own, from the folders compose.yaml would mount."""
+    for configuration in CONFIGURATIONS_WITH_DATA:
+        algorithm = configuration.challenge.algorithm_service
+        pack(configuration, _mounted(configuration.service.mount("ground_truth")),
+             _mounted(algorithm.mount("model")) if algorithm else None, out)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.gc_pack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("challenge", choices=sorted(INTERFACES))
-    parser.add_argument("--ground-truth", type=Path, required=True, help="the folder the evaluator reads")
+    parser.add_argument("challenge", nargs="?", choices=sorted(PACKAGES), help="what to pack (or --all)")
+    parser.add_argument("--all", action="store_true", help="every challenge, from the folders compose.yaml mounts")
+    parser.add_argument("--ground-truth", type=Path, help="the folder the evaluator reads")
     parser.add_argument("--model", type=Path, help="the algorithm's model folder (for its model tarball)")
     parser.add_argument("--out", type=Path, default=Path("dist/gc"), help="default dist/gc")
     return parser
@@ -97,9 +118,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 @report_errors
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.all == (args.challenge is not None) or (args.challenge and args.ground_truth is None):
+        parser.error("give a challenge and --ground-truth, or --all")
     setup_logging()
-    pack(args.challenge, args.ground_truth, args.model, args.out)
+    if args.all:
+        pack_all(args.out)
+    else:
+        pack(PACKAGES[args.challenge], args.ground_truth, args.model, args.out)
     return 0
 
 

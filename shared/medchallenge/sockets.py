@@ -2,7 +2,8 @@
 what the algorithms read and write there, and what the evaluators find in `predictions.json`.
 
 Slugs, kinds and relative paths follow the per-challenge design of the grand-challenge notes (RibFrac, object-CXR,
-TB caverns, ImageCLEFmed caption): images under `images/<slug>`, JSON values at `<slug>.json`.
+TB caverns, ImageCLEFmed caption): images under `images/<slug>`, JSON values at `<slug>.json`. Which challenge
+has which interface is in the registry (medchallenge.registry).
 """
 
 from __future__ import annotations
@@ -56,13 +57,8 @@ MEDICAL_IMAGE = Socket("medical-image", "Image", "Image", "images/medical-image"
 UMLS_CONCEPTS = Socket("umls-concepts", "Anything", "File", "umls-concepts.json")
 CAPTION = Socket("caption", "String", "Value", "caption.json")
 
+TB_CAVERNS_INTERFACE = Interface((CT_IMAGE,), (TB_CAVERN_BOXES,), ("gt_boxes.csv", "all_ids.csv"))
+RIBFRAC_INTERFACE = Interface((CT_IMAGE,), (RIB_FRACTURE_INSTANCES, RIB_FRACTURE_DETECTIONS),
+                              ("*-label.nii.gz", "*.csv"))
+OBJECT_CXR_INTERFACE = Interface((CHEST_X_RAY,), (FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS), ("annotations.csv",))
 CAPTION_INTERFACE = Interface((MEDICAL_IMAGE,), (UMLS_CONCEPTS, CAPTION), ("concepts.tsv", "captions.csv"))
-
-INTERFACES: dict[str, Interface] = {
-    "tb-caverns": Interface((CT_IMAGE,), (TB_CAVERN_BOXES,), ("gt_boxes.csv", "all_ids.csv")),
-    "ribfrac": Interface((CT_IMAGE,), (RIB_FRACTURE_INSTANCES, RIB_FRACTURE_DETECTIONS),
-                         ("*-label.nii.gz", "*.csv")),
-    "object-cxr": Interface((CHEST_X_RAY,), (FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS), ("annotations.csv",)),
-    "imageclef-caption-2022": CAPTION_INTERFACE,
-    "imageclef-caption-2021": CAPTION_INTERFACE,
-}

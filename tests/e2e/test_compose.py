@@ -15,8 +15,7 @@ import pytest
 
 from helpers import open_dir
 from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate, find_cases
-
-SHAPE = ("192", "192", "48")
+from medchallenge.registry import CHALLENGES
 VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"  # compose.yaml's image tag
 
 
@@ -29,8 +28,8 @@ def built(docker_compose):
 @pytest.fixture(scope="module")
 def cohort(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tb")
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root), "--cases", "3",
-                    "--seed", "11", "--shape", *SHAPE], check=True)
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root),
+                    *CHALLENGES["tb-caverns"].test_size, "--seed", "11"], check=True)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o644)
     return root
@@ -102,7 +101,7 @@ def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, r
           env=dict(common, TB_CAVERNS_PREDICTIONS=str(batch_predictions), TB_CAVERNS_METRICS=str(batch_metrics)))
     gc = json.loads((gc_metrics / "metrics.json").read_text())
     batch = json.loads((batch_metrics / "metrics.json").read_text())
-    assert gc["meta"]["predictions"] == "grand-challenge predictions.json"
+    assert gc["meta"]["layout"] == "grand-challenge predictions.json"
     assert gc["aggregates"] == batch["aggregates"]
 
 

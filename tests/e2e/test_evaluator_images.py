@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -11,43 +12,36 @@ from pathlib import Path
 import pytest
 
 from helpers import open_dir
+from medchallenge.registry import CONFIGURATIONS, Configuration
 
 TESTS = Path(__file__).resolve().parents[1]
 
-# (compose service, env prefix, synth arguments at test size, evaluate.py, arguments of both runs, arguments of the
-# local run only: what the image has baked in)
-EVALUATORS = [
-    ("ribfrac-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"], "evaluators/ribfrac/evaluate.py", [],
-     []),
-    ("ribfrac-legacy-evaluator", "RIBFRAC", ["ribfrac", "--cases", "4", "--seed", "5"],
-     "evaluators/ribfrac/evaluate.py", [], ["--branch", "legacy"]),
-    ("caption-2022-evaluator", "CAPTION_2022", ["imageclef-caption", "--edition", "2022", "--images", "300",
-     "--secondary", "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", ["--lemmatize"], ["--edition", "2022"]),
-    ("caption-2021-evaluator", "CAPTION_2021", ["imageclef-caption", "--edition", "2021", "--images", "300",
-     "--seed", "5"], "evaluators/imageclef_caption/evaluate.py", [], ["--edition", "2021"]),
-    ("object-cxr-evaluator", "OBJECT_CXR", ["object-cxr", "--images", "200", "--seed", "5"],
-     "evaluators/object_cxr/evaluate.py", [], []),
-]
+# Every evaluator image whose generator writes predictions (the TB evaluator scores its algorithm's: test_compose.py)
+EVALUATORS = [c for c in CONFIGURATIONS if c.challenge.algorithm is None]
+EXTRA_ARGUMENTS = {"caption-2022-evaluator": ["--lemmatize"]}  # of both runs
 
 
-@pytest.mark.parametrize("service, prefix, synth, script, extra, baked", EVALUATORS, ids=[e[0] for e in EVALUATORS])
-def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, service, prefix, synth, script, extra,
-                                           baked):
+@pytest.mark.parametrize("configuration", EVALUATORS, ids=[c.service.name for c in EVALUATORS])
+def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, configuration: Configuration):
+    challenge, service = configuration.challenge, configuration.service
+    extra = EXTRA_ARGUMENTS.get(service.name, [])
     data = tmp_path / "data"
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", synth[0], "--out", str(data), *synth[1:]], check=True)
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.name, "--out", str(data),
+                    *challenge.test_size, *configuration.edition.synth_arguments, "--seed", "5"], check=True)
     for path in [data, *data.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o644)
-    docker_compose("build", service)
+    docker_compose("build", service.name)
     metrics_dir = open_dir(tmp_path / "metrics")
-    env = {f"{prefix}_PREDICTIONS": str(data / "predictions"), f"{prefix}_GROUND_TRUTH": str(data / "ground_truth"),
-           f"{prefix}_METRICS": str(metrics_dir)}
-    env[f"{prefix}_LEGACY_METRICS"] = str(metrics_dir)
-    result = docker_compose("run", "--rm", "--no-deps", service, *extra, env=env, check=False)
+    env = service.environment(predictions=data / "predictions", ground_truth=data / "ground_truth",
+                              metrics=metrics_dir)
+    result = docker_compose("run", "--rm", "--no-deps", service.name, *extra, env=env, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     in_docker = json.loads((metrics_dir / "metrics.json").read_text())
     local = tmp_path / "local"
-    subprocess.run([sys.executable, str(repo / script), "--input", str(data / "predictions"), "--ground-truth",
-                    str(data / "ground_truth"), "--output", str(local), "--no-progress", *extra, *baked], check=True)
+    # the local run gets as environment what the image has baked in (its build arguments)
+    subprocess.run([sys.executable, str(repo / "evaluators" / challenge.module / "evaluate.py"), "--input",
+                    str(data / "predictions"), "--ground-truth", str(data / "ground_truth"), "--output", str(local),
+                    "--no-progress", *extra], env=dict(os.environ, **service.build_args), check=True)
     assert in_docker["aggregates"] == json.loads((local / "metrics.json").read_text())["aggregates"]
     if "--lemmatize" in extra:  # spaCy and its model are inside the image, offline
         assert "bleu_lemmatized" in in_docker["aggregates"]

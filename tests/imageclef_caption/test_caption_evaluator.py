@@ -65,7 +65,7 @@ def test_official_example_2022(tmp_path):
         assert metrics["case"][image_id]["bleu"] == expected["bleu"]
         assert metrics["case"][image_id]["rouge1"] == expected["rouge1_f"]
     assert "concept_f1_secondary" not in metrics["aggregates"]  # no manual GT: omitted, not 0
-    assert metrics["meta"]["edition"] == "2022" and metrics["meta"]["layout"] == "run files"
+    assert metrics["meta"]["options"]["edition"] == "2022" and metrics["meta"]["layout"] == "run files"
     assert (tmp_path / "out" / ev.PLOT_NAME).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -98,7 +98,7 @@ def test_only_the_subtasks_with_a_run_are_scored(tmp_path):
     (run / "captions.csv").unlink()
     metrics = _evaluate(tmp_path, gt, run)
     assert list(metrics["aggregates"]) == ["concept_f1"]
-    assert metrics["meta"]["subtasks"] == ["concept detection"]
+    assert metrics["meta"]["details"]["subtasks"] == ["concept detection"]
 
 
 # --- secondary F1 -----------------------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ def test_synthetic_run_files_and_gc_layout_agree(tmp_path, edition):
     gt = tmp_path / "cohort" / "ground_truth"
     files = _evaluate(tmp_path, gt, tmp_path / "cohort" / "predictions", "--edition", edition, name="files")
     gc = _evaluate(tmp_path, gt, tmp_path / "cohort" / "predictions_gc", "--edition", edition, name="gc")
-    assert gc["meta"]["layout"] == "predictions.json"
+    assert gc["meta"]["layout"] == "grand-challenge predictions.json"
     assert gc["case"] == files["case"]  # per image: identical
     # aggregates: the run file is summed in its (shuffled) order, GC jobs in ground-truth order -> last bits only
     assert gc["aggregates"] == pytest.approx(files["aggregates"], rel=1e-13, abs=0)

@@ -63,7 +63,7 @@ def test_official_crash_case_gets_documented_value(tmp_path):
     assert metrics["aggregates"]["froc"] == 1 / 6
     assert all(metrics["aggregates"][f"sensitivity_at_fp_{f}"] == 1 / 6 for f in ("0.125", "1", "8"))
     assert any("IndexError" in note for note in metrics["meta"]["notes"])
-    assert [level["reached"] for level in metrics["meta"]["froc_levels"]] == [False] * 7
+    assert [level["reached"] for level in metrics["meta"]["details"]["froc_levels"]] == [False] * 7
 
 
 def test_per_image_records_of_the_example(tmp_path):
@@ -72,10 +72,10 @@ def test_per_image_records_of_the_example(tmp_path):
     assert len(case) == 8
     # /dev/00001.jpg: rectangle + ellipse; points (30,30), (31,31) in the rectangle, (140,110) on the ellipse's
     # right end ((140-120)/20)^2 = 1 -> both objects hit, no false positive
-    assert case["/dev/00001.jpg"] == {"n_objects": 2, "probability": 0.9, "n_points": 3, "n_objects_hit": 2,
-                                      "n_false_positives": 0}
+    assert case["/dev/00001.jpg"] == {"num_objects": 2, "probability": 0.9, "num_points": 3, "num_objects_hit": 2,
+                                      "num_false_positives": 0}
     # /dev/00008.jpg: no object, four points -> four false positives
-    assert case["/dev/00008.jpg"]["n_false_positives"] == 4
+    assert case["/dev/00008.jpg"]["num_false_positives"] == 4
 
 
 def test_tied_probabilities_keep_file_order(tmp_path):
@@ -106,13 +106,13 @@ def test_synthetic_end_to_end_and_gc_layout(tmp_path):
                                           "sensitivity_at_fp_0.5", "sensitivity_at_fp_1", "sensitivity_at_fp_2",
                                           "sensitivity_at_fp_4", "sensitivity_at_fp_8"}
     assert 0 < metrics["aggregates"]["froc"] < 1 and 0.5 < metrics["aggregates"]["auc"] <= 1
-    assert len(metrics["case"]) == 40 and metrics["meta"]["counts"]["points"] == 320
+    assert len(metrics["case"]) == 40 and metrics["meta"]["details"]["num_points"] == 320
     gc_pred, gc_gt = synthetic(tmp_path, "gc")
     assert (gc_pred / "predictions.json").is_file()
     gc_metrics = evaluate(gc_pred, gc_gt, tmp_path / "out-gc")
     assert gc_metrics["aggregates"] == metrics["aggregates"]
     assert gc_metrics["case"] == metrics["case"]
-    assert gc_metrics["meta"]["options"]["layout"] == "predictions.json"
+    assert gc_metrics["meta"]["layout"] == "grand-challenge predictions.json"
     sk = evaluate(pred, gt, tmp_path / "out-sk", "--sklearn-auc", "--no-plots")
     assert sk["aggregates"] == metrics["aggregates"]
 
@@ -177,7 +177,7 @@ def test_images_not_in_the_ground_truth_are_scored_as_froc_py_does(tmp_path, cap
     assert metrics["aggregates"] == reference["aggregates"]
     assert metrics["aggregates"]["auc"] == expected("expected_output_skimage0162.json")["classification"][
         "auc_joined_on_image_path"]
-    assert metrics["meta"]["counts"]["false_positives"] == reference["meta"]["counts"]["false_positives"]
+    assert metrics["meta"]["details"]["num_false_positives"] == reference["meta"]["details"]["num_false_positives"]
     assert "/dev/00099.jpg" not in metrics["case"] and len(metrics["case"]) == 8
     notes = metrics["meta"]["notes"]
     assert ("localization.csv: 2 line(s) for images not in the ground truth (/dev/00099.jpg (line 10), "
@@ -230,8 +230,8 @@ def test_empty_ground_truth_objects_count_and_are_never_hit(tmp_path, capsys):
                           ["a.jpg,0.9 5 5;0.8 25 25", "b.jpg,0.1 1 1"])
     metrics = evaluate(pred, gt, tmp_path / "out", "--fps", "0.5,1", "--no-plots")
     assert [metrics["aggregates"][k] for k in ("sensitivity_at_fp_0.5", "sensitivity_at_fp_1", "froc")] == [1 / 3] * 3
-    assert metrics["meta"]["counts"]["objects"] == 3 and metrics["meta"]["counts"]["false_positives"] == 2
-    assert metrics["case"]["a.jpg"]["n_objects"] == 3 and metrics["case"]["a.jpg"]["n_false_positives"] == 1
+    assert metrics["meta"]["details"]["num_objects"] == 3 and metrics["meta"]["details"]["num_false_positives"] == 2
+    assert metrics["case"]["a.jpg"]["num_objects"] == 3 and metrics["case"]["a.jpg"]["num_false_positives"] == 1
     assert any("2 empty object(s)" in note and "(a.jpg)" in note for note in metrics["meta"]["notes"])
     assert "line 2: object 2 is empty or starts with a space" in run_failing(capsys, pred, gt, tmp_path, "--strict")
 
@@ -243,7 +243,7 @@ def test_malformed_object_is_an_error_only_if_the_walk_tests_it(tmp_path, capsys
     annotations = ["a.jpg,0 0 0 10 10", "b.jpg,1 0 0 10", "c.jpg,"]
     pred, gt = small_case(tmp_path, annotations, ["a.jpg,0.9 5 5", "b.jpg,0.1 5 5", "c.jpg,0.8 1 1"])
     metrics = evaluate(pred, gt, tmp_path / "out", "--fps", "0.3", "--no-plots")
-    assert metrics["aggregates"]["froc"] == 0.5 and metrics["meta"]["counts"]["objects"] == 2
+    assert metrics["aggregates"]["froc"] == 0.5 and metrics["meta"]["details"]["num_objects"] == 2
     assert any("1 malformed object(s) (line 3: object 1 (ellipse) needs 4 coordinates x1 y1 x2 y2, found 3)" in note
                for note in metrics["meta"]["notes"])
     assert "line 3: object 1 (ellipse) needs 4 coordinates" in run_failing(capsys, pred, gt, tmp_path, "--strict")
@@ -288,7 +288,8 @@ def test_gc_image_without_a_job_gets_probability_0_and_no_points(tmp_path, capsy
         (runs / name).write_text("".join([lines[0], empty, *lines[2:]]))
     reference = evaluate(runs, gt, tmp_path / "reference", "--no-plots")
     assert metrics["aggregates"] == reference["aggregates"] and metrics["case"] == reference["case"]
-    assert metrics["case"]["test/08001.jpg"]["probability"] == 0 and metrics["case"]["test/08001.jpg"]["n_points"] == 0
+    missing = metrics["case"]["test/08001.jpg"]
+    assert missing["probability"] == 0 and missing["num_points"] == 0
     assert any("no successful job for 1 of 5 ground-truth case(s) (test/08001.jpg): scored as probability 0" in note
                for note in metrics["meta"]["notes"])
     assert "--strict refuses missing cases" in run_failing(capsys, pred, gt, tmp_path, "--strict")

@@ -68,8 +68,8 @@ def test_jpeg_and_png_uploads_map_back_to_the_ground_truth_pixels(tmp_path):
                  str(tmp_path / "out"), "--no-progress", "--no-plots"]) == 0
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     for name in writers:
-        assert metrics["case"][f"test/{Path(name).stem}.jpg"] == {
-            "n_objects": 1, "probability": 0.9, "n_points": 2, "n_objects_hit": 1, "n_false_positives": 1}, name
+        assert metrics["case"][f"test/{Path(name).stem}.jpg"] == {"num_objects": 1, "probability": 0.9, "num_points": 2,
+                                                                 "num_objects_hit": 1, "num_false_positives": 1}, name
 
 
 @pytest.mark.parametrize("name, write", [

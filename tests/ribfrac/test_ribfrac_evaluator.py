@@ -47,7 +47,8 @@ def test_synthetic_cohort_end_to_end(cohorts, tmp_path):
     assert sorted(metrics["case"]) == [f"RibFrac{501 + i}" for i in range(6)]
     case = metrics["case"]["RibFrac501"]
     assert {"num_gt", "num_pred", "detections", "ground_truth", "confusion_matrix", "inter", "union"} <= set(case)
-    assert metrics["meta"]["options"] == {"branch": "master", "tie_order": "numpy122", "layout": "files"}
+    assert metrics["meta"]["options"] == {"strict": False, "branch": "master", "tie_order": "numpy122"}
+    assert metrics["meta"]["layout"] == "files"
     # the generator made an empty-GT case (index 4) and an empty-prediction case (index 5)
     assert metrics["case"]["RibFrac505"]["num_gt"] == 0 and metrics["case"]["RibFrac506"]["num_pred"] == 0
     assert (tmp_path / "froc.png").is_file() and (tmp_path / "confusion_matrix.png").is_file()
@@ -60,7 +61,7 @@ def test_grand_challenge_layout_gives_the_same_numbers(cohorts, tmp_path):
     from_gc = evaluate(gc / "predictions", gc / "ground_truth", tmp_path / "b", "--workers", "1")
     assert from_gc["aggregates"] == from_files["aggregates"]
     assert from_gc["case"] == from_files["case"]
-    assert from_gc["meta"]["options"]["layout"] == "grand-challenge"
+    assert from_gc["meta"]["layout"] == "grand-challenge predictions.json"
 
 
 def test_records_resume_and_shards_agree(cohorts, tmp_path):

@@ -47,11 +47,11 @@ def test_master_aggregates_bit_for_bit(master):
 def test_master_curve_and_confusion_matrix(master):
     metrics, out = master
     detection = expected("master")["results"]["detection"]
-    froc = metrics["meta"]["froc"]
+    froc = metrics["meta"]["details"]["froc"]
     assert froc["fp"] == detection["fp"] and froc["recall"] == detection["recall"]
     assert froc["key_recall"] == detection["key_recall"]
     official = expected("master")["results"]["classification"]["confusion_matrix"]
-    matrix = metrics["meta"]["confusion_matrix"]
+    matrix = metrics["meta"]["details"]["confusion_matrix"]
     assert (matrix["rows"], matrix["columns"]) == (official["index"], official["columns"])
     assert matrix["data"] == official["data"]
     assert (out / "froc.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -91,8 +91,9 @@ def test_legacy_branch(tmp_path):
         "recall_at_fp_4": keys[3], "recall_at_fp_8": keys[4],
         "macro_f1": results["classification"]["macro_average_F1"],
     }
-    assert metrics["meta"]["froc"]["fp"] == results["detection"]["fp"]
-    assert metrics["meta"]["confusion_matrix"]["data"] == results["classification"]["confusion_matrix"]["data"]
+    details = metrics["meta"]["details"]
+    assert details["froc"]["fp"] == results["detection"]["fp"]
+    assert details["confusion_matrix"]["data"] == results["classification"]["confusion_matrix"]["data"]
     assert metrics["meta"]["options"]["branch"] == "legacy"
 
 

@@ -43,8 +43,8 @@ def test_official_example_number_for_number(tmp_path, ground_truth):
         assert metrics["case"][case_id]["case_score"] == case["case_score"]
         if "per_threshold" in case:
             assert [t["score"] for t in metrics["case"][case_id]["per_threshold"]] == case["per_threshold"]
-    assert metrics["meta"]["ignored_prediction_ids"] == expected["ignored_prediction_ids"]
-    assert metrics["meta"]["n_all_ids"] == expected["n_all_ids"]
+    assert metrics["meta"]["details"]["ignored_prediction_ids"] == expected["ignored_prediction_ids"]
+    assert metrics["meta"]["details"]["num_all_ids"] == expected["n_all_ids"]
     assert any("TST_999" in w for w in metrics["meta"]["warnings"])
     # 8 per-threshold aggregates average back to map (up to float rounding)
     per_t = [metrics["aggregates"][k] for k in metrics["aggregates"] if k.startswith("ap_at_iou_")]
@@ -100,7 +100,7 @@ def test_gc_predictions_json_gives_the_same_aggregates(tmp_path, ground_truth):
     eval_input = gc_layout(tmp_path, submission, cases=("TST_003.nii.gz", "TST_005.nii.gz"))
     _, gc = run_gc(eval_input, ground_truth, tmp_path / "gc-out")
     assert gc["aggregates"] == batch["aggregates"]
-    assert gc["meta"]["predictions"] == "grand-challenge predictions.json"
+    assert gc["meta"]["layout"] == "grand-challenge predictions.json"
     assert not any("no successful job" in note for note in gc["meta"]["notes"])
 
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from medchallenge.metrics.tb_caverns import (
-    IOU_THRESHOLDS, aggregate, box_iou, case_order, case_record, match_counts, mean_average_precision,
-)
+from medchallenge.evaluators.tb_caverns import aggregate_scores, case_record
+from medchallenge.metrics.tb_caverns import IOU_THRESHOLDS, box_iou, case_order, match_counts, mean_average_precision
 
 
 def line(x1: int, x2: int) -> tuple[int, ...]:
@@ -32,12 +31,12 @@ def test_literal_thresholds_decide_equality():
     assert IOU_THRESHOLDS == (0.4, 0.45, 0.5, 0.55, 0.6, 0.65, 0.7, 0.75)
     # IoU 13/20 = 0.65 exactly: matched up to 0.65 (>=), not at 0.7, 0.75 -> 6 of 8 thresholds -> 0.75
     record = case_record([line(0, 20)], [line(0, 13)], in_all_ids=True, has_ground_truth=True)
-    assert [t["tp"] for t in record["per_threshold"]] == [1, 1, 1, 1, 1, 1, 0, 0]
-    assert record["case_score"] == 0.75
+    assert [t["tp"] for t in record.per_threshold] == [1, 1, 1, 1, 1, 1, 0, 0]
+    assert record.case_score == 0.75
     # IoU 7/10 == 0.7 matches the literal 0.7; the generated 0.4 + 0.05 * 6 = 0.7000000000000001 would not
     assert 7 / 10 >= 0.7 and not 7 / 10 >= 0.4 + 0.05 * 6
     record = case_record([line(0, 10)], [line(0, 7)], in_all_ids=True, has_ground_truth=True)
-    assert record["case_score"] == 0.875  # 7 of 8 thresholds
+    assert record.case_score == 0.875  # 7 of 8 thresholds
     # np.arange gives 0.6499999999999999 for 0.65: the literal list must not be generated
     assert np.arange(0.4, 0.8, 0.05)[5] != 0.65
 
@@ -56,14 +55,14 @@ def test_greedy_first_come_matching_in_file_order():
 def test_duplicate_predictions_are_false_positives():
     # one GT, three identical perfect predictions: tp 1, fp 2 -> 1 / 3 at every threshold
     record = case_record([line(0, 10)], [line(0, 10)] * 3, in_all_ids=True, has_ground_truth=True)
-    assert all((t["tp"], t["fp"], t["fn"]) == (1, 2, 0) for t in record["per_threshold"])
-    assert record["case_score"] == pytest.approx(1 / 3, abs=1e-15)
+    assert all((t["tp"], t["fp"], t["fn"]) == (1, 2, 0) for t in record.per_threshold)
+    assert record.case_score == pytest.approx(1 / 3, abs=1e-15)
 
 
 def test_case_rules_without_ground_truth_or_predictions():
-    assert case_record([line(0, 1)], [], in_all_ids=True, has_ground_truth=True)["case_score"] == 0.0
-    assert case_record([], [line(0, 1)], in_all_ids=True, has_ground_truth=False)["case_score"] == 0.0
-    assert case_record([], [], in_all_ids=True, has_ground_truth=False)["case_score"] == 1.0
+    assert case_record([line(0, 1)], [], in_all_ids=True, has_ground_truth=True).case_score == 0.0
+    assert case_record([], [line(0, 1)], in_all_ids=True, has_ground_truth=False).case_score == 0.0
+    assert case_record([], [], in_all_ids=True, has_ground_truth=False).case_score == 1.0
 
 
 def test_aggregate_rules():
@@ -73,7 +72,7 @@ def test_aggregate_rules():
     all_ids = ["A", "B", "C", "D"]
     records = {i: case_record(gt.get(i, []), pred.get(i, []), in_all_ids=True, has_ground_truth=i in gt)
                for i in case_order(list(gt), all_ids)}
-    result = aggregate(records, len(all_ids))
+    result = aggregate_scores(records, len(all_ids))
     # (A 1 + B 0 + C 1 + D 0) / 4 = 0.5, at every threshold too
     assert result["map"] == 0.5
     assert [result[f"ap_at_iou_{t:.2f}"] for t in IOU_THRESHOLDS] == [0.5] * 8
@@ -85,7 +84,7 @@ def test_ground_truth_outside_the_id_list_still_counts():
     # GT for A and B, id list only A, both perfectly predicted: (1 + 1) / 1 = 2.0 as the official code gives
     records = {i: case_record([line(0, 10)], [line(0, 10)], in_all_ids=i == "A", has_ground_truth=True)
                for i in ("A", "B")}
-    assert aggregate(records, 1)["map"] == 2.0
+    assert aggregate_scores(records, 1)["map"] == 2.0
 
 
 def test_empty_id_list_is_an_error_not_a_division_by_zero():

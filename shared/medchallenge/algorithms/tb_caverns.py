@@ -25,7 +25,7 @@ from ..contract import strip_image_suffix
 from ..errors import InputError
 from ..formats.tb_caverns import run_file_text
 from ..imaging import read_image
-from ..sockets import CT_IMAGE, INTERFACES, TB_CAVERN_BOXES
+from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
 from .runner import Algorithm, Case
 
 log = logging.getLogger("medchallenge.tb_caverns")
@@ -339,7 +339,7 @@ def describe(prediction: CaseDetections) -> str:
 
 ALGORITHM = Algorithm(
     description=__doc__.split("\n\n")[0],
-    interfaces=(INTERFACES["tb-caverns"],),
+    interfaces=(TB_CAVERNS_INTERFACE,),
     model_file=MODEL_FILENAME,
     load_model=CavernDetector,
     case_patterns=("*.nii.gz",),

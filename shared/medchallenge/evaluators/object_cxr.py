@@ -10,40 +10,31 @@ and walks the official FROC levels, computes the AUC, per-image counts, metrics.
 from __future__ import annotations
 
 import argparse
-import functools
 import re
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from .. import __version__
-from ..contract import GCJob, add_path_arguments, match_jobs, name_list, read_json_file, read_predictions_json
-from ..errors import InputError, note_or_refuse, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
+from ..contract import GC_LAYOUT, GCJob, match_jobs, name_list, read_json_file, read_predictions_json
+from ..errors import InputError, note_or_refuse
+from ..evaluator import CaseRecord, Cases, Evaluator, Summary
 from ..formats.object_cxr import (
     Classification, GroundTruth, Localization, read_classification, read_ground_truth, read_localization,
 )
-from ..io import write_metrics
 from ..metrics import object_cxr as metrics
+from ..sockets import CHEST_X_RAY, FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS
 
 GROUND_TRUTH_FILE = "annotations.csv"
 CLASSIFICATION_FILE = "classification.csv"
 LOCALIZATION_FILE = "localization.csv"
-INPUT_SLUG = "chest-x-ray"
-LIKELIHOOD_SLUG = "foreign-object-likelihood"
-POINTS_SLUG = "foreign-objects"
+INPUT_SLUG = CHEST_X_RAY.slug
+LIKELIHOOD_SLUG = FOREIGN_OBJECT_LIKELIHOOD.slug
+POINTS_SLUG = FOREIGN_OBJECTS.slug
 IMAGES_PER_RECORD = 4096
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="evaluate.py",
-        description="Score object-CXR submissions: FROC exactly as the official froc.py, and ROC AUC.",
-    )
-    add_path_arguments(parser, "input", "output", "ground_truth")
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fps", default=",".join(f"{f:g}" for f in metrics.DEFAULT_FPS),
                         help="false positives per image of the FROC levels, comma separated (default: the released "
                              "froc.py's %(default)s; the challenge page's list is 1,2,4,8,16,32)")
@@ -51,14 +42,6 @@ def build_parser() -> argparse.ArgumentParser:
                         help="polygon boundary rule: scikit-image 0.16.2 as pinned by the organisers (default) or 0.19")
     parser.add_argument("--sklearn-auc", action="store_true",
                         help="compute the AUC with scikit-learn itself (slower import; same number)")
-    parser.add_argument("--no-plots", action="store_true", help="do not draw froc.png and roc.png")
-    parser.add_argument("--strict", action="store_true",
-                        help="refuse predictions for images not in the ground truth (froc.py scores their points "
-                             "as false positives), NaN/infinite localization values (froc.py compares them), GC "
-                             "images without a successful job, and ground-truth objects froc.py never hits (empty, "
-                             "of unknown type, or malformed)")
-    add_evaluation_arguments(parser)
-    return parser
 
 
 def parse_fps(text: str) -> list[float]:
@@ -243,7 +226,7 @@ def read_gc_predictions(jobs: list[GCJob], gt: GroundTruth, strict: bool = False
         triples.extend(points)
         point_image.extend([index] * len(points))
     values = np.asarray(triples, dtype=np.float64).reshape(-1, 3)
-    return Submission("predictions.json", np.asarray(point_image, dtype=np.int64), values[:, 0].copy(),
+    return Submission(GC_LAYOUT, np.asarray(point_image, dtype=np.int64), values[:, 0].copy(),
                       values[:, 1].copy(), values[:, 2].copy(), image_probability, notes)
 
 
@@ -276,13 +259,61 @@ def block_ids(n_images: int) -> list[str]:
             for a in range(0, n_images, IMAGES_PER_RECORD)]
 
 
-def hit_record(data: HitTestInput, block_id: str) -> dict:
+@dataclass
+class BlockHits(CaseRecord):
     """Stage 1 for one block of images: the (point, object) pairs where a point lies inside an object (§3)."""
+
+    point: list[int]
+    object: list[int]
+
+
+@dataclass(kw_only=True)
+class PointCases(Cases):
+    """Blocks of images as stage-1 cases, and what stage 2 needs: ground truth, submission, options."""
+
+    sources: HitTestInput
+    gt: GroundTruth
+    submission: Submission
+    fps: list[float]
+    polygon_rule: str
+    sklearn_auc: bool
+
+    def options(self) -> dict:
+        return {"fps": self.fps, "polygon_rule": self.polygon_rule,
+                "auc": "scikit-learn" if self.sklearn_auc else "numpy, identical to scikit-learn roc_curve + auc"}
+
+
+@dataclass(kw_only=True)
+class FrocSummary(Summary):
+    """Stage 2's results, with the FROC walk's counts and the ROC curve for the figures."""
+
+    false_positive_sorted: np.ndarray
+    new_hits: np.ndarray
+    froc: metrics.FrocResult
+    roc: metrics.RocResult
+
+
+def read(args: argparse.Namespace) -> PointCases:
+    """Ground truth and submission (run files or GC layout), the points grouped by image for the hit tests."""
+    fps = parse_fps(args.fps)
+    gt_path = args.ground_truth if args.ground_truth.is_file() else args.ground_truth / GROUND_TRUTH_FILE
+    gt = read_ground_truth(gt_path, args.strict)
+    jobs = read_predictions_json(args.input)
+    submission = (read_gc_predictions(jobs, gt, args.strict) if jobs is not None
+                  else read_run_files(args.input, gt, args.strict))
+    return PointCases(ids=block_ids(len(gt.image_paths)),
+                      sources=prepare_hit_tests(gt, submission, args.polygon_rule), layout=submission.layout,
+                      notes=gt.notes + submission.notes, gt=gt, submission=submission, fps=fps,
+                      polygon_rule=args.polygon_rule, sklearn_auc=args.sklearn_auc)
+
+
+def evaluate_case(data: HitTestInput, block_id: str) -> BlockHits:
+    """Stage 1: the hit tests of one block of images."""
     first, last = (int(v) for v in block_id.split("-")[1:])
     start, stop = data.point_start[first - 1], data.point_start[last]
     point, obj = metrics.hit_pairs(data.point_image[start:stop], data.x[start:stop], data.y[start:stop],
                                    data.objects, data.polygon_rule)
-    return {"point": data.point_index[start + point].tolist(), "object": obj.tolist()}
+    return BlockHits(data.point_index[start + point].tolist(), obj.tolist())
 
 
 def _malformed_objects_note(gt: GroundTruth, submission: Submission, order: np.ndarray, walked: int) -> list[str]:
@@ -319,7 +350,8 @@ def _per_image(gt: GroundTruth, submission: Submission, hit_point: np.ndarray, h
     detected = np.bincount(gt.object_image[np.unique(hit_object)], minlength=n)
     columns = zip(gt.image_paths, objects.tolist(), submission.image_probability.tolist(), points.tolist(),
                   detected.tolist(), fps.tolist())
-    return {path: {"n_objects": o, "probability": p, "n_points": k, "n_objects_hit": d, "n_false_positives": f}
+    return {path: {"num_objects": o, "probability": p, "num_points": k, "num_objects_hit": d,
+                   "num_false_positives": f}
             for path, o, p, k, d, f in columns}
 
 
@@ -333,78 +365,65 @@ def _roc(has_object: np.ndarray, probability: np.ndarray, use_sklearn: bool) -> 
     return result
 
 
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    started = time.perf_counter()
-    fps = parse_fps(args.fps)
-    shard = parse_shard(args.shard, args.records)
-    gt_path = args.ground_truth if args.ground_truth.is_file() else args.ground_truth / GROUND_TRUTH_FILE
-    gt = read_ground_truth(gt_path, args.strict)
-    jobs = read_predictions_json(args.input)
-    submission = (read_gc_predictions(jobs, gt, args.strict) if jobs is not None
-                  else read_run_files(args.input, gt, args.strict))
-
-    # stage 1: hit tests per block of images
-    data = prepare_hit_tests(gt, submission, args.polygon_rule)
-    records = compute_records(block_ids(len(gt.image_paths)), functools.partial(hit_record, data),
-                              workers=args.workers or 1, records=args.records, shard=shard,
-                              progress=not args.no_progress and sys.stderr.isatty(), description="image blocks",
-                              fingerprint=input_fingerprint(args))
-    if shard is not None:
-        print(f"shard {shard[0]}/{shard[1]}: {len(records)} record(s) written to {args.records}")
-        return 0
-
-    # stage 2: the official FROC walk, AUC, per-image counts, outputs
-    hit_point = np.concatenate([np.asarray(r["point"], dtype=np.int64) for r in records.values()]
+def aggregate(cases: PointCases, records: dict[str, BlockHits]) -> FrocSummary:
+    """Stage 2: the official FROC walk over all points by probability (§4), the AUC (§6), per-image counts."""
+    gt, submission = cases.gt, cases.submission
+    hit_point = np.concatenate([np.asarray(r.point, dtype=np.int64) for r in records.values()]
                                or [np.empty(0, dtype=np.int64)])
-    hit_object = np.concatenate([np.asarray(r["object"], dtype=np.int64) for r in records.values()]
+    hit_object = np.concatenate([np.asarray(r.object, dtype=np.int64) for r in records.values()]
                                 or [np.empty(0, dtype=np.int64)])
     order = metrics.sort_by_probability(submission.probability)
     false_positive_sorted, new_hits = metrics.walk_counts(order, hit_point, hit_object, gt.num_object)
-    froc = metrics.froc_levels(false_positive_sorted, new_hits, gt.num_image, gt.num_object, fps)
+    froc = metrics.froc_levels(false_positive_sorted, new_hits, gt.num_image, gt.num_object, cases.fps)
     malformed_notes = _malformed_objects_note(gt, submission, order, froc.walked)
     has_object = np.bincount(gt.object_image, minlength=len(gt.image_paths)) > 0
-    roc = _roc(has_object, submission.image_probability, args.sklearn_auc)
+    roc = _roc(has_object, submission.image_probability, cases.sklearn_auc)
     false_positive = np.empty_like(false_positive_sorted)
     false_positive[order] = false_positive_sorted
-
-    aggregates = {"auc": roc.auc, "froc": froc.froc}
-    aggregates.update({level_key(f): s for f, s in zip(froc.fps, froc.sensitivities)})
-    meta = {
-        "challenge": "object-CXR",
-        "edition": "MIDL 2020",
-        "evaluator": "medchallenge.evaluators.object_cxr",
-        "version": __version__,
-        "options": {
-            "fps": froc.fps,
-            "polygon_rule": args.polygon_rule,
-            "auc": "scikit-learn" if args.sklearn_auc else "numpy, identical to scikit-learn roc_curve + auc",
-            "layout": submission.layout,
-        },
-        "counts": {
-            "images": len(gt.image_paths),
-            "ground_truth_lines": gt.num_image,
-            "objects": gt.num_object,
-            "points": int(len(order)),
-            "false_positives": int(np.count_nonzero(false_positive_sorted)),
-            "objects_hit": int(len(np.unique(hit_object))),
-        },
+    details = {
+        "num_images": len(gt.image_paths),
+        "num_ground_truth_lines": gt.num_image,
+        "num_objects": gt.num_object,
+        "num_points": int(len(order)),
+        "num_false_positives": int(np.count_nonzero(false_positive_sorted)),
+        "num_objects_hit": int(len(np.unique(hit_object))),
         "froc_levels": [{"fp_per_image": f, "sensitivity": s, "reached": r}
                         for f, s, r in zip(froc.fps, froc.sensitivities, froc.reached)],
-        "notes": gt.notes + malformed_notes + submission.notes + froc.notes + roc.notes,
     }
-    args.output.mkdir(parents=True, exist_ok=True)
-    write_metrics(args.output / "metrics.json", aggregates,
-                  _per_image(gt, submission, hit_point, hit_object, false_positive), meta)
-    if not args.no_plots:
-        from ..plots import plot_froc, plot_roc
+    return FrocSummary(
+        aggregates={"auc": roc.auc, "froc": froc.froc,
+                    **{level_key(f): s for f, s in zip(froc.fps, froc.sensitivities)}},
+        details=details, notes=malformed_notes + froc.notes + roc.notes,
+        case=_per_image(gt, submission, hit_point, hit_object, false_positive),
+        false_positive_sorted=false_positive_sorted, new_hits=new_hits, froc=froc, roc=roc,
+    )
 
-        rate, sensitivity = metrics.froc_curve(false_positive_sorted, new_hits, gt.num_image, gt.num_object)
-        plot_froc(args.output / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
-                  title=f"object-CXR FROC = {froc.froc:.4f} ({args.polygon_rule} polygons)",
-                  xlabel="false positives per image")
-        plot_roc(args.output / "roc.png", roc.fpr, roc.tpr, roc.auc, title="object-CXR ROC: foreign object present")
-    print(f"auc {roc.auc:.6f}  froc {froc.froc:.6f}  ({len(gt.image_paths)} images, {len(order)} points, "
-          f"{time.perf_counter() - started:.2f} s) -> {args.output / 'metrics.json'}")
-    return 0
+
+def write_figures(folder: Path, cases: PointCases, records: dict[str, BlockHits], summary: FrocSummary) -> None:
+    """froc.png (sensitivity against false positives per image, the levels marked) and roc.png."""
+    from ..plots import plot_froc, plot_roc
+
+    froc, roc = summary.froc, summary.roc
+    rate, sensitivity = metrics.froc_curve(summary.false_positive_sorted, summary.new_hits, cases.gt.num_image,
+                                           cases.gt.num_object)
+    plot_froc(folder / "froc.png", rate, sensitivity, froc.fps, froc.sensitivities,
+              title=f"object-CXR FROC = {froc.froc:.4f} ({cases.polygon_rule} polygons)",
+              xlabel="false positives per image")
+    plot_roc(folder / "roc.png", roc.fpr, roc.tpr, roc.auc, title="object-CXR ROC: foreign object present")
+
+
+EVALUATOR = Evaluator(
+    challenge="object-cxr",
+    description=__doc__,
+    strict_help="refuse predictions for images not in the ground truth (froc.py scores their points as false "
+                "positives), NaN/infinite localization values (froc.py compares them), GC images without a "
+                "successful job, and ground-truth objects froc.py never hits (empty, of unknown type, or malformed)",
+    record=BlockHits,
+    read=read,
+    evaluate_case=evaluate_case,
+    aggregate=aggregate,
+    add_arguments=add_arguments,
+    write_figures=write_figures,
+    unit="image blocks",
+)
+main = EVALUATOR.main

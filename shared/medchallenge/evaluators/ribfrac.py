@@ -12,28 +12,21 @@ parallel; stage 2 aggregates the records into metrics.json, froc.png and confusi
 from __future__ import annotations
 
 import argparse
-import functools
-import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 
-from .. import __version__
-from ..contract import add_path_arguments, match_jobs, name_list, read_json_file, read_predictions_json
-from ..errors import InputError, note_or_refuse, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
+from ..contract import GC_LAYOUT, match_jobs, name_list, read_json_file, read_predictions_json
+from ..errors import InputError, note_or_refuse
+from ..evaluator import CaseRecord, Cases, Evaluator, Summary
 from ..formats import ribfrac as formats
-from ..io import write_metrics
 from ..metrics import ribfrac as metrics
-from ..logs import setup_logging
+from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES
 
-log = logging.getLogger("medchallenge.ribfrac")
-
-INPUT_SLUG = "ct-image"
-INSTANCES_SLUG = "rib-fracture-instances"
-DETECTIONS_SLUG = "rib-fracture-detections"
+DETECTIONS = RIB_FRACTURE_DETECTIONS.slug
 BRANCHES = ("master", "legacy")
 KEY_NAMES = ("recall_at_fp_0.5", "recall_at_fp_1", "recall_at_fp_2", "recall_at_fp_4", "recall_at_fp_8")
 LEGACY_KEYS = ("froc_average", *KEY_NAMES, "macro_f1")
@@ -51,8 +44,53 @@ class CaseSource:
     pred_rows_source: str
 
 
-def evaluate_case(case_id: str, sources: dict[str, CaseSource]) -> dict:
-    """Stage 1 for one case: a plain JSON record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
+class Detection(TypedDict):
+    """One row of the official `pred_metrics` (§2) with the prediction's voxels and its overlap with the hit."""
+
+    pred_label: int
+    max_iou: float
+    hit_label: int
+    prob: float | None
+    pred_class: str
+    gt_class: str
+    voxels: int
+    overlap_voxels: int
+
+
+class GroundTruthObject(TypedDict):
+    label_id: int
+    voxels: int
+    max_iou: float
+    hit: bool
+
+
+@dataclass
+class CaseMatch(CaseRecord):
+    """Stage 1 for one case: detection rows (§2), ground-truth objects, confusion matrix (§4), voxel sums (§6)."""
+
+    num_gt: int
+    num_pred: int
+    detections: list[Detection]
+    ground_truth: list[GroundTruthObject]
+    confusion_matrix: list[list[int]]
+    inter: int
+    union: int
+    y_true: int
+    y_pred: int
+
+
+@dataclass(kw_only=True)
+class VolumeCases(Cases):
+    sources: dict[str, CaseSource]
+    branch: str
+    tie_order: str
+
+    def options(self) -> dict[str, str]:
+        return {"branch": self.branch, "tie_order": self.tie_order}
+
+
+def evaluate_case(sources: dict[str, CaseSource], case_id: str) -> CaseMatch:
+    """Stage 1 for one case: a typed record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
     source = sources[case_id]
     gt = formats.read_label_volume(source.gt_volume)
     pred = np.zeros_like(gt) if source.pred_volume is None else formats.read_label_volume(source.pred_volume)
@@ -70,34 +108,36 @@ def evaluate_case(case_id: str, sources: dict[str, CaseSource]) -> dict:
         raise InputError(f"{exc.row.where}: case {case_id}: {exc}") from None
     gt_max_iou = match.iou.max(axis=1) if match.num_pred else np.zeros(match.num_gt)
     hit_labels = {row["hit_label"] for row in rows}
-    return {
-        "num_gt": match.num_gt,
-        "num_pred": match.num_pred,
-        "detections": [
-            {**row, "voxels": int(match.pred_voxels[row["pred_label"] - 1]),
-             "overlap_voxels": int(match.overlap[row["hit_label"], row["pred_label"]]) if row["hit_label"] else 0}
+    return CaseMatch(
+        num_gt=match.num_gt,
+        num_pred=match.num_pred,
+        detections=[
+            Detection(**row, voxels=int(match.pred_voxels[row["pred_label"] - 1]),
+                      overlap_voxels=int(match.overlap[row["hit_label"], row["pred_label"]]) if row["hit_label"]
+                      else 0)
             for row in rows
         ],
-        "ground_truth": [
-            {"label_id": label, "voxels": int(match.gt_voxels[label - 1]),
-             "max_iou": float(gt_max_iou[label - 1]), "hit": label in hit_labels}
+        ground_truth=[
+            GroundTruthObject(label_id=label, voxels=int(match.gt_voxels[label - 1]),
+                              max_iou=float(gt_max_iou[label - 1]), hit=label in hit_labels)
             for label in range(1, match.num_gt + 1)
         ],
-        "confusion_matrix": matrix.tolist(),
-        "inter": match.inter, "union": match.union, "y_true": match.y_true, "y_pred": match.y_pred,
-    }
+        confusion_matrix=matrix.tolist(),
+        inter=match.inter, union=match.union, y_true=match.y_true, y_pred=match.y_pred,
+    )
 
 
-def aggregate(records: dict[str, dict], branch: str = "master", tie_order: str = "numpy122") -> tuple[dict, dict]:
-    """Stage 2: (aggregates, details) from all case records (§3 FROC, §5 F1s, §6 Dice/IoU)."""
-    cases = list(records.values())
-    num_gt_total = sum(r["num_gt"] for r in cases)
-    fp, recall = metrics.froc_points([r["detections"] for r in cases], num_gt_total, len(cases))
-    key_recall = metrics.key_recalls(fp, recall, metrics.KEY_FPS, tie_order)
-    matrix = np.sum([np.asarray(r["confusion_matrix"], dtype=np.int64) for r in cases], axis=0) if cases \
+def aggregate(cases: VolumeCases, records: dict[str, CaseMatch]) -> Summary:
+    """Stage 2: aggregates and details from all case records (§3 FROC, §5 F1s, §6 Dice/IoU)."""
+    matches = list(records.values())
+    num_gt_total = sum(r.num_gt for r in matches)
+    fp, recall = metrics.froc_points([r.detections for r in matches], num_gt_total, len(matches))
+    key_recall = metrics.key_recalls(fp, recall, metrics.KEY_FPS, cases.tie_order)
+    matrix = np.sum([np.asarray(r.confusion_matrix, dtype=np.int64) for r in matches], axis=0) if matches \
         else np.zeros((len(metrics.MATRIX_ROWS), len(metrics.MATRIX_COLUMNS)), dtype=np.int64)
     f1 = metrics.f1_scores(matrix)
-    seg = metrics.segmentation_scores(*(sum(r[k] for r in cases) for k in ("inter", "union", "y_true", "y_pred")))
+    seg = metrics.segmentation_scores(sum(r.inter for r in matches), sum(r.union for r in matches),
+                                      sum(r.y_true for r in matches), sum(r.y_pred for r in matches))
     aggregates = {
         "froc_average": float(np.mean(key_recall)),
         **dict(zip(KEY_NAMES, key_recall)),
@@ -106,15 +146,16 @@ def aggregate(records: dict[str, dict], branch: str = "master", tie_order: str =
         **f1,
         **seg,
     }
-    if branch == "legacy":
+    if cases.branch == "legacy":
         aggregates = {key: aggregates[key] for key in LEGACY_KEYS}
     details = {
+        "num_cases": len(matches),
         "froc": {"thresholds": metrics.THRESHOLDS.tolist(), "fp": fp.tolist(), "recall": recall.tolist(),
                  "key_fps": list(metrics.KEY_FPS), "key_recall": key_recall},
         "confusion_matrix": {"rows": list(metrics.MATRIX_ROWS), "columns": list(metrics.MATRIX_COLUMNS),
                              "data": matrix.tolist()},
     }
-    return aggregates, details
+    return Summary(aggregates=aggregates, details=details)
 
 
 def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> None:
@@ -132,12 +173,12 @@ def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> Non
 
 
 def _gc_detections(job, where: str) -> list[formats.PredRow]:
-    socket = job.output(DETECTIONS_SLUG)
+    socket = job.output(DETECTIONS)
     if socket.path.is_file():
         return formats.parse_detections(read_json_file(socket.path), str(socket.path))
     if socket.value is not None:
-        return formats.parse_detections(socket.value, f"{where}: job {job.pk} {DETECTIONS_SLUG}")
-    raise InputError(f"{socket.path}: not found (job {job.pk}, output '{DETECTIONS_SLUG}')")
+        return formats.parse_detections(socket.value, f"{where}: job {job.pk} {DETECTIONS}")
+    raise InputError(f"{socket.path}: not found (job {job.pk}, output '{DETECTIONS}')")
 
 
 def _unused_rows_notes(table: dict, case_ids: list[str], path: Path, strict: bool, what: str) -> list[str]:
@@ -153,7 +194,7 @@ def _unused_rows_notes(table: dict, case_ids: list[str], path: Path, strict: boo
 
 def collect_sources(input_dir: Path, gt_dir: Path,
                     strict: bool = False) -> tuple[list[str], dict[str, CaseSource], str, list[str]]:
-    """Case ids (sorted), each case's source, the layout found ("files" or "grand-challenge"), and notes."""
+    """Case ids (sorted), each case's source, the layout found ("files" or GC_LAYOUT), and notes."""
     gt_volumes = formats.list_volumes(gt_dir)
     gt_csv_path = formats.find_csv(gt_dir)
     gt_csv = formats.read_gt_csv(gt_csv_path)
@@ -175,9 +216,9 @@ def collect_sources(input_dir: Path, gt_dir: Path,
                                           tuple(gt_csv.get(case_id, ())), tuple(pred_csv.get(case_id, ())),
                                           str(pred_csv_path))
     else:
-        layout = "grand-challenge"
+        layout = GC_LAYOUT
         where = str(input_dir / "predictions.json")
-        match = match_jobs(jobs, INPUT_SLUG, case_ids, strict=strict, key=formats.case_id_from_gc_image_name,
+        match = match_jobs(jobs, CT_IMAGE.slug, case_ids, strict=strict, key=formats.case_id_from_gc_image_name,
                            ground_truth=str(gt_dir))
         notes += match.missing_notes("scored as an empty prediction volume (every ground-truth fracture missed); "
                                      "the official code fails an assert when a prediction file is missing")
@@ -188,8 +229,9 @@ def collect_sources(input_dir: Path, gt_dir: Path,
                 sources[case_id] = CaseSource(gt_volumes[case_id], None, gt_rows, (), "no job")
                 continue
             detections = _gc_detections(job, where)
-            sources[case_id] = CaseSource(gt_volumes[case_id], job.output(INSTANCES_SLUG).image_file(), gt_rows,
-                                          tuple(detections), str(job.output(DETECTIONS_SLUG).path))
+            instances, detections_path = job.output(RIB_FRACTURE_INSTANCES.slug), job.output(DETECTIONS).path
+            sources[case_id] = CaseSource(gt_volumes[case_id], instances.image_file(), gt_rows, tuple(detections),
+                                          str(detections_path))
     notes += _non_finite_notes(sources, strict)
     notes += _nan_code_notes(sources, strict, formats.text_code_cell(row for rows in gt_csv.values() for row in rows),
                              formats.text_code_cell(row for s in sources.values() for row in s.pred_rows))
@@ -263,64 +305,47 @@ NOTES = [
 ]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="evaluate.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_path_arguments(parser, "input", "ground_truth", "output")
-    add_evaluation_arguments(parser)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--branch", choices=BRANCHES, default=os.environ.get("RIBFRAC_BRANCH", "master"),
                         help="official code version: master (online evaluation, default: all metrics) or legacy "
                              "(MICCAI 2020 ranking: FROC and overall macro F1 only; same numbers); default "
                              "$RIBFRAC_BRANCH or master (baked into the ribfrac-legacy-evaluator image)")
     parser.add_argument("--tie-order", choices=metrics.TIE_ORDERS, default="numpy122",
                         help="order of FROC points with equal fp: numpy122 (official, default) or stable")
-    parser.add_argument("--no-plots", action="store_true", help="do not write froc.png and confusion_matrix.png")
-    parser.add_argument("--strict", action="store_true",
-                        help="refuse what the official code accepts but a careful submission would not have: "
-                             "prediction rows for unknown public_ids, NaN or infinite confidences, GC cases "
-                             "without a successful job, label codes outside -1..4 and confidences held as text "
-                             "where the official code does not read them")
-    return parser
 
 
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    shard = parse_shard(args.shard, args.records)
+def read(args: argparse.Namespace) -> VolumeCases:
+    """The cases (ground-truth volumes, sorted) with their masks and rows, and notes on what was accepted."""
     case_ids, sources, layout, notes = collect_sources(args.input, args.ground_truth, args.strict)
-    log.info("ribfrac: %d cases (%s layout)", len(case_ids), layout)
-    records = compute_records(case_ids, functools.partial(evaluate_case, sources=sources), workers=args.workers,
-                              records=args.records, shard=shard, progress=not args.no_progress,
-                              description="ribfrac", fingerprint=input_fingerprint(args))
-    if shard is not None:
-        log.info("shard %d/%d: %d records in %s", *shard, len(records), args.records)
-        return 0
-    aggregates, details = aggregate(records, args.branch, args.tie_order)
-    meta = {
-        "challenge": "MICCAI 2020 RibFrac - Rib Fracture Detection and Classification", "edition": 2020,
-        "evaluator": "medchallenge.evaluators.ribfrac", "evaluator_version": __version__,
-        "options": {"branch": args.branch, "tie_order": args.tie_order, "layout": layout},
-        "n_cases": len(case_ids), "notes": NOTES + notes, **details,
-    }
-    output = args.output / "metrics.json"
-    write_metrics(output, aggregates, records, meta)
-    if not args.no_plots:
-        write_plots(args.output, details)
-    for key, value in aggregates.items():
-        log.info("%-26s %.6f", key, value)
-    return 0
+    return VolumeCases(ids=case_ids, sources=sources, layout=layout, notes=NOTES + notes, branch=args.branch,
+                       tie_order=args.tie_order)
 
 
-def write_plots(folder: Path, details: dict) -> None:
+def write_figures(folder: Path, cases: VolumeCases, records: dict[str, CaseMatch], summary: Summary) -> None:
     """froc.png (sensitivity vs FP per scan, log x, key points) and confusion_matrix.png beside metrics.json."""
     from ..plots import plot_confusion_matrix, plot_froc
 
-    froc = details["froc"]
+    froc = summary.details["froc"]
     # points with no false positive at all sit at fp = 1e-8/(n+1e-8): leave them off the log axis
     order = [i for i in np.lexsort((froc["recall"], froc["fp"])) if froc["fp"][i] > 1e-6]
     plot_froc(folder / "froc.png", [froc["fp"][i] for i in order], [froc["recall"][i] for i in order],
               froc["key_fps"], froc["key_recall"], title="RibFrac FROC (detection)", interpolation="linear")
-    matrix = details["confusion_matrix"]
+    matrix = summary.details["confusion_matrix"]
     plot_confusion_matrix(folder / "confusion_matrix.png", matrix["data"], matrix["rows"], matrix["columns"],
                           title="RibFrac classification", xlabel="ground truth", ylabel="prediction")
+
+
+EVALUATOR = Evaluator(
+    challenge="ribfrac",
+    description=__doc__,
+    strict_help="refuse what the official code accepts but a careful submission would not have: prediction rows "
+                "for unknown public_ids, NaN or infinite confidences, GC cases without a successful job, label "
+                "codes outside -1..4 and confidences held as text where the official code does not read them",
+    record=CaseMatch,
+    read=read,
+    evaluate_case=evaluate_case,
+    aggregate=aggregate,
+    add_arguments=add_arguments,
+    write_figures=write_figures,
+)
+main = EVALUATOR.main

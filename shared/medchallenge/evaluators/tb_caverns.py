@@ -2,49 +2,83 @@
 
 Predictions: `submission.txt` (official run file) in the input folder, or GC's `predictions.json` layout (one job
 per CT, output socket `tb-cavern-boxes`). Ground truth: `gt_boxes.csv` (official CSV with header) and `all_ids.csv`.
+Spec: docs/metrics/tb-caverns-2022.md.
 """
 
 from __future__ import annotations
 
 import argparse
-import functools
-import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
-from .. import __version__
-from ..contract import add_path_arguments, match_jobs, read_predictions_json
-from ..errors import InputError, report_errors
-from ..evaluation import add_evaluation_arguments, compute_records, input_fingerprint, parse_shard
+from ..contract import GC_LAYOUT, match_jobs, read_predictions_json
+from ..errors import InputError
+from ..evaluator import CaseRecord, Cases, Evaluator, Summary
 from ..formats.tb_caverns import (
-    RunFile, byte_order_mark_warning, read_all_ids, read_box_json, read_gt_boxes, read_run_file,
+    Box, RunFile, byte_order_mark_warning, read_all_ids, read_box_json, read_gt_boxes, read_run_file,
 )
-from ..io import write_metrics
-from ..metrics.tb_caverns import IOU_THRESHOLDS, aggregate, case_order, case_record
-from ..logs import setup_logging
-
-log = logging.getLogger("medchallenge.tb_caverns")
+from ..metrics.tb_caverns import (
+    IOU_THRESHOLDS, case_counts, case_order, mean_average_precision, sequential_mean, threshold_score,
+)
+from ..sockets import CT_IMAGE, TB_CAVERN_BOXES
 
 RUN_FILE = "submission.txt"
-INPUT_SOCKET = "ct-image"
-OUTPUT_SOCKET = "tb-cavern-boxes"
+NOTES = ["IoU without +1; greedy first-come matching in file order with >=; literal thresholds",
+         "a ground-truth id missing from all_ids.csv still adds its score (denominator unchanged)"]
 EMPTY_SUBMISSION_NOTE = (
     "empty submission: the official code crashes here (AttributeError); scored as no predictions for every case "
     "(ground-truth cases 0, cases without ground truth 1)"
 )
 
 
+class ThresholdScore(TypedDict):
+    tp: int
+    fp: int
+    fn: int
+    score: float
+
+
+@dataclass
+class CaseScore(CaseRecord):
+    """Stage 1 for one case: counts and score at each threshold, the case score, and the §4 rule that applied."""
+
+    in_all_ids: bool
+    has_ground_truth: bool
+    num_gt: int
+    num_pred: int
+    rule: str
+    per_threshold: list[ThresholdScore]
+    case_score: float
+
+
+@dataclass(frozen=True)
+class Boxes:
+    """Ground-truth and predicted boxes by case id, and the id list (what stage 1 reads)."""
+
+    ground_truth: dict[str, list[Box]]
+    predictions: dict[str, list[Box]]
+    all_ids: frozenset[str]
+
+
+@dataclass(kw_only=True)
+class BoxCases(Cases):
+    sources: Boxes
+
+
 def read_predictions(input_dir: Path, gt: dict, all_ids: list[str], strict: bool) -> tuple[RunFile, str, list[str]]:
     """The run file or the GC layout in `input_dir`, which layout it was, and notes on missing GC jobs."""
     jobs = read_predictions_json(input_dir)
     if jobs is not None:
-        match = match_jobs(jobs, INPUT_SOCKET, case_order(list(gt), all_ids), strict=strict,
+        match = match_jobs(jobs, CT_IMAGE.slug, case_order(list(gt), all_ids), strict=strict,
                            ground_truth="gt_boxes.csv/all_ids.csv")
         run = RunFile()
         for case_id, job in match.jobs.items():
-            read_box_json(job.output(OUTPUT_SOCKET).path, case_id, None, strict, run)
+            read_box_json(job.output(TB_CAVERN_BOXES.slug).path, case_id, None, strict, run)
         notes = match.missing_notes("scored as cases without boxes, as the official code scores a case absent from "
                                     "the run file (ground-truth cases 0, the others 1)")
-        return run, "grand-challenge predictions.json", notes
+        return run, GC_LAYOUT, notes
     path = input_dir / RUN_FILE
     if not path.is_file():
         candidates = sorted(p.name for p in input_dir.glob("*.txt")) + sorted(p.name for p in input_dir.glob("*.csv"))
@@ -54,66 +88,65 @@ def read_predictions(input_dir: Path, gt: dict, all_ids: list[str], strict: bool
     return read_run_file(path, set(all_ids) | set(gt), strict), f"run file {path.name}", []
 
 
-def _case_record(gt: dict, pred: dict, all_ids: frozenset, case_id: str) -> dict:
-    return case_record(gt.get(case_id, []), pred.get(case_id, []),
-                       in_all_ids=case_id in all_ids, has_ground_truth=case_id in gt)
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_path_arguments(parser, "input", "output", "ground_truth")
-    parser.add_argument("--strict", action="store_true",
-                        help="fail on task-page rules the official metric did not check (corner order, unknown "
-                             "names) and, in the grand-challenge layout, on cases without a successful job")
-    add_evaluation_arguments(parser)
-    parser.set_defaults(workers=1)  # a case costs microseconds: processes would only add start-up time
-    return parser
-
-
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    setup_logging()
+def read(args: argparse.Namespace) -> BoxCases:
+    """Ground truth, id list and predictions; every case of either list, ground-truth ids first (§4's order)."""
     gt = read_gt_boxes(args.ground_truth / "gt_boxes.csv")
     all_ids = read_all_ids(args.ground_truth / "all_ids.csv")
     run, layout, missing_notes = read_predictions(args.input, gt, all_ids, args.strict)
-    run.warnings[:0] = filter(None, (byte_order_mark_warning(p) for p in
-                                     (args.ground_truth / "all_ids.csv", args.input / RUN_FILE)))
-    for warning in run.warnings:
-        log.warning("warning: %s", warning)
+    bom_warnings = filter(None, (byte_order_mark_warning(p) for p in
+                                 (args.ground_truth / "all_ids.csv", args.input / RUN_FILE)))
+    return BoxCases(ids=case_order(list(gt), all_ids), sources=Boxes(gt, run.boxes, frozenset(all_ids)),
+                    layout=layout, notes=NOTES + missing_notes, warnings=[*bom_warnings, *run.warnings])
 
-    case_ids = case_order(list(gt), all_ids)
-    per_case = functools.partial(_case_record, gt, run.boxes, frozenset(all_ids))
-    records = compute_records(case_ids, per_case, workers=args.workers, records=args.records,
-                              shard=parse_shard(args.shard, args.records), progress=not args.no_progress,
-                              description="cases", fingerprint=input_fingerprint(args))
-    if args.shard:
-        log.info("shard %s: %d case records written to %s", args.shard, len(records), args.records)
-        return 0
 
-    notes = ["IoU without +1; greedy first-come matching in file order with >=; literal thresholds",
-             "a ground-truth id missing from all_ids.csv still adds its score (denominator unchanged)",
-             *missing_notes]
-    if not any(run.boxes.values()):
-        notes.append(EMPTY_SUBMISSION_NOTE)
-    ignored = sorted(set(run.boxes) - set(gt) - set(all_ids))
-    meta = {
-        "challenge": "ImageCLEF 2022 Tuberculosis - Caverns Detection",
-        "edition": 2022,
-        "evaluator": "medchallenge.evaluators.tb_caverns",
-        "evaluator_version": __version__,
-        "predictions": layout,
-        "n_all_ids": len(all_ids),
-        "n_cases_with_ground_truth": len(gt),
+def case_record(gt_boxes: Sequence[Box], pred_boxes: Sequence[Box], *, in_all_ids: bool, has_ground_truth: bool,
+                thresholds: Sequence[float] = IOU_THRESHOLDS) -> CaseScore:
+    """The per-case step on one case's boxes (§3, §4)."""
+    rule, counts = case_counts(gt_boxes, pred_boxes, thresholds)
+    per_threshold = [ThresholdScore(tp=tp, fp=fp, fn=fn, score=threshold_score(tp, fp, fn)) for tp, fp, fn in counts]
+    return CaseScore(in_all_ids, has_ground_truth, len(gt_boxes), len(pred_boxes), rule, per_threshold,
+                     sequential_mean([item["score"] for item in per_threshold]))
+
+
+def evaluate_case(boxes: Boxes, case_id: str) -> CaseScore:
+    """Stage 1 for one case."""
+    return case_record(boxes.ground_truth.get(case_id, []), boxes.predictions.get(case_id, []),
+                       in_all_ids=case_id in boxes.all_ids, has_ground_truth=case_id in boxes.ground_truth)
+
+
+def aggregate_scores(records: Mapping[str, CaseScore], num_all_ids: int,
+                     thresholds: Sequence[float] = IOU_THRESHOLDS) -> dict[str, float]:
+    """Stage 2: `map` (§4, summed exactly as the official code) and the same aggregate at each threshold."""
+    gt_ids = [i for i, r in records.items() if r.has_ground_truth]
+    n_tn = sum(1 for r in records.values() if r.in_all_ids and not r.has_ground_truth and r.num_pred == 0)
+    result = {"map": mean_average_precision((records[i].case_score for i in gt_ids), n_tn, num_all_ids)}
+    for k, t in enumerate(thresholds):
+        per_t = (records[i].per_threshold[k]["score"] for i in gt_ids)
+        result[f"ap_at_iou_{t:.2f}"] = mean_average_precision(per_t, n_tn, num_all_ids)
+    return result
+
+
+def aggregate(cases: BoxCases, records: dict[str, CaseScore]) -> Summary:
+    """Stage 2 with the id counts and the prediction ids that are no case."""
+    boxes = cases.sources
+    details = {
+        "num_all_ids": len(boxes.all_ids),
+        "num_cases_with_ground_truth": len(boxes.ground_truth),
         "iou_thresholds": list(IOU_THRESHOLDS),
-        "ignored_prediction_ids": ignored,
-        "warnings": run.warnings,
-        "notes": notes,
+        "ignored_prediction_ids": sorted(set(boxes.predictions) - set(boxes.ground_truth) - boxes.all_ids),
     }
-    metrics = write_metrics(args.output / "metrics.json", aggregate(records, len(all_ids)), records, meta)
-    log.info("map = %.6f over %d ids -> %s", metrics["aggregates"]["map"], len(all_ids), args.output / "metrics.json")
-    return 0
+    notes = [] if any(boxes.predictions.values()) else [EMPTY_SUBMISSION_NOTE]
+    return Summary(aggregates=aggregate_scores(records, len(boxes.all_ids)), details=details, notes=notes)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+EVALUATOR = Evaluator(
+    challenge="tb-caverns",
+    description=__doc__,
+    strict_help="fail on task-page rules the official metric did not check (corner order, unknown names) and, in "
+                "the grand-challenge layout, on cases without a successful job",
+    record=CaseScore,
+    read=read,
+    evaluate_case=evaluate_case,
+    aggregate=aggregate,
+)
+main = EVALUATOR.main

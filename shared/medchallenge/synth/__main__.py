@@ -1,7 +1,7 @@
 """`python -m medchallenge.synth CHALLENGE --out DIR ...`: generate a synthetic cohort for one challenge.
 
-Each generator module `medchallenge.synth.<challenge with underscores>` provides
-`add_arguments(parser)` and `run(args) -> int`.
+Each challenge's generator module (registry: `medchallenge.synth.<module>`) provides `add_arguments(parser)` and
+`run(args) -> int`.
 """
 
 from __future__ import annotations
@@ -11,24 +11,18 @@ import importlib
 import sys
 
 from ..logs import setup_logging
-
-GENERATORS = {
-    "tb-caverns": "tb_caverns",
-    "ribfrac": "ribfrac",
-    "object-cxr": "object_cxr",
-    "imageclef-caption": "imageclef_caption",
-}
+from ..registry import CHALLENGES
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.synth", description=__doc__)
     sub = parser.add_subparsers(dest="challenge", required=True)
     modules = {}
-    for name, module_name in GENERATORS.items():
+    for name, challenge in CHALLENGES.items():
         try:
-            module = importlib.import_module(f"medchallenge.synth.{module_name}")
+            module = importlib.import_module(challenge.generator_module)
         except ModuleNotFoundError as exc:
-            if exc.name != f"medchallenge.synth.{module_name}":
+            if exc.name != challenge.generator_module:
                 raise
             continue
         modules[name] = module

@@ -1,0 +1,193 @@
+"""The evaluator command, one for every challenge: flags, paths, logging, workers, records and metrics.json.
+
+A challenge plugs in an `Evaluator`: its extra arguments, a reader (inputs -> `Cases`: the case ids in scoring
+order and what scoring one case needs), a per-case step returning a typed `CaseRecord`, an aggregate step
+(records -> `Summary`) and its figures. Stage 1 runs through evaluation.compute_records (worker processes,
+--records cache and resume, --shard); stage 2 aggregates every record. metrics.json is
+`{"aggregates", "case", "meta"}` with the same `meta` keys for every challenge (META_KEYS).
+"""
+
+from __future__ import annotations
+
+import argparse
+import enum
+import functools
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Generic, Self, TypeVar
+
+from . import __version__
+from .contract import add_path_arguments
+from .errors import InputError, report_errors
+from .evaluation import compute_records, input_fingerprint, parse_shard
+from .io import write_metrics
+from .logs import setup_logging
+from .registry import CHALLENGES
+
+log = logging.getLogger("medchallenge.evaluator")
+
+# --workers' default, first set first: grand-challenge's evaluation templates read the first.
+WORKER_VARIABLES = ("GRAND_CHALLENGE_MAX_WORKERS", "EVAL_MAX_WORKERS")
+META_KEYS = ("challenge", "evaluator", "evaluator_version", "layout", "options", "notes", "warnings", "details")
+
+
+class Omitted(enum.Enum):
+    """A record field the case took no part in (a subtask without predictions): left out of the record's JSON."""
+
+    OMITTED = "omitted"
+
+
+OMITTED = Omitted.OMITTED
+
+
+@dataclass
+class CaseRecord:
+    """Base of the per-case records: a dataclass of JSON values that round-trips through `to_json`/`from_json`
+    (stored in --records folders and written to metrics.json `case`)."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not OMITTED}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        try:
+            return cls(**data)
+        except TypeError as exc:
+            raise InputError(f"a per-case record is not a {cls.__name__} ({exc}); records of another evaluator "
+                             "version? use an empty --records folder") from None
+
+
+@dataclass(kw_only=True)
+class Cases:
+    """What a challenge's reader found: the case ids in scoring order, `sources` (what its per-case step needs,
+    sent to the worker processes), the layout read, and notes and warnings on how the inputs were taken. A
+    challenge subclasses it with what its aggregate step needs besides the records."""
+
+    ids: list[str]
+    sources: Any
+    layout: str
+    notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+    def options(self) -> dict[str, Any]:
+        """The challenge's scoring options as resolved (metrics.json `meta.options`, with `strict`)."""
+        return {}
+
+
+@dataclass(kw_only=True)
+class Summary:
+    """What a challenge's aggregate step gives: the aggregates, `details` for `meta.details`, notes, and the
+    `case` section where it is not the records themselves (object-CXR: per image, its records are per block)."""
+
+    aggregates: dict[str, float]
+    details: dict[str, Any] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+    case: dict[str, dict[str, Any]] | None = None
+
+
+CasesT = TypeVar("CasesT", bound=Cases)
+RecordT = TypeVar("RecordT", bound=CaseRecord)
+
+
+def no_arguments(parser: argparse.ArgumentParser) -> None:
+    """For a challenge without options of its own."""
+
+
+@dataclass(frozen=True)
+class Evaluator(Generic[CasesT, RecordT]):
+    """One challenge's evaluator, as the command runs it (the functions must be module-level: the per-case step
+    is sent to worker processes)."""
+
+    challenge: str  # its name in the registry
+    description: str
+    strict_help: str
+    record: type[RecordT]
+    read: Callable[[argparse.Namespace], CasesT]
+    evaluate_case: Callable[[Any, str], RecordT]
+    aggregate: Callable[[CasesT, dict[str, RecordT]], Summary]
+    add_arguments: Callable[[argparse.ArgumentParser], None] = no_arguments
+    write_figures: Callable[[Path, CasesT, dict[str, RecordT], Summary], None] | None = None
+    unit: str = "cases"  # what a case is, for the progress bar and the log
+
+    def main(self, argv: list[str] | None = None) -> int:
+        """The evaluator command: `evaluate.py [--input ...] [--ground-truth ...] [--output ...] [options]`."""
+        return run(self, argv)
+
+
+def default_workers() -> int:
+    """--workers' default: the first of WORKER_VARIABLES that is set, else 0 (one process per core)."""
+    for name in WORKER_VARIABLES:
+        value = os.environ.get(name, "").strip()
+        if value:
+            if not value.isdigit():
+                raise InputError(f"${name} = {value!r}: expected a number of worker processes")
+            return int(value)
+    return 0
+
+
+def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="evaluate.py", description=evaluator.description,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_path_arguments(parser, "input", "ground_truth", "output")
+    evaluator.add_arguments(parser)
+    parser.add_argument("--strict", action="store_true", help=evaluator.strict_help)
+    parser.add_argument("--workers", type=int, default=default_workers(),
+                        help=f"processes for the per-case step (0: one per core); default ${WORKER_VARIABLES[0]}, "
+                             f"else ${WORKER_VARIABLES[1]}, else 0")
+    parser.add_argument("--records", type=Path, default=None,
+                        help="folder for per-case records: reused on the next run (resume), shared between shards")
+    parser.add_argument("--shard", default=None, metavar="K/N",
+                        help="compute only shard K of N (1-based) of the per-case records, then stop")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.add_argument("--no-plots", action="store_true", help="do not draw the figures beside metrics.json")
+    parser.add_argument("--no-plot", dest="no_plots", action="store_true", help=argparse.SUPPRESS)
+    return parser
+
+
+def _case_json(evaluate_case: Callable[[Any, str], CaseRecord], sources: Any, case_id: str) -> dict[str, Any]:
+    return evaluate_case(sources, case_id).to_json()
+
+
+@report_errors
+def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
+    """Read, score every case (stage 1), aggregate (stage 2), write metrics.json and the figures."""
+    args = build_parser(evaluator).parse_args(argv)
+    setup_logging()
+    started = time.perf_counter()
+    shard = parse_shard(args.shard, args.records)
+    cases = evaluator.read(args)
+    for warning in cases.warnings:
+        log.warning("warning: %s", warning)
+    log.info("%s: %d %s (%s)", evaluator.challenge, len(cases.ids), evaluator.unit, cases.layout)
+    stored = compute_records(cases.ids, functools.partial(_case_json, evaluator.evaluate_case, cases.sources),
+                             workers=args.workers, records=args.records, shard=shard, progress=not args.no_progress,
+                             description=evaluator.unit, fingerprint=input_fingerprint(args))
+    if shard is not None:
+        log.info("shard %d/%d: %d record(s) in %s", *shard, len(stored), args.records)
+        return 0
+    records = {case_id: evaluator.record.from_json(data) for case_id, data in stored.items()}
+    summary = evaluator.aggregate(cases, records)
+    meta = {
+        "challenge": evaluator.challenge,
+        "evaluator": CHALLENGES[evaluator.challenge].evaluator_module,
+        "evaluator_version": __version__,
+        "layout": cases.layout,
+        "options": {"strict": args.strict, **cases.options()},
+        "notes": cases.notes + summary.notes,
+        "warnings": cases.warnings,
+        "details": summary.details,
+    }
+    case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}
+    output = args.output / "metrics.json"
+    write_metrics(output, summary.aggregates, case, meta)
+    if evaluator.write_figures is not None and not args.no_plots:
+        evaluator.write_figures(args.output, cases, records, summary)
+    log.info("%s: %d %s scored in %.2f s -> %s", evaluator.challenge, len(cases.ids), evaluator.unit,
+             time.perf_counter() - started, output)
+    for key, value in summary.aggregates.items():
+        log.info("  %-26s %.6f", key, value)
+    return 0

@@ -1,0 +1,235 @@
+"""Every challenge, defined once: its name and the spellings derived from it, its scoring configurations (one
+evaluator image each), its grand-challenge sockets, its compose services, generator, evaluator and algorithm.
+
+The command line, the synthetic-data generators, `make demo`, the grand-challenge emulator and packer, the
+benchmarks and the end-to-end tests read this table. compose.yaml is written by hand for people to read;
+tests/test_registry.py holds it against this table.
+
+From a challenge's one name (`tb-caverns`) derive its module name (`tb_caverns`: `medchallenge.evaluators.tb_caverns`,
+`medchallenge.synth.tb_caverns`, `evaluators/tb_caverns/`), the prefix of its folder variables (`TB_CAVERNS_`) and
+its demo folder (`demo/tb_caverns/`). A configuration other than the default adds its suffix to each
+(`ribfrac-legacy-evaluator`, `RIBFRAC_LEGACY_`).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .sockets import CAPTION_INTERFACE, OBJECT_CXR_INTERFACE, RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface
+
+IMAGE_NAMESPACE = "medchallenge"
+DEMO_ROOT = "./demo"
+GROUND_TRUTH_TARGET = "/opt/ml/input/data/ground_truth"
+MODEL_TARGET = "/opt/ml/model"
+
+
+def _joined(*parts: str) -> str:
+    return "-".join(part for part in parts if part)
+
+
+def _variable_prefix(name: str) -> str:
+    return name.upper().replace("-", "_")
+
+
+@dataclass(frozen=True)
+class Mount:
+    """A folder of a compose service: the host folder is `$variable`, else `default`; `role` says what it holds
+    (input, predictions, ground_truth, metrics, model)."""
+
+    role: str
+    variable: str
+    default: str
+    target: str
+
+    @property
+    def volume(self) -> str:
+        """The volume as compose.yaml writes it."""
+        return f"${{{self.variable}:-{self.default}}}:{self.target}"
+
+
+@dataclass(frozen=True)
+class Service:
+    """A docker compose service: its image (without tag), how it is built, its folders, what runs before it."""
+
+    name: str
+    image: str
+    dockerfile: str
+    mounts: tuple[Mount, ...]
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    depends_on: str | None = None
+
+    def mount(self, role: str) -> Mount:
+        return next(m for m in self.mounts if m.role == role)
+
+    def environment(self, **folders: str) -> dict[str, str]:
+        """The folder variables that point this service's folders of the given roles at `folders`."""
+        return {self.mount(role).variable: str(path) for role, path in folders.items()}
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A challenge's algorithm image: the module holding its runner plug-in (`ALGORITHM`, see algorithms/runner.py)."""
+
+    module: str
+
+    def plugin(self):
+        """The `algorithms.runner.Algorithm` of this challenge (model class, case patterns, writers)."""
+        return importlib.import_module(self.module).ALGORITHM
+
+
+@dataclass(frozen=True)
+class Edition:
+    """A scoring configuration of a challenge's evaluator, built as its own image. `build_args` bake the option in
+    (the image's environment, which the evaluator reads as the option's default), so that grand-challenge, which
+    runs a container with no arguments and no environment, scores that way."""
+
+    suffix: str = ""  # "" for the default configuration; names get "-<suffix>"
+    build_args: Mapping[str, str] = field(default_factory=dict)
+    synth_arguments: tuple[str, ...] = ()  # generator arguments for its data
+    shares_data: bool = False  # scores the default configuration's folders, with metrics in metrics-<suffix>
+
+
+@dataclass(frozen=True)
+class Challenge:
+    """One challenge: `name` is its one spelling, every other is derived (module, variable prefix, folders)."""
+
+    name: str
+    title: str
+    interface: Interface
+    demo_size: tuple[str, ...]  # generator arguments for `make demo`
+    test_size: tuple[str, ...]  # and for the end-to-end tests
+    editions: tuple[Edition, ...] = (Edition(),)
+    algorithm: Algorithm | None = None
+    short_name: str = ""  # where services, variables and demo folders use a shorter stem than `name`
+
+    @property
+    def module(self) -> str:
+        """`tb_caverns`: the module of its evaluator, generator and formats, and its folders in the repository."""
+        return self.name.replace("-", "_")
+
+    @property
+    def evaluator_module(self) -> str:
+        return f"medchallenge.evaluators.{self.module}"
+
+    @property
+    def generator_module(self) -> str:
+        return f"medchallenge.synth.{self.module}"
+
+    @property
+    def configurations(self) -> tuple[Configuration, ...]:
+        return tuple(Configuration(self, edition) for edition in self.editions)
+
+    @property
+    def default(self) -> Configuration:
+        """The configuration whose data folders the others share."""
+        return self.configurations[0]
+
+    @property
+    def algorithm_service(self) -> Service | None:
+        if self.algorithm is None:
+            return None
+        data = self.default
+        prefix, folder = data.variable_prefix, f"{DEMO_ROOT}/{data.demo_folder}"
+        return Service(
+            name=f"{self.name}-algorithm",
+            image=f"{IMAGE_NAMESPACE}/{self.name}-algorithm",
+            dockerfile=f"algorithms/{self.module}/Dockerfile",
+            mounts=(Mount("input", f"{prefix}_INPUT", f"{folder}/input", "/input:ro"),
+                    Mount("predictions", f"{prefix}_PREDICTIONS", f"{folder}/predictions", "/output"),
+                    Mount("model", f"{prefix}_MODEL", f"./algorithms/{self.module}/model", f"{MODEL_TARGET}:ro")),
+        )
+
+
+@dataclass(frozen=True)
+class Configuration:
+    """A challenge with one of its editions: the names, folders and compose service of that evaluator image."""
+
+    challenge: Challenge
+    edition: Edition
+
+    @property
+    def name(self) -> str:
+        """`imageclef-caption-2022`: its image and its grand-challenge package are named after it."""
+        return _joined(self.challenge.name, self.edition.suffix)
+
+    @property
+    def stem(self) -> str:
+        """`caption-2022`: the stem of its compose service, folder variables and demo folder."""
+        return _joined(self.challenge.short_name or self.challenge.name, self.edition.suffix)
+
+    @property
+    def title(self) -> str:
+        return " ".join(filter(None, (self.challenge.title, self.edition.suffix)))
+
+    @property
+    def variable_prefix(self) -> str:
+        return _variable_prefix(self.stem)
+
+    @property
+    def data(self) -> Configuration:
+        """The configuration whose folders it scores: itself, or the challenge's default where it shares them."""
+        return self.challenge.default if self.edition.shares_data else self
+
+    @property
+    def demo_folder(self) -> str:
+        return self.data.stem.replace("-", "_")
+
+    @property
+    def service(self) -> Service:
+        data = self.data
+        folder = f"{DEMO_ROOT}/{self.demo_folder}"
+        metrics = _joined("metrics", self.edition.suffix if self.edition.shares_data else "")
+        algorithm = self.challenge.algorithm_service
+        return Service(
+            name=f"{self.stem}-evaluator",
+            image=f"{IMAGE_NAMESPACE}/{self.name}-evaluator",
+            dockerfile=f"evaluators/{self.challenge.module}/Dockerfile",
+            mounts=(Mount("predictions", f"{data.variable_prefix}_PREDICTIONS", f"{folder}/predictions", "/input:ro"),
+                    Mount("ground_truth", f"{data.variable_prefix}_GROUND_TRUTH", f"{folder}/ground_truth",
+                          f"{GROUND_TRUTH_TARGET}:ro"),
+                    Mount("metrics", f"{self.variable_prefix}_METRICS", f"{folder}/{metrics}", "/output")),
+            build_args=self.edition.build_args,
+            depends_on=algorithm.name if algorithm else None,
+        )
+
+
+CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
+    Challenge(
+        "tb-caverns", "ImageCLEF 2022 TB caverns", TB_CAVERNS_INTERFACE,
+        demo_size=("--cases", "8"), test_size=("--cases", "3", "--shape", "192", "192", "48"),
+        algorithm=Algorithm("medchallenge.algorithms.tb_caverns"),
+    ),
+    Challenge(
+        "ribfrac", "MICCAI 2020 RibFrac", RIBFRAC_INTERFACE,
+        demo_size=("--cases", "8", "--shape", "256", "256", "160"), test_size=("--cases", "4"),
+        # legacy: the MICCAI 2020 ranking code (official legacy branch), baked in
+        editions=(Edition(), Edition("legacy", {"RIBFRAC_BRANCH": "legacy",
+                                                "IMAGE_TITLE": "medchallenge-ribfrac-legacy-evaluator"},
+                                     shares_data=True)),
+    ),
+    Challenge(
+        "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,
+        demo_size=("--images", "1000"), test_size=("--images", "200"),
+    ),
+    Challenge(
+        "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,
+        demo_size=("--images", "2000"), test_size=("--images", "300"), short_name="caption",
+        editions=(Edition("2022", {"CAPTION_EDITION": "2022"}, ("--edition", "2022", "--secondary")),
+                  Edition("2021", {"CAPTION_EDITION": "2021"}, ("--edition", "2021"))),
+    ),
+)}
+
+CONFIGURATIONS: tuple[Configuration, ...] = tuple(c for challenge in CHALLENGES.values()
+                                                  for c in challenge.configurations)
+
+# Every compose service: the algorithms', then each configuration's evaluator.
+SERVICES: tuple[Service, ...] = (
+    *(challenge.algorithm_service for challenge in CHALLENGES.values() if challenge.algorithm),
+    *(configuration.service for configuration in CONFIGURATIONS),
+)
+
+# The configurations with data of their own: one demo and one grand-challenge package each.
+CONFIGURATIONS_WITH_DATA: tuple[Configuration, ...] = tuple(c for c in CONFIGURATIONS if not c.edition.shares_data)

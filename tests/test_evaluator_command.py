@@ -1,0 +1,96 @@
+"""The one evaluator command: the same flags, workers default and metrics.json envelope for every challenge, and
+per-case records that round-trip through JSON."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from medchallenge.evaluator import META_KEYS, build_parser, default_workers
+from medchallenge.registry import CHALLENGES
+from medchallenge.synth.__main__ import main as synth_main
+
+TESTS = Path(__file__).parent
+
+
+def evaluator(name: str):
+    return importlib.import_module(CHALLENGES[name].evaluator_module).EVALUATOR
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """(predictions, ground truth) of a small cohort per challenge."""
+    root = tmp_path_factory.mktemp("cohorts")
+    tb_gt, tb_pred = root / "tb" / "gt", root / "tb" / "pred"
+    tb_gt.mkdir(parents=True)
+    tb_pred.mkdir()
+    fixtures = TESTS / "tb_caverns" / "fixtures"
+    shutil.copy(fixtures / "gt.csv", tb_gt / "gt_boxes.csv")
+    shutil.copy(fixtures / "all_ids.csv", tb_gt / "all_ids.csv")
+    shutil.copy(fixtures / "pred.csv", tb_pred / "submission.txt")
+    cohorts = {"tb-caverns": (tb_pred, tb_gt),
+               "ribfrac": (TESTS / "ribfrac" / "fixtures" / "pred", TESTS / "ribfrac" / "fixtures" / "gt")}
+    for name, size in (("object-cxr", ("--images", "20")), ("imageclef-caption", ("--images", "20"))):
+        assert synth_main([name, "--out", str(root / name), *size, "--seed", "1"]) == 0
+        cohorts[name] = (root / name / "predictions", root / name / "ground_truth")
+    return cohorts
+
+
+@pytest.mark.parametrize("name", CHALLENGES)
+def test_same_envelope_and_records_that_round_trip(inputs, tmp_path, name):
+    predictions, ground_truth = inputs[name]
+    records = tmp_path / "records"
+    assert evaluator(name).main(["--input", str(predictions), "--ground-truth", str(ground_truth), "--output",
+                                 str(tmp_path / "out"), "--records", str(records), "--workers", "1",
+                                 "--no-progress", "--no-plots"]) == 0
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert list(metrics) == ["aggregates", "case", "meta"]
+    assert tuple(metrics["meta"]) == META_KEYS
+    assert metrics["meta"]["challenge"] == name and metrics["meta"]["options"]["strict"] is False
+    assert metrics["meta"]["evaluator"] == CHALLENGES[name].evaluator_module
+    assert not list((tmp_path / "out").glob("*.png"))
+    stored = [json.loads(path.read_text()) for path in sorted(records.glob("*.json"))]
+    assert stored and all(evaluator(name).record.from_json(data).to_json() == data for data in stored)
+
+
+def test_a_record_of_another_shape_is_one_error_line(inputs, tmp_path, capsys):
+    predictions, ground_truth = inputs["tb-caverns"]
+    args = ["--input", str(predictions), "--ground-truth", str(ground_truth), "--output", str(tmp_path / "out"),
+            "--records", str(tmp_path / "records"), "--workers", "1", "--no-progress"]
+    assert evaluator("tb-caverns").main(args) == 0
+    path = tmp_path / "records" / "TST_001.nii.gz.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "n_gt": 1}))
+    assert evaluator("tb-caverns").main(args) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: a per-case record is not a CaseScore") and "empty --records folder" in line
+
+
+@pytest.mark.parametrize("name", CHALLENGES)
+def test_every_evaluator_takes_the_common_flags(name):
+    args = build_parser(evaluator(name)).parse_args(["--no-plot", "--strict", "--records", "r", "--shard", "1/2",
+                                                     "--no-progress", "--workers", "3"])
+    assert args.no_plots and args.strict and args.shard == "1/2" and args.no_progress and args.workers == 3
+
+
+def test_workers_default_grand_challenge_first_then_eval_max_workers(monkeypatch):
+    monkeypatch.delenv("GRAND_CHALLENGE_MAX_WORKERS", raising=False)
+    monkeypatch.delenv("EVAL_MAX_WORKERS", raising=False)
+    assert default_workers() == 0  # one per core
+    monkeypatch.setenv("EVAL_MAX_WORKERS", "3")
+    assert default_workers() == 3
+    monkeypatch.setenv("GRAND_CHALLENGE_MAX_WORKERS", "2")
+    assert default_workers() == 2
+    assert build_parser(evaluator("tb-caverns")).parse_args([]).workers == 2
+
+
+def test_a_bad_workers_variable_is_one_error_line(inputs, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("GRAND_CHALLENGE_MAX_WORKERS", "four")
+    predictions, ground_truth = inputs["tb-caverns"]
+    assert evaluator("tb-caverns").main(["--input", str(predictions), "--ground-truth", str(ground_truth),
+                                         "--output", str(tmp_path / "out")]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert line == "error: $GRAND_CHALLENGE_MAX_WORKERS = 'four': expected a number of worker processes"

@@ -1,0 +1,82 @@
+"""The challenge registry against what it names: compose.yaml (written by hand), modules, entry scripts, Dockerfiles."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+
+from medchallenge import __version__
+from medchallenge.registry import CHALLENGES, CONFIGURATIONS, SERVICES, Service
+
+
+def compose_services(text: str) -> dict[str, list[str]]:
+    """compose.yaml's services: name -> the stripped lines of its block (the file keeps one style, two-space
+    indents, so its blocks can be read without a YAML parser)."""
+    services: dict[str, list[str]] = {}
+    block: list[str] | None = None
+    in_services = False
+    for line in text.splitlines():
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if not line.startswith(" "):
+            in_services, block = line == "services:", None
+        elif in_services and (name := re.fullmatch(r" {2}([\w-]+):", line)):
+            block = services.setdefault(name[1], [])
+        elif block is not None:
+            block.append(line.strip())
+    return services
+
+
+@pytest.fixture(scope="module")
+def compose(repo: Path) -> dict[str, list[str]]:
+    return compose_services((repo / "compose.yaml").read_text())
+
+
+def test_compose_has_exactly_the_registry_services(compose):
+    assert sorted(compose) == sorted(service.name for service in SERVICES)
+
+
+@pytest.mark.parametrize("service", SERVICES, ids=[s.name for s in SERVICES])
+def test_compose_service_matches_the_registry(compose, service: Service):
+    block = compose[service.name]
+    text = "\n".join(block)
+    assert f"image: {service.image}:${{MEDCHALLENGE_VERSION:-{__version__}}}" in block
+    assert re.findall(r"dockerfile: ([^,}\s]+)", text) == [service.dockerfile]
+    args = re.findall(r"args: \{(.*)\}", text)
+    pairs = [pair.split(":", 1) for arg in args for pair in arg.split(",")]
+    assert {key.strip(): value.strip().strip('"') for key, value in pairs} == dict(service.build_args)
+    assert [line[2:] for line in block if line.startswith("- ${")] == [mount.volume for mount in service.mounts]
+    assert re.findall(r"^([\w-]+): \{condition: service_completed_successfully\}$", text, re.M) == (
+        [service.depends_on] if service.depends_on else [])
+    assert "<<: *hardening" in block
+
+
+@pytest.mark.parametrize("name", CHALLENGES)
+def test_every_name_the_registry_derives_exists(repo, name):
+    challenge = CHALLENGES[name]
+    evaluator = importlib.import_module(challenge.evaluator_module)
+    assert evaluator.EVALUATOR.challenge == name
+    assert importlib.util.find_spec(challenge.generator_module) is not None
+    entry = repo / "evaluators" / challenge.module / "evaluate.py"
+    assert f"from {challenge.evaluator_module} import main" in entry.read_text()
+    assert len(entry.read_text().splitlines()) == 6
+    assert (repo / "evaluators" / challenge.module / "Dockerfile").is_file()
+    if challenge.algorithm:
+        assert importlib.util.find_spec(challenge.algorithm.module) is not None
+        assert (repo / challenge.algorithm_service.dockerfile).is_file()
+
+
+def test_spellings_are_derived_from_the_one_name():
+    names = {c.name: (c.service.name, c.variable_prefix, c.demo_folder) for c in CONFIGURATIONS}
+    assert names == {
+        "tb-caverns": ("tb-caverns-evaluator", "TB_CAVERNS", "tb_caverns"),
+        "ribfrac": ("ribfrac-evaluator", "RIBFRAC", "ribfrac"),
+        "ribfrac-legacy": ("ribfrac-legacy-evaluator", "RIBFRAC_LEGACY", "ribfrac"),
+        "object-cxr": ("object-cxr-evaluator", "OBJECT_CXR", "object_cxr"),
+        "imageclef-caption-2022": ("caption-2022-evaluator", "CAPTION_2022", "caption_2022"),
+        "imageclef-caption-2021": ("caption-2021-evaluator", "CAPTION_2021", "caption_2021"),
+    }
