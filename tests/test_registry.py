@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from medchallenge import __version__
+from medchallenge import __version__, dockerfiles
 from medchallenge.registry import CHALLENGES, CONFIGURATIONS, SERVICES, Service
 
 
@@ -80,3 +80,19 @@ def test_spellings_are_derived_from_the_one_name():
         "imageclef-caption-2022": ("caption-2022-evaluator", "CAPTION_2022", "caption_2022"),
         "imageclef-caption-2021": ("caption-2021-evaluator", "CAPTION_2021", "caption_2021"),
     }
+
+
+def test_every_dockerfile_is_written_from_the_registry(repo, capsys):
+    assert dockerfiles.main(["--root", str(repo), "--check"]) == 0, capsys.readouterr().out
+    assert sorted(dockerfiles.dockerfiles()) == sorted(
+        str(p.relative_to(repo)) for p in [*repo.glob("algorithms/*/Dockerfile"), *repo.glob("evaluators/*/Dockerfile")])
+
+
+def test_a_hand_edited_dockerfile_is_named(tmp_path, capsys):
+    for relative, text in dockerfiles.dockerfiles().items():
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text(text)
+    edited = tmp_path / "evaluators" / "ribfrac" / "Dockerfile"
+    edited.write_text(edited.read_text().replace("USER 1000:1000", "USER root"))
+    assert dockerfiles.main(["--root", str(tmp_path), "--check"]) == 1
+    assert capsys.readouterr().out.strip() == "differs: evaluators/ribfrac/Dockerfile"

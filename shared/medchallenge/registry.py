@@ -14,7 +14,6 @@ its demo folder (`demo/tb_caverns/`). A configuration other than the default add
 from __future__ import annotations
 
 import importlib
-
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -74,6 +73,8 @@ class Algorithm:
     """A challenge's algorithm image: the module holding its runner plug-in (`ALGORITHM`, see algorithms/runner.py)."""
 
     module: str
+    description: str  # the image's description label
+    extras: tuple[str, ...] = ("ct", "onnx")  # the medchallenge extras its image installs (onnx: the CPU runtime)
 
     def plugin(self):
         """The `algorithms.runner.Algorithm` of this challenge (model class, case patterns, writers)."""
@@ -101,6 +102,8 @@ class Challenge:
     interface: Interface
     demo_size: tuple[str, ...]  # generator arguments for `make demo`
     test_size: tuple[str, ...]  # and for the end-to-end tests
+    evaluator_description: str  # the evaluator image's description label
+    evaluator_extras: tuple[str, ...]  # the medchallenge extras the evaluator image installs
     editions: tuple[Edition, ...] = (Edition(),)
     algorithm: Algorithm | None = None
     short_name: str = ""  # where services, variables and demo folders use a shorter stem than `name`
@@ -191,7 +194,8 @@ class Configuration:
                     Mount("ground_truth", f"{data.variable_prefix}_GROUND_TRUTH", f"{folder}/ground_truth",
                           f"{GROUND_TRUTH_TARGET}:ro"),
                     Mount("metrics", f"{self.variable_prefix}_METRICS", f"{folder}/{metrics}", "/output")),
-            build_args=self.edition.build_args,
+            build_args=({**self.edition.build_args, "IMAGE_TITLE": f"{IMAGE_NAMESPACE}-{self.name}-evaluator"}
+                        if self.edition.build_args else {}),
             depends_on=algorithm.name if algorithm else None,
         )
 
@@ -200,23 +204,33 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
     Challenge(
         "tb-caverns", "ImageCLEF 2022 TB caverns", TB_CAVERNS_INTERFACE,
         demo_size=("--cases", "8"), test_size=("--cases", "3", "--shape", "192", "192", "48"),
-        algorithm=Algorithm("medchallenge.algorithms.tb_caverns"),
+        evaluator_description="ImageCLEF 2022 TB caverns detection: official mAP over IoU 0.40-0.75",
+        evaluator_extras=(),
+        algorithm=Algorithm("medchallenge.algorithms.tb_caverns", "ImageCLEF 2022 TB caverns detection: "
+                            "synthetic-data 3-D U-Net (ONNX Runtime), boxes per CT"),
     ),
     Challenge(
         "ribfrac", "MICCAI 2020 RibFrac", RIBFRAC_INTERFACE,
         demo_size=("--cases", "8", "--shape", "256", "256", "160"), test_size=("--cases", "4"),
-        # legacy: the MICCAI 2020 ranking code (official legacy branch), baked in
-        editions=(Edition(), Edition("legacy", {"RIBFRAC_BRANCH": "legacy",
-                                                "IMAGE_TITLE": "medchallenge-ribfrac-legacy-evaluator"},
-                                     shares_data=True)),
+        evaluator_description="MICCAI 2020 RibFrac evaluation (FROC detection, classification F1s, Dice/IoU) as "
+                              "the official ${RIBFRAC_BRANCH} code scores it",
+        evaluator_extras=("ct", "plots"),
+        # master: the online evaluation; legacy: the MICCAI 2020 ranking code (official legacy branch)
+        editions=(Edition("", {"RIBFRAC_BRANCH": "master"}),
+                  Edition("legacy", {"RIBFRAC_BRANCH": "legacy"}, shares_data=True)),
     ),
     Challenge(
         "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,
         demo_size=("--images", "1000"), test_size=("--images", "200"),
+        evaluator_description="object-CXR (MIDL 2020) evaluator: FROC exactly as the official froc.py, and ROC AUC",
+        evaluator_extras=("plots", "classification"),
     ),
     Challenge(
         "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,
         demo_size=("--images", "2000"), test_size=("--images", "300"), short_name="caption",
+        evaluator_description="ImageCLEFmed Caption ${CAPTION_EDITION}: official concept F1, caption BLEU and "
+                              "ROUGE-1",
+        evaluator_extras=("caption", "plots", "lemmatize"),
         editions=(Edition("2022", {"CAPTION_EDITION": "2022"}, ("--edition", "2022", "--secondary")),
                   Edition("2021", {"CAPTION_EDITION": "2021"}, ("--edition", "2021"))),
     ),

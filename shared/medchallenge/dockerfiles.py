@@ -1,0 +1,133 @@
+"""The Dockerfiles of every image, written from one template and the challenge registry.
+
+    python -m medchallenge.dockerfiles          # rewrite algorithms/*/Dockerfile and evaluators/*/Dockerfile
+    python -m medchallenge.dockerfiles --check  # exit 1 naming each Dockerfile that differs (tests/test_registry.py)
+
+Each container folder keeps a plain Dockerfile of its own (as grand-challenge-forge's examples do); they differ only
+in labels, extras, entry script, the model of an algorithm and the build arguments of a configuration image, so
+none is edited by hand. Every image: `python:3.11-slim` (linux/amd64), a venv in /opt/venv filled offline from the
+wheelhouse bind mount (no wheel enters a layer), user uid 1000, code in /opt/app, an exec-form entrypoint that needs
+no arguments. Build arguments that bake a scoring configuration in are declared after the install, so that the
+configurations of one evaluator share its layers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import textwrap
+from pathlib import Path
+
+from . import __version__
+from .registry import CHALLENGES, Challenge
+
+HEADER = """\
+{title}
+# Written by `python -m medchallenge.dockerfiles` from medchallenge.registry: do not edit by hand.
+# Build context: the repository root; wheels from ./wheelhouse (make wheels), bind-mounted so that they never enter
+# an image layer.
+FROM --platform=linux/amd64 python:3.11-slim
+ENV PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 PATH=/opt/venv/bin:$PATH \\
+    MPLCONFIGDIR=/tmp/matplotlib XDG_CACHE_HOME=/tmp/cache
+"""
+MOUNTS = """\
+RUN --mount=type=bind,source=wheelhouse,target=/wheels \\
+    --mount=type=bind,source=requirements,target=/src/requirements \\
+    --mount=type=bind,source=shared,target=/src/shared,rw \\
+    python3 -m venv /opt/venv \\
+"""
+PIP = "pip install --no-cache-dir --no-index --find-links /wheels -c /src/requirements/runtime.txt"
+USER = "useradd --uid 1000 --create-home --no-log-init user"
+GPU_VARIANT = """\
+# ONNXRUNTIME_VARIANT=gpu (make images GPU=1) installs onnxruntime-gpu with the CUDA 12 libraries of
+# requirements/gpu.txt instead of the CPU build; that image runs on the CPU too where no GPU is visible.
+ARG ONNXRUNTIME_VARIANT=cpu
+"""
+FOOTER = """\
+LABEL org.opencontainers.image.title="{image_title}" \\
+      org.opencontainers.image.description="{description}" \\
+      org.opencontainers.image.version="{version}" \\
+      org.opencontainers.image.source="https://github.com/medchallenge/medchallenge" \\
+      org.opencontainers.image.licenses="Apache-2.0"
+USER 1000:1000
+ENTRYPOINT ["python3", "/opt/app/{script}"]
+"""
+
+
+def _comment(text: str) -> str:
+    return textwrap.fill(text, 118, initial_indent="# ", subsequent_indent="# ")
+
+
+def _package(extras: tuple[str, ...]) -> str:
+    return f'"/src/shared[{",".join(extras)}]"' if extras else "/src/shared"
+
+
+def algorithm_dockerfile(challenge: Challenge) -> str:
+    """The algorithm image: the challenge's extras, its model baked under /opt/app/model, a GPU variant."""
+    algorithm = challenge.algorithm
+    cpu_extras = _package(algorithm.extras)
+    gpu_extras = _package(tuple(e for e in algorithm.extras if e != "onnx")).strip('"')
+    folder = f"algorithms/{challenge.module}"
+    return (HEADER.format(title=_comment(f"{challenge.title} algorithm; the model is baked under /opt/app/model, a "
+                                         "model file in /opt/ml/model overrides it."))
+            + GPU_VARIANT + MOUNTS
+            + ' && if [ "$ONNXRUNTIME_VARIANT" = gpu ]; \\\n'
+            + f'    then packages="--find-links /wheels/gpu -c /src/requirements/gpu.txt {gpu_extras} '
+              f'onnxruntime-gpu[cuda,cudnn]"; \\\n'
+            + f'    else packages="{cpu_extras.strip(chr(34))}"; fi \\\n'
+            + f" && {PIP} $packages \\\n && {USER}\n"
+            + f"WORKDIR /opt/app\nCOPY {folder}/inference.py /opt/app/\nCOPY {folder}/model/ /opt/app/model/\n"
+            + FOOTER.format(image_title=f"medchallenge-{challenge.name}-algorithm",
+                            description=algorithm.description, version=__version__, script="inference.py"))
+
+
+def evaluator_dockerfile(challenge: Challenge) -> str:
+    """The evaluator image; a challenge with several configurations gets their build arguments, baked as ENV."""
+    baked = dict(challenge.default.edition.build_args)
+    config = ""
+    if baked:
+        config = ("".join(f"ARG {name}={value}\n" for name, value in baked.items())
+                  + f"ARG IMAGE_TITLE=medchallenge-{challenge.default.name}-evaluator\n"
+                  + "".join(f"ENV {name}=${{{name}}}\n" for name in baked))
+    title = "${IMAGE_TITLE}" if baked else f"medchallenge-{challenge.name}-evaluator"
+    about = (f"{challenge.title} evaluator, one image per scoring configuration ({', '.join(baked)} baked in, so "
+             "that it scores so with no arguments and no environment, as on grand-challenge)." if baked
+             else f"{challenge.title} evaluator.")
+    return (HEADER.format(title=_comment(about)) + MOUNTS
+            + f" && {PIP} {_package(challenge.evaluator_extras)} \\\n && {USER}\n"
+            + f"WORKDIR /opt/app\nCOPY evaluators/{challenge.module}/evaluate.py /opt/app/\n" + config
+            + FOOTER.format(image_title=title, description=challenge.evaluator_description, version=__version__,
+                            script="evaluate.py"))
+
+
+def dockerfiles() -> dict[str, str]:
+    """Every Dockerfile of the repository, by path relative to its root."""
+    files = {}
+    for challenge in CHALLENGES.values():
+        files[f"evaluators/{challenge.module}/Dockerfile"] = evaluator_dockerfile(challenge)
+        if challenge.algorithm:
+            files[f"algorithms/{challenge.module}/Dockerfile"] = algorithm_dockerfile(challenge)
+    return files
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m medchallenge.dockerfiles", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--root", type=Path, default=Path("."), help="the repository root (default: here)")
+    parser.add_argument("--check", action="store_true", help="only compare; exit 1 if a Dockerfile differs")
+    args = parser.parse_args(argv)
+    differing = []
+    for relative, text in dockerfiles().items():
+        path = args.root / relative
+        if path.is_file() and path.read_text() == text:
+            continue
+        differing.append(relative)
+        if not args.check:
+            path.write_text(text)
+    for relative in differing:
+        print(f"{'differs' if args.check else 'written'}: {relative}")
+    return 1 if args.check and differing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
