@@ -94,3 +94,22 @@ def test_a_bad_workers_variable_is_one_error_line(inputs, tmp_path, monkeypatch,
                                          "--output", str(tmp_path / "out")]) == 1
     (line,) = capsys.readouterr().err.strip().splitlines()
     assert line == "error: $GRAND_CHALLENGE_MAX_WORKERS = 'four': expected a number of worker processes"
+
+
+@pytest.mark.parametrize("name, in_process", [("tb-caverns", True), ("object-cxr", True),
+                                              ("imageclef-caption", True), ("ribfrac", False)])
+def test_cheap_cases_run_in_this_process_unless_workers_are_asked_for(inputs, tmp_path, monkeypatch, name,
+                                                                     in_process):
+    import medchallenge.evaluator as command
+
+    asked = []
+    real = command.compute_records
+    monkeypatch.setattr(command, "compute_records", lambda *a, **k: asked.append(k["workers"]) or real(*a, **k))
+    for variable in command.WORKER_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    predictions, ground_truth = inputs[name]
+    argv = ["--input", str(predictions), "--ground-truth", str(ground_truth), "--no-progress", "--no-plots"]
+    assert evaluator(name).main([*argv, "--output", str(tmp_path / "default")]) == 0
+    monkeypatch.setenv("GRAND_CHALLENGE_MAX_WORKERS", "2")
+    assert evaluator(name).main([*argv, "--output", str(tmp_path / "two")]) == 0
+    assert asked == [1 if in_process else 0, 2]  # 0: one process per core

@@ -112,6 +112,9 @@ class Evaluator(Generic[CasesT, RecordT]):
     add_arguments: Callable[[argparse.ArgumentParser], None] = no_arguments
     write_figures: Callable[[Path, CasesT, dict[str, RecordT], Summary], None] | None = None
     unit: str = "cases"  # what a case is, for the progress bar and the log
+    # A case costs microseconds to milliseconds: unless --workers or a workers variable says otherwise, cases run in
+    # this process, since worker processes would cost more to start than they save.
+    cheap_cases: bool = False
 
     def main(self, argv: list[str] | None = None) -> int:
         """The evaluator command: `evaluate.py [--input ...] [--ground-truth ...] [--output ...] [options]`."""
@@ -119,7 +122,8 @@ class Evaluator(Generic[CasesT, RecordT]):
 
 
 def default_workers() -> int:
-    """--workers' default: the first of WORKER_VARIABLES that is set, else 0 (one process per core)."""
+    """--workers' default: the first of WORKER_VARIABLES that is set, else 0 (one process per core; one process in
+    all for an evaluator whose cases are cheap)."""
     for name in WORKER_VARIABLES:
         value = os.environ.get(name, "").strip()
         if value:
@@ -164,7 +168,8 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
         log.warning("warning: %s", warning)
     log.info("%s: %d %s (%s)", evaluator.challenge, len(cases.ids), evaluator.unit, cases.layout)
     stored = compute_records(cases.ids, functools.partial(_case_json, evaluator.evaluate_case, cases.sources),
-                             workers=args.workers, records=args.records, shard=shard, progress=not args.no_progress,
+                             workers=args.workers or (1 if evaluator.cheap_cases else 0), records=args.records,
+                             shard=shard, progress=not args.no_progress,
                              description=evaluator.unit, fingerprint=input_fingerprint(args))
     if shard is not None:
         log.info("shard %d/%d: %d record(s) in %s", *shard, len(stored), args.records)

@@ -148,5 +148,6 @@ EVALUATOR = Evaluator(
     read=read,
     evaluate_case=evaluate_case,
     aggregate=aggregate,
+    cheap_cases=True,
 )
 main = EVALUATOR.main
