@@ -173,20 +173,20 @@ def test_records_in_parallel_equal_serial_and_keep_order():
         parse_shard("1/3", None)
 
 
-def test_input_state_sees_an_edit_inside_a_large_file_that_the_fingerprint_does_not(tmp_path):
-    # the fingerprint reads only the ends of files over 1 MiB (it must agree between machines and stay fast); the
-    # state, a cache key within one process, reads every byte: a same-size edit with the mtime put back changes it
+def test_fingerprint_and_state_see_an_edit_in_the_middle_of_a_large_file(tmp_path):
+    # both read every byte: a same-size edit inside a large file, with the mtime put back, changes both (records
+    # of the old contents must not be reused)
     (tmp_path / "in").mkdir()
     (tmp_path / "gt").mkdir()
     big = tmp_path / "in" / "run.csv"
     big.write_bytes(b"a" * (3 << 20))
     args = argparse.Namespace(input=tmp_path / "in", ground_truth=tmp_path / "gt")
     fingerprint, state = input_fingerprint(args), input_state(args.input, args.ground_truth)
-    assert input_state(args.input, args.ground_truth) == state
+    assert input_state(args.input, args.ground_truth) == state and input_fingerprint(args) == fingerprint
     info = big.stat()
     with open(big, "r+b") as handle:
         handle.seek(1 << 20)
         handle.write(b"b")
     os.utime(big, ns=(info.st_atime_ns, info.st_mtime_ns))
-    assert input_fingerprint(args) == fingerprint
+    assert input_fingerprint(args) != fingerprint
     assert input_state(args.input, args.ground_truth) != state

@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -34,49 +35,59 @@ def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | Non
 
 RUNTIME_OPTIONS = {"input", "output", "ground_truth", "workers", "records", "shard", "no_progress", "no_plots",
                    "no_plot"}
-SMALL_FILE = 1 << 20
 FINGERPRINT_FILE = ".inputs-fingerprint"  # not *.json: a folder of records is its *.json files
 
 
-def _file_digest(path: Path) -> str:
-    """Small files whole; large ones by size and their first and last 64 KiB (a gzip's end holds its CRC)."""
-    size = path.stat().st_size
-    digest = hashlib.sha256(str(size).encode())
+def _content_digest(path: Path) -> bytes:
+    """The whole file's BLAKE2b digest, read in 1 MiB chunks (a changed byte anywhere changes it)."""
+    digest = hashlib.blake2b(digest_size=32)
     with open(path, "rb") as handle:
-        if size <= SMALL_FILE:
-            digest.update(handle.read())
-        else:
-            digest.update(handle.read(1 << 16))
-            handle.seek(-(1 << 16), os.SEEK_END)
-            digest.update(handle.read())
-    return digest.hexdigest()
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return digest.digest()
+
+
+def _files(root: Path) -> list[Path]:
+    return [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
 
 
 def input_fingerprint(args: argparse.Namespace) -> str:
-    """What the records depend on: the input and ground-truth files (relative names, sizes, contents) and the
+    """What the records depend on: the input and ground-truth files (relative names and whole contents) and the
     evaluator options that change numbers. Independent of where the folders are, so shards on other machines agree."""
     digest = hashlib.sha256()
     for root in (args.input, args.ground_truth):
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        for path in files:
-            digest.update(f"{path.relative_to(root) if path != root else path.name}:{_file_digest(path)}\n".encode())
+        for path in _files(root):
+            name = path.relative_to(root) if path != root else path.name
+            digest.update(f"{name}:{_content_digest(path).hex()}\n".encode())
     options = {k: str(v) for k, v in sorted(vars(args).items()) if k not in RUNTIME_OPTIONS}
     digest.update(json.dumps(options, sort_keys=True).encode())
     return digest.hexdigest()
 
 
 def input_state(*roots: Path) -> str:
-    """A key that changes whenever an input file does: every file's path and whole contents (input_fingerprint
-    reads only the ends of large files; mtimes can miss an edit within one clock tick). For caching parsed inputs
-    within one process."""
+    """A key that changes whenever an input file does: every file's path and whole contents (mtimes can miss an
+    edit within one clock tick). For caching parsed inputs within one process."""
     digest = hashlib.sha256()
     for root in roots:
-        for path in [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file()):
-            digest.update(f"{path}\0{path.stat().st_size}\0".encode())
-            with open(path, "rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
+        for path in _files(root):
+            digest.update(f"{path}\0".encode() + _content_digest(path))
     return digest.hexdigest()
+
+
+def check_regular_files(root: Path, what: str = "predictions") -> None:
+    """Refuse what a submission could use to read files outside its folder or to mislead: symbolic links (to the
+    ground truth, say), hard links, and anything that is not a regular file or folder (devices, FIFOs, sockets)."""
+    paths = [root] if not root.is_dir() or root.is_symlink() else [root, *root.rglob("*")]
+    for path in paths:
+        info = path.lstat()
+        if stat.S_ISLNK(info.st_mode):
+            raise InputError(f"{path}: a symbolic link in the {what}; only regular files are read")
+        if stat.S_ISREG(info.st_mode):
+            if info.st_nlink > 1:
+                raise InputError(f"{path}: a hard link ({info.st_nlink} names) in the {what}; only files of their "
+                                 "own are read")
+        elif not stat.S_ISDIR(info.st_mode):
+            raise InputError(f"{path}: not a regular file (a device, FIFO or socket) in the {what}")
 
 
 def _check_fingerprint(records: Path, fingerprint: str) -> None:

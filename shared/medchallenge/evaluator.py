@@ -23,7 +23,7 @@ from typing import Any, Generic, Self, TypeVar
 from . import __version__
 from .contract import add_path_arguments
 from .errors import InputError, report_errors
-from .evaluation import compute_records, input_fingerprint, parse_shard
+from .evaluation import check_regular_files, compute_records, input_fingerprint, parse_shard
 from .io import write_metrics
 from .logs import setup_logging
 from .registry import CHALLENGES
@@ -156,6 +156,20 @@ def _case_json(evaluate_case: Callable[[Any, str], CaseRecord], sources: Any, ca
     return evaluate_case(sources, case_id).to_json()
 
 
+def prepare_output(metrics: Path) -> None:
+    """Before any work: the output folder exists and is writable, and the previous run's metrics.json is gone, so
+    that a failed run never leaves an old result to be read as the new one."""
+    try:
+        metrics.parent.mkdir(parents=True, exist_ok=True)
+        metrics.unlink(missing_ok=True)
+        probe = metrics.parent / f".write-test-{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise InputError(f"{exc.filename or metrics.parent}: the output folder cannot be written: "
+                         f"{exc.strerror or exc}") from exc
+
+
 @report_errors
 def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     """Read, score every case (stage 1), aggregate (stage 2), write metrics.json and the figures."""
@@ -163,6 +177,10 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     setup_logging()
     started = time.perf_counter()
     shard = parse_shard(args.shard, args.records)
+    check_regular_files(args.input)
+    output = args.output / "metrics.json"
+    if shard is None:
+        prepare_output(output)
     cases = evaluator.read(args)
     for warning in cases.warnings:
         log.warning("warning: %s", warning)
@@ -170,7 +188,8 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     stored = compute_records(cases.ids, functools.partial(_case_json, evaluator.evaluate_case, cases.sources),
                              workers=args.workers or (1 if evaluator.cheap_cases else 0), records=args.records,
                              shard=shard, progress=not args.no_progress,
-                             description=evaluator.unit, fingerprint=input_fingerprint(args))
+                             description=evaluator.unit,
+                             fingerprint=input_fingerprint(args) if args.records else None)
     if shard is not None:
         log.info("shard %d/%d: %d record(s) in %s", *shard, len(stored), args.records)
         return 0
@@ -187,10 +206,12 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
         "details": summary.details,
     }
     case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}
-    output = args.output / "metrics.json"
-    write_metrics(output, summary.aggregates, case, meta)
-    if evaluator.write_figures is not None and not args.no_plots:
-        evaluator.write_figures(args.output, cases, records, summary)
+    try:
+        write_metrics(output, summary.aggregates, case, meta)
+        if evaluator.write_figures is not None and not args.no_plots:
+            evaluator.write_figures(args.output, cases, records, summary)
+    except OSError as exc:  # a full or read-only disk: nothing half-written (atomic writes), one line
+        raise InputError(f"{exc.filename or args.output}: cannot write the results: {exc.strerror or exc}") from exc
     log.info("%s: %d %s scored in %.2f s -> %s", evaluator.challenge, len(cases.ids), evaluator.unit,
              time.perf_counter() - started, output)
     for key, value in summary.aggregates.items():
