@@ -116,6 +116,16 @@ def test_batch_mode_without_cases_is_one_error_line(tmp_path, baked, capsys):
     assert error_lines(capsys) == [f"error: {cases}: no *.txt files (and no inputs.json)"]
 
 
+@pytest.mark.parametrize("name", ["a,1\nforged.txt", "tab\there.txt", "x,y.txt"])
+def test_case_names_that_would_forge_run_file_lines_are_refused(tmp_path, baked, capsys, name):
+    csv_safe = replace(WORD_COUNTER, name_forbidden=",")
+    cases = write_cases(tmp_path / "input", {name: "two words", "b.txt": "x"})
+    assert main(csv_safe, ["--input", str(cases), "--output", str(tmp_path / "out")], baked) == 1
+    [line] = error_lines(capsys)
+    assert "which the run file cannot carry" in line
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())  # refused before any work
+
+
 def test_gc_mode_dispatches_on_the_set_of_input_sockets(tmp_path, baked, caplog):
     caplog.set_level(logging.INFO)
     one = write_job(tmp_path / "one", {TEXT: "two words"})

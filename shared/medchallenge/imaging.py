@@ -77,3 +77,12 @@ def read_image(path: Path, what: str = "image"):
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         itk = next((line.split(": ", 2)[-1] for line in lines if "ITK ERROR" in line), None)
         raise InputError(f"{path}: cannot read the {what} ({itk or 'not a readable image'})") from None
+
+
+def require_finite(array, path: Path, what: str) -> None:
+    """Refuse NaN or infinite voxels of a floating-point volume: cast to integers they silently become numbers."""
+    import numpy as np
+
+    if np.issubdtype(array.dtype, np.floating) and array.size and not np.isfinite(array).all():
+        bad = int(array.size - np.count_nonzero(np.isfinite(array)))
+        raise InputError(f"{path}: {bad} NaN or infinite voxel(s) in the {what}; expected finite values")

@@ -69,6 +69,8 @@ class Algorithm(Generic[Prediction]):
     case_outputs: Callable[[Case, Prediction], dict[str, object]]  # batch mode: per-case file name -> JSON value
     run_files: Callable[[list[tuple[Case, Prediction]]], dict[str, str]]  # batch mode: run file name -> text
     describe: Callable[[Prediction], str]  # a prediction in a few words for the progress log, e.g. "2 box(es)"
+    # characters a case name cannot hold in the run files (beyond control characters, which no line-based file can)
+    name_forbidden: str = ""
 
     def __post_init__(self) -> None:
         if len(self.interfaces[0].inputs) != 1:
@@ -112,6 +114,11 @@ def batch_cases(algorithm: Algorithm, input_dir: Path) -> list[Case]:
     paths = sorted({p for pattern in algorithm.case_patterns for p in input_dir.glob(pattern) if p.is_file()})
     if not paths:
         raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)} files (and no inputs.json)")
+    for path in paths:
+        unsafe = sorted({c for c in path.name if c in algorithm.name_forbidden or not c.isprintable()})
+        if unsafe:
+            raise InputError(f"{str(path)!r}: the file name holds {', '.join(map(repr, unsafe))}, which the run file cannot "
+                             "carry (it would forge or break its lines); rename the case")
     slug = algorithm.interfaces[0].inputs[0].slug
     return [Case(path.name, {slug: path}) for path in paths]
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from ..contract import strip_image_suffix
 from ..errors import InputError
-from ..formats.tb_caverns import run_file_text
-from ..imaging import read_image
+from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
+from ..imaging import read_image, require_finite
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
 from .runner import Algorithm, Case
 
@@ -283,6 +283,7 @@ def read_ct(path: Path):
         raise InputError(f"{path}: expected a 3-D single-channel CT, got {image.GetDimension()}-D with "
                          f"{image.GetNumberOfComponentsPerPixel()} component(s)")
     array = sitk.GetArrayViewFromImage(image)
+    require_finite(array, path, "CT image")
     if array.dtype != np.int16:
         array = np.clip(array, -32768, 32767).astype(np.int16)
     return image, array
@@ -347,4 +348,5 @@ ALGORITHM = Algorithm(
     case_outputs=case_outputs,
     run_files=run_files,
     describe=describe,
+    name_forbidden=RUN_FILE_FORBIDDEN,
 )

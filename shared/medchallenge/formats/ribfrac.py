@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..imaging import read_image
+from ..imaging import read_image, require_finite
 
 # §1: label_code -> class name; any other code is NaN in the official code (None here): it fails where a row's
 # class is looked up in the confusion matrix (KeyError), §4, §7.
@@ -293,6 +293,7 @@ def read_label_volume(path: Path) -> np.ndarray:
     zyx = sitk.GetArrayViewFromImage(image)
     if zyx.dtype == np.uint8:
         return np.asarray(_ImagePixels(image, zyx)).T
+    require_finite(zyx, path, "label volume")
     low, high = (zyx.min(), zyx.max()) if zyx.size else (0, 0)
     if low < 0 or high >= MAX_LABEL + 1:
         raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} (the official code would wrap them "

@@ -142,6 +142,9 @@ def read_box_json(path: Path, case_name: str, known_ids: set[str] | None = None,
     return run
 
 
+RUN_FILE_FORBIDDEN = ","  # a file name with a comma would shift the coordinates of its line
+
+
 def run_file_text(boxes: Iterable[tuple[str, Sequence[int]]]) -> str:
     """The run file: one line `TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2` per (file name, box), in the given order."""
     return "".join(f"{name}," + ",".join(str(int(v)) for v in box) + "\n" for name, box in boxes)
