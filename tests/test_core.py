@@ -190,3 +190,22 @@ def test_fingerprint_and_state_see_an_edit_in_the_middle_of_a_large_file(tmp_pat
     os.utime(big, ns=(info.st_atime_ns, info.st_mtime_ns))
     assert input_fingerprint(args) != fingerprint
     assert input_state(args.input, args.ground_truth) != state
+
+
+def test_a_killed_worker_is_one_clear_error_naming_the_cases():
+    from helpers import record_or_die
+
+    with pytest.raises(InputError, match=r"a worker process died \(killed, e.g. out of memory\) while scoring one "
+                                         r"of .*die.*--workers 1"):
+        compute_records(["a", "b", "die", "c"], record_or_die, workers=2, progress=False)
+
+
+def test_out_of_memory_is_one_line(capsys):
+    from medchallenge.errors import report_errors
+
+    @report_errors
+    def main() -> int:
+        raise MemoryError
+
+    assert main() == 1
+    assert capsys.readouterr().err.startswith("error: out of memory")

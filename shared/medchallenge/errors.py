@@ -34,5 +34,9 @@ def report_errors(main: F) -> F:
             logging.getLogger("medchallenge").debug("input error", exc_info=True)
             print(f"error: {exc}", file=sys.stderr)
             return 1
+        except MemoryError:
+            print("error: out of memory (an input far larger than the challenge's data, or too little memory for "
+                  "this container)", file=sys.stderr)
+            return 1
 
     return wrapper  # type: ignore[return-value]

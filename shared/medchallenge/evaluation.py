@@ -15,8 +15,10 @@ import re
 import stat
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
+from .contract import name_list
 from .errors import InputError
 from .io import write_json_atomic, write_text_atomic
 
@@ -159,11 +161,18 @@ def compute_records(
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             # a few chunks of cases per worker: a task per case would cost more than a cheap case itself
-            computed = pool.map(per_case, todo, chunksize=-(-len(todo) // (4 * workers)))
-            for case_id, record in zip(todo, computed):
-                store(case_id, record)
-                if bar:
-                    bar.update()
+            chunk = -(-len(todo) // (4 * workers))
+            computed = pool.map(per_case, todo, chunksize=chunk)
+            try:
+                for case_id, record in zip(todo, computed):
+                    store(case_id, record)
+                    if bar:
+                        bar.update()
+            except BrokenProcessPool:
+                unfinished = [case_id for case_id in todo if case_id not in results]
+                raise InputError(f"a worker process died (killed, e.g. out of memory) while scoring one of "
+                                 f"{name_list(unfinished[:chunk * workers])}; rerun with --workers 1 to see which"
+                                 + (" (finished records are kept in --records)" if records else "")) from None
     if bar:
         bar.close()
     return {case_id: results[case_id] for case_id in selected}

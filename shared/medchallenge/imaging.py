@@ -71,6 +71,7 @@ def read_image(path: Path, what: str = "image"):
 
     if path.name.lower().endswith((".nii", ".nii.gz")):
         check_nifti_complete(path)
+    sitk.ProcessObject.SetGlobalWarningDisplay(False)  # ITK's multi-line warnings would bury the one error line
     try:
         return sitk.ReadImage(str(path))
     except RuntimeError as exc:

@@ -51,6 +51,7 @@ def test_images_are_hardened_as_the_contract_requires(built):
     for name, service in services.items():
         assert service["network_mode"] == "none" and service["read_only"] is True, name
         assert service["cap_drop"] == ["ALL"] and "no-new-privileges:true" in service["security_opt"], name
+        assert int(service["mem_limit"]) == 8 << 30, name  # MEDCHALLENGE_MEMORY_LIMIT, default 8g
         targets = [v["target"] for v in service["volumes"]]
         assert ("/opt/ml/input/data/ground_truth" in targets) == name.endswith("-evaluator"), name
 
