@@ -178,3 +178,8 @@ def test_output_that_is_a_file_or_cannot_be_written_is_one_line(inputs, tmp_path
     assert "cannot write the results: No space left on device" in line
     assert [p.name for p in (tmp_path / "out").iterdir()] == []
 
+
+
+def test_a_missing_prediction_folder_is_one_line_not_a_traceback(inputs, tmp_path, capsys):
+    assert evaluator("tb-caverns").main(_argv(inputs, "tb-caverns", tmp_path / "out", tmp_path / "absent")) == 1
+    assert "absent" in _one_error_line(capsys)
