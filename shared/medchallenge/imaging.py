@@ -3,46 +3,24 @@
 from __future__ import annotations
 
 import math
-import os
 import struct
 import zlib
 from pathlib import Path
 
 from .errors import InputError
+from .limits import check_voxel_count
 
 NIFTI1_HEADER_SIZE = 348
 NIFTI2_HEADER_SIZE = 540
-MAX_VOXELS_VARIABLE = "MEDCHALLENGE_MAX_VOXELS"
-# The largest volume read: 512 x 512 x 1024 voxels, above the challenges' real CTs (RibFrac's thinnest scans have
-# about 700 slices of 512 x 512); a header beyond it is refused before anything is decompressed or allocated.
-DEFAULT_MAX_VOXELS = 512 * 512 * 1024
 # NIfTI datatype code -> bits per voxel (nifti1.h); bitpix must agree, since readers trust one or the other
 NIFTI_DATATYPE_BITS = {2: 8, 4: 16, 8: 32, 16: 32, 32: 64, 64: 64, 128: 24, 256: 8, 512: 16, 768: 32, 1024: 64,
                        1280: 64, 1536: 128, 1792: 128, 2048: 256, 2304: 32}
 _INFLATE_CHUNK = 1 << 22
 
 
-def max_voxels() -> int:
-    """The voxel-count limit: `$MEDCHALLENGE_MAX_VOXELS`, else DEFAULT_MAX_VOXELS."""
-    value = os.environ.get(MAX_VOXELS_VARIABLE, "")
-    try:
-        return int(value) if value else DEFAULT_MAX_VOXELS
-    except ValueError:
-        raise InputError(f"${MAX_VOXELS_VARIABLE}={value!r}: expected a whole number of voxels") from None
-
-
-def check_voxel_count(path: Path, size: tuple[int, ...], components: int = 1) -> None:
-    """Refuse an image whose header declares more voxels than `max_voxels()` (a decompression bomb or a mistake)."""
-    count = math.prod(size) * components
-    if count > (limit := max_voxels()):
-        shape = " x ".join(str(d) for d in size) + (f" x {components} components" if components > 1 else "")
-        raise InputError(f"{path}: the header declares {count} voxels ({shape}), more than the limit of {limit} "
-                         f"(${MAX_VOXELS_VARIABLE} sets it)")
-
-
 def nifti_data_end(header: bytes, path: Path) -> int:
     """vox_offset + voxel bytes of a NIfTI-1 header, after checking that the header agrees with itself (datatype vs
-    bitpix, dimensions, offset) and the voxel-count limit."""
+    bitpix, dimensions, offset) and the voxel-count limit (limits.MAX_VOXELS)."""
     for endian in "<>":
         sizeof_hdr = struct.unpack(f"{endian}i", header[:4])[0]
         if sizeof_hdr in (NIFTI1_HEADER_SIZE, NIFTI2_HEADER_SIZE):

@@ -16,7 +16,8 @@ import pytest
 import SimpleITK as sitk
 
 from medchallenge.errors import InputError
-from medchallenge.imaging import DEFAULT_MAX_VOXELS, MAX_VOXELS_VARIABLE, read_image
+from medchallenge.imaging import read_image
+from medchallenge.limits import MAX_VOXELS
 
 HEADER = 352  # NIfTI-1 header (348 bytes) and its 4 extension bytes
 
@@ -67,7 +68,7 @@ def test_a_gzip_trailer_matching_modulo_2_to_the_32_is_not_taken_for_the_data(tm
     forged.write_bytes(gzip.compress(raw[:HEADER]))
     needed = HEADER + 2**32
     assert struct.unpack("<I", forged.read_bytes()[-4:])[0] == needed % 2**32
-    monkeypatch.setenv(MAX_VOXELS_VARIABLE, str(2**33))
+    monkeypatch.setenv(MAX_VOXELS.variable, str(2**33))
     with pytest.raises(InputError, match=rf"forged.nii.gz: truncated NIfTI file: 352 bytes of header and voxels, "
                                          rf"the header needs {needed}"):
         read_image(forged)
@@ -98,8 +99,8 @@ def test_a_decompression_bomb_is_refused_from_its_header(tmp_path):
     bomb = tmp_path / "bomb.nii.gz"
     bomb.write_bytes(gzip_bomb(raw[:HEADER], 1 << 28))  # (the first 256 MiB of it are enough here)
     with pytest.raises(InputError, match=rf"bomb.nii.gz: the header declares 8589934592 voxels \(2048 x 2048 x "
-                                         rf"2048\), more than the limit of {DEFAULT_MAX_VOXELS} "
-                                         rf"\(\${MAX_VOXELS_VARIABLE} sets it\)"):
+                                         rf"2048\), more than the limit of {MAX_VOXELS.default} voxels "
+                                         rf"\(\${MAX_VOXELS.variable} sets it\)"):
         read_image(bomb)
 
 
@@ -115,12 +116,12 @@ def test_the_voxel_limit_holds_for_metaimage_and_is_configurable(tmp_path, monke
     small = tmp_path / "small.mha"
     sitk.WriteImage(sitk.GetImageFromArray(np.zeros((4, 5, 6), np.uint8)), str(small))
     assert read_image(small).GetSize() == (6, 5, 4)
-    monkeypatch.setenv(MAX_VOXELS_VARIABLE, "100")
+    monkeypatch.setenv(MAX_VOXELS.variable, "100")
     with pytest.raises(InputError, match=r"small.mha: the header declares 120 voxels \(6 x 5 x 4\), more than the "
-                                         r"limit of 100"):
+                                         r"limit of 100 voxels"):
         read_image(small)
-    monkeypatch.setenv(MAX_VOXELS_VARIABLE, "many")
-    with pytest.raises(InputError, match=rf"\${MAX_VOXELS_VARIABLE}='many': expected a whole number"):
+    monkeypatch.setenv(MAX_VOXELS.variable, "many")
+    with pytest.raises(InputError, match=rf"\${MAX_VOXELS.variable}=.many.: expected a positive whole number"):
         read_image(small)
 
 
