@@ -32,6 +32,7 @@ log = logging.getLogger("medchallenge.evaluator")
 
 # --workers' default, first set first: grand-challenge's evaluation templates read the first.
 WORKER_VARIABLES = ("GRAND_CHALLENGE_MAX_WORKERS", "EVAL_MAX_WORKERS")
+MAX_WARNINGS_SHOWN = 20
 META_KEYS = ("challenge", "evaluator", "evaluator_version", "layout", "options", "notes", "warnings", "details")
 
 
@@ -170,6 +171,14 @@ def prepare_output(metrics: Path) -> None:
                          f"{exc.strerror or exc}") from exc
 
 
+def shown_warnings(warnings: list[str], limit: int = MAX_WARNINGS_SHOWN) -> list[str]:
+    """The first `limit` warnings and a count of the rest: a run file of a million doubtful lines must not become a
+    million lines of log and of metrics.json."""
+    if len(warnings) <= limit:
+        return warnings
+    return [*warnings[:limit], f"... and {len(warnings) - limit} more warning(s) like these, not shown"]
+
+
 @report_errors
 def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     """Read, score every case (stage 1), aggregate (stage 2), write metrics.json and the figures."""
@@ -182,7 +191,8 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     if shard is None:
         prepare_output(output)
     cases = evaluator.read(args)
-    for warning in cases.warnings:
+    warnings = shown_warnings(cases.warnings)
+    for warning in warnings:
         log.warning("warning: %s", warning)
     log.info("%s: %d %s (%s)", evaluator.challenge, len(cases.ids), evaluator.unit, cases.layout)
     stored = compute_records(cases.ids, functools.partial(_case_json, evaluator.evaluate_case, cases.sources),
@@ -202,7 +212,7 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
         "layout": cases.layout,
         "options": {"strict": args.strict, **cases.options()},
         "notes": cases.notes + summary.notes,
-        "warnings": cases.warnings,
+        "warnings": warnings,
         "details": summary.details,
     }
     case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}

@@ -65,3 +65,21 @@ def test_every_evaluator_refuses_a_run_file_over_a_limit_in_one_line(inputs, tmp
     assert not (tmp_path / "out" / "metrics.json").exists()
     monkeypatch.setenv(limit.variable, str(largest))  # at the limit: scored
     assert evaluator(name).main(evaluator_argv(inputs, name, tmp_path / "out", predictions)) == 0
+
+
+def test_a_million_doubtful_lines_are_not_a_million_warnings(inputs, tmp_path, caplog):
+    import json
+
+    from medchallenge.evaluator import MAX_WARNINGS_SHOWN
+
+    predictions = tmp_path / "predictions"
+    shutil.copytree(inputs["tb-caverns"][0], predictions)
+    assert evaluator("tb-caverns").main(evaluator_argv(inputs, "tb-caverns", tmp_path / "out", predictions)) == 0
+    before = len(json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]["warnings"])
+    caplog.clear()
+    with open(predictions / "submission.txt", "a") as handle:  # boxes of CTs not in the test set: one warning each
+        handle.writelines(f"TST_{i:06d}.nii.gz,1,2,3,4,5,6\n" for i in range(1000, 1100))
+    assert evaluator("tb-caverns").main(evaluator_argv(inputs, "tb-caverns", tmp_path / "out", predictions)) == 0
+    warnings = json.loads((tmp_path / "out" / "metrics.json").read_text())["meta"]["warnings"]
+    assert len(warnings) == MAX_WARNINGS_SHOWN + 1 and warnings[-1].startswith(f"... and {before + 80} more warning(s)")
+    assert sum(r.getMessage().startswith("warning: ") for r in caplog.records) == MAX_WARNINGS_SHOWN + 1
