@@ -112,6 +112,7 @@ class Evaluator(Generic[CasesT, RecordT]):
     aggregate: Callable[[CasesT, dict[str, RecordT]], Summary]
     add_arguments: Callable[[argparse.ArgumentParser], None] = no_arguments
     write_figures: Callable[[Path, CasesT, dict[str, RecordT], Summary], None] | None = None
+    figures: tuple[str, ...] = ()  # the files write_figures writes beside metrics.json (removed before a run)
     unit: str = "cases"  # what a case is, for the progress bar and the log
     # A case costs microseconds to milliseconds: unless --workers or a workers variable says otherwise, cases run in
     # this process, since worker processes would cost more to start than they save.
@@ -157,12 +158,13 @@ def _case_json(evaluate_case: Callable[[Any, str], CaseRecord], sources: Any, ca
     return evaluate_case(sources, case_id).to_json()
 
 
-def prepare_output(metrics: Path) -> None:
-    """Before any work: the output folder exists and is writable, and the previous run's metrics.json is gone, so
-    that a failed run never leaves an old result to be read as the new one."""
+def prepare_output(metrics: Path, figures: tuple[str, ...] = ()) -> None:
+    """Before any work: the output folder exists and is writable, and the previous run's metrics.json and figures are
+    gone, so that a failed run never leaves an old result to be read as the new one."""
     try:
         metrics.parent.mkdir(parents=True, exist_ok=True)
-        metrics.unlink(missing_ok=True)
+        for path in (metrics, *(metrics.parent / name for name in figures)):
+            path.unlink(missing_ok=True)
         probe = metrics.parent / f".write-test-{os.getpid()}"
         probe.touch()
         probe.unlink()
@@ -186,10 +188,10 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     setup_logging()
     started = time.perf_counter()
     shard = parse_shard(args.shard, args.records)
-    check_regular_files(args.input)
     output = args.output / "metrics.json"
     if shard is None:
-        prepare_output(output)
+        prepare_output(output, evaluator.figures)
+    check_regular_files(args.input)
     cases = evaluator.read(args)
     warnings = shown_warnings(cases.warnings)
     for warning in warnings:
@@ -217,9 +219,9 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     }
     case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}
     try:
-        write_metrics(output, summary.aggregates, case, meta)
         if evaluator.write_figures is not None and not args.no_plots:
             evaluator.write_figures(args.output, cases, records, summary)
+        write_metrics(output, summary.aggregates, case, meta)  # last: metrics.json present = the run succeeded
     except OSError as exc:  # a full or read-only disk: nothing half-written (atomic writes), one line
         raise InputError(f"{exc.filename or args.output}: cannot write the results: {exc.strerror or exc}") from exc
     log.info("%s: %d %s scored in %.2f s -> %s", evaluator.challenge, len(cases.ids), evaluator.unit,

@@ -61,3 +61,27 @@ def test_output_that_is_a_file_or_cannot_be_written_is_one_line(inputs, tmp_path
     line = one_error_line(capsys)
     assert "cannot write the results: No space left on device" in line
     assert [p.name for p in (tmp_path / "out").iterdir()] == []
+
+
+def test_a_failed_run_leaves_no_old_figures_either(inputs, tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = evaluator_argv(inputs, "ribfrac", out)
+    argv.remove("--no-plots")
+    assert evaluator("ribfrac").main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["confusion_matrix.png", "froc.png", "metrics.json"]
+    broken = tmp_path / "broken"
+    shutil.copytree(inputs["ribfrac"][0], broken)
+    next(broken.glob("*.csv")).write_text("public_id,label_id\n")
+    assert evaluator("ribfrac").main([*argv[:1], str(broken), *argv[2:]]) == 1
+    one_error_line(capsys)
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("name", ["tb-caverns", "ribfrac", "object-cxr", "imageclef-caption"])
+def test_each_evaluator_declares_the_figures_it_writes(inputs, tmp_path, name):
+    # prepare_output removes exactly these before a run: an undeclared figure could outlive a failed run
+    argv = evaluator_argv(inputs, name, tmp_path / "out")
+    argv.remove("--no-plots")
+    assert evaluator(name).main(argv) == 0
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["metrics.json",
+                                                                           *evaluator(name).figures])

@@ -432,6 +432,7 @@ EVALUATOR = Evaluator(
     aggregate=aggregate,
     add_arguments=add_arguments,
     write_figures=write_figures,
+    figures=(PLOT_NAME,),
     unit="images",
     cheap_cases=True,
 )

@@ -424,6 +424,7 @@ EVALUATOR = Evaluator(
     aggregate=aggregate,
     add_arguments=add_arguments,
     write_figures=write_figures,
+    figures=("froc.png", "roc.png"),
     unit="image blocks",
     cheap_cases=True,
 )

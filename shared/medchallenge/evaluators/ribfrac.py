@@ -347,5 +347,6 @@ EVALUATOR = Evaluator(
     aggregate=aggregate,
     add_arguments=add_arguments,
     write_figures=write_figures,
+    figures=("froc.png", "confusion_matrix.png"),
 )
 main = EVALUATOR.main
