@@ -20,7 +20,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Generic, Self, TypeVar
 
+import numpy as np
+
 from . import __version__
+from .bootstrap import DEFAULT_LEVEL, DEFAULT_SEED, bootstrap, check_level
 from .contract import add_path_arguments
 from .errors import InputError, report_errors
 from .evaluation import check_regular_files, compute_records, input_fingerprint, parse_shard
@@ -97,6 +100,11 @@ def no_arguments(parser: argparse.ArgumentParser) -> None:
     """For a challenge without options of its own."""
 
 
+def case_ids(cases: Cases) -> list[str]:
+    """The bootstrap's units where a stage-1 case is what the metric calls a case."""
+    return cases.ids
+
+
 @dataclass(frozen=True)
 class Evaluator(Generic[CasesT, RecordT]):
     """One challenge's evaluator, as the command runs it (the functions must be module-level: the per-case step
@@ -115,6 +123,16 @@ class Evaluator(Generic[CasesT, RecordT]):
     # A case costs microseconds to milliseconds: unless --workers or a workers variable says otherwise, cases run in
     # this process, since worker processes would cost more to start than they save.
     cheap_cases: bool = False
+    # --bootstrap: the units a resample draws (the ids of what the metric calls a case), the cases and records of a
+    # drawn list of unit indices (re-keyed: a unit drawn twice is two cases), and optionally every resample's
+    # aggregates at once (the same numbers as aggregate(resample(...)), faster). See medchallenge.bootstrap.
+    bootstrap_units: Callable[[CasesT], list[str]] = case_ids
+    resample: Callable[[CasesT, dict[str, RecordT], np.ndarray], tuple[CasesT, dict[str, RecordT]]] | None = None
+    fast_bootstrap: Callable[[CasesT, dict[str, RecordT], np.ndarray], dict[str, np.ndarray]] | None = None
+    # The leaderboard: the official ranking metrics in order of preference (the first every submission has ranks;
+    # all are higher-is-better), and the per-unit scores of a metric that has them (for the Wilcoxon test).
+    ranking: tuple[str, ...] = ()
+    unit_scores: Callable[[CasesT, dict[str, RecordT], str], dict[str, float] | None] | None = None
 
     def main(self, argv: list[str] | None = None) -> int:
         """The evaluator command: `evaluate.py [--input ...] [--ground-truth ...] [--output ...] [options]`."""
@@ -146,10 +164,25 @@ def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
                         help="folder for per-case records: reused on the next run (resume), shared between shards")
     parser.add_argument("--shard", default=None, metavar="K/N",
                         help="compute only shard K of N (1-based) of the per-case records, then stop")
+    parser.add_argument("--bootstrap", type=int, default=0, metavar="N",
+                        help="add percentile bootstrap intervals over cases for every aggregate from N resamples "
+                             "(meta.bootstrap; 1000 is a sensible choice; default 0: none)")
+    parser.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, help="seed of the resamples (default 0)")
+    parser.add_argument("--bootstrap-level", type=float, default=DEFAULT_LEVEL,
+                        help="confidence level of the intervals (default 0.95)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-plots", action="store_true", help="do not draw the figures beside metrics.json")
     parser.add_argument("--no-plot", dest="no_plots", action="store_true", help=argparse.SUPPRESS)
     return parser
+
+
+def check_bootstrap_arguments(evaluator: Evaluator, args: argparse.Namespace) -> None:
+    """--bootstrap N >= 0 and a level in (0, 1), checked before any work."""
+    if args.bootstrap < 0:
+        raise InputError(f"--bootstrap {args.bootstrap}: expected a number of resamples >= 0")
+    check_level(args.bootstrap_level)
+    if args.bootstrap and evaluator.resample is None and evaluator.fast_bootstrap is None:
+        raise InputError(f"--bootstrap: the {evaluator.challenge} evaluator has no resampling step")
 
 
 def _case_json(evaluate_case: Callable[[Any, str], CaseRecord], sources: Any, case_id: str) -> dict[str, Any]:
@@ -177,6 +210,7 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
     setup_logging()
     started = time.perf_counter()
     shard = parse_shard(args.shard, args.records)
+    check_bootstrap_arguments(evaluator, args)
     check_regular_files(args.input)
     output = args.output / "metrics.json"
     if shard is None:
@@ -205,6 +239,9 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
         "warnings": cases.warnings,
         "details": summary.details,
     }
+    if args.bootstrap:
+        meta["bootstrap"] = bootstrap(evaluator, cases, records, args.bootstrap, args.bootstrap_seed,
+                                      args.bootstrap_level)
     case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}
     try:
         write_metrics(output, summary.aggregates, case, meta)
