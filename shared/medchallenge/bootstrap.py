@@ -43,9 +43,12 @@ def resampled_ids(units: Sequence[str], draw: Sequence[int]) -> list[tuple[str, 
 
 
 def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
-    """The percentile interval of the finite replicates (scipy.stats.bootstrap's method="percentile")."""
+    """The percentile interval of the replicates: scipy.stats.bootstrap's method="percentile", whose quantile
+    (scipy.stats.quantile, linear) it calls (numpy.quantile interpolates the same points, differing in the last bit)."""
+    from scipy.stats import quantile
+
     alpha = (1 - level) / 2
-    low, high = np.quantile(replicates, [alpha, 1 - alpha])
+    low, high = quantile(np.asarray(replicates, dtype=np.float64), np.array([alpha, 1 - alpha]))
     return float(low), float(high)
 
 

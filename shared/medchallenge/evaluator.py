@@ -203,18 +203,25 @@ def prepare_output(metrics: Path) -> None:
                          f"{exc.strerror or exc}") from exc
 
 
-@report_errors
-def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
-    """Read, score every case (stage 1), aggregate (stage 2), write metrics.json and the figures."""
-    args = build_parser(evaluator).parse_args(argv)
-    setup_logging()
-    started = time.perf_counter()
+@dataclass
+class Scored:
+    """One submission scored: what stage 1 read and computed, stage 2's summary, and metrics.json's sections."""
+
+    cases: Cases
+    records: dict[str, CaseRecord]
+    summary: Summary
+    case: dict[str, dict[str, Any]]
+    meta: dict[str, Any]
+
+
+def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
+    """Read, score every case (stage 1), aggregate (stage 2) and, with --bootstrap, the intervals; None when only
+    a shard of the records was asked for. The previous metrics.json in --output is removed first."""
     shard = parse_shard(args.shard, args.records)
     check_bootstrap_arguments(evaluator, args)
     check_regular_files(args.input)
-    output = args.output / "metrics.json"
     if shard is None:
-        prepare_output(output)
+        prepare_output(args.output / "metrics.json")
     cases = evaluator.read(args)
     for warning in cases.warnings:
         log.warning("warning: %s", warning)
@@ -226,7 +233,7 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
                              fingerprint=input_fingerprint(args) if args.records else None)
     if shard is not None:
         log.info("shard %d/%d: %d record(s) in %s", *shard, len(stored), args.records)
-        return 0
+        return None
     records = {case_id: evaluator.record.from_json(data) for case_id, data in stored.items()}
     summary = evaluator.aggregate(cases, records)
     meta = {
@@ -243,14 +250,33 @@ def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
         meta["bootstrap"] = bootstrap(evaluator, cases, records, args.bootstrap, args.bootstrap_seed,
                                       args.bootstrap_level)
     case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}
+    return Scored(cases, records, summary, case, meta)
+
+
+def write_results(evaluator: Evaluator, args: argparse.Namespace, scored: Scored) -> Path:
+    """metrics.json and, unless --no-plots, the figures in --output."""
+    output = args.output / "metrics.json"
     try:
-        write_metrics(output, summary.aggregates, case, meta)
+        write_metrics(output, scored.summary.aggregates, scored.case, scored.meta)
         if evaluator.write_figures is not None and not args.no_plots:
-            evaluator.write_figures(args.output, cases, records, summary)
+            evaluator.write_figures(args.output, scored.cases, scored.records, scored.summary)
     except OSError as exc:  # a full or read-only disk: nothing half-written (atomic writes), one line
         raise InputError(f"{exc.filename or args.output}: cannot write the results: {exc.strerror or exc}") from exc
-    log.info("%s: %d %s scored in %.2f s -> %s", evaluator.challenge, len(cases.ids), evaluator.unit,
+    return output
+
+
+@report_errors
+def run(evaluator: Evaluator, argv: list[str] | None = None) -> int:
+    """Read, score every case (stage 1), aggregate (stage 2), write metrics.json and the figures."""
+    args = build_parser(evaluator).parse_args(argv)
+    setup_logging()
+    started = time.perf_counter()
+    scored = score(evaluator, args)
+    if scored is None:
+        return 0
+    output = write_results(evaluator, args, scored)
+    log.info("%s: %d %s scored in %.2f s -> %s", evaluator.challenge, len(scored.cases.ids), evaluator.unit,
              time.perf_counter() - started, output)
-    for key, value in summary.aggregates.items():
+    for key, value in scored.summary.aggregates.items():
         log.info("  %-26s %.6f", key, value)
     return 0
