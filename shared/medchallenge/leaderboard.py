@@ -146,12 +146,13 @@ def competition_ranks(values: np.ndarray) -> np.ndarray:
 
 
 def paired_draws(evaluator: Evaluator, teams: list[Team], num_resamples: int, seed: int) -> tuple[list[str], list]:
-    """One draw of the ground-truth units for all teams: the canonical (sorted) unit list, and per team the draws
-    as indices into its own unit order."""
+    """One draw of the ground-truth units for all teams: the units in the first team's order (so a team in that
+    order gets the resamples and intervals of `evaluate.py --bootstrap N --bootstrap-seed S`), and per team the
+    draws as indices into its own unit order."""
     units = [evaluator.bootstrap_units(t.scored.cases) for t in teams]
-    canonical = sorted(units[0])
+    canonical = list(units[0])
     for team, team_units in zip(teams, units):
-        if sorted(team_units) != canonical:
+        if sorted(team_units) != sorted(canonical) or len(set(team_units)) != len(team_units):
             raise InputError(f"submission {team.name}: scored on other cases than {teams[0].name} (same ground "
                              "truth expected)")
     draws = boot.draw_resamples(len(canonical), num_resamples, seed)
@@ -240,7 +241,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
         "edition": args.edition,
         "metric": metric,
         "higher_is_better": True,
-        "ties": "equal values share the better rank (no tie-break rule of the challenge is known)",
+        "ties": "equal values share the better rank; no tie-break rule of the challenge is known",
         "num_units": len(units),
         "unit": evaluator.unit,
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level,
@@ -298,3 +299,7 @@ def main(argv: list[str] | None = None) -> int:
                  row["high"] if row["high"] is not None else float("nan"), row["median_rank"])
     log.info("leaderboard of %d submission(s) -> %s", len(scored), args.output / "leaderboard.html")
     return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
