@@ -78,14 +78,17 @@ def build_leaderboard_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def edition_environment(challenge: str, edition: str | None) -> Iterator[None]:
-    """The configuration's build arguments (the environment its evaluator image runs with) while its evaluator's
-    parser takes its defaults."""
+    """With --edition, the configuration's build arguments (the environment its evaluator image runs with) while
+    its evaluator's parser takes its defaults; without, the environment as it is (inside an evaluator image: its
+    baked configuration)."""
+    if edition is None:
+        yield
+        return
     configurations = {c.edition.suffix: c for c in CHALLENGES[challenge].configurations}
-    key = edition if edition is not None else CHALLENGES[challenge].default.edition.suffix
-    if key not in configurations:
+    if edition not in configurations:
         raise InputError(f"--edition {edition!r}: {challenge} has {', '.join(repr(k) for k in configurations)}")
     saved = dict(os.environ)
-    os.environ.update(configurations[key].edition.build_args)
+    os.environ.update(configurations[edition].edition.build_args)
     try:
         yield
     finally:
