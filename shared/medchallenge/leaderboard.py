@@ -69,7 +69,8 @@ def build_leaderboard_parser() -> argparse.ArgumentParser:
     parser.add_argument("--test", choices=TESTS, default="auto",
                         help="pairwise test: wilcoxon (per-case scores), bootstrap (paired resamples of the "
                              "aggregate) or auto: wilcoxon where the metric has per-case scores (default)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level after Holm (default 0.05)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="significance level: Holm-adjusted p <= alpha, as challengeR decides (default 0.05)")
     parser.add_argument("--records", type=Path, default=None, help="records folder (default OUT/records)")
     parser.add_argument("--workers", type=int, default=None, help="the evaluator's --workers")
     parser.add_argument("--no-progress", action="store_true")
@@ -254,7 +255,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
         "significance": {"test": test, "alternative": "row better than column", "correction": "holm",
                          "alpha": args.alpha, "teams": [teams[i].name for i in order], "p": matrix(p),
                          "p_holm": matrix(adjusted),
-                         "significant": [[bool(adjusted[i, j] < args.alpha) for j in order] for i in order]},
+                         "significant": [[bool(adjusted[i, j] <= args.alpha) for j in order] for i in order]},
         "failed": {t.name: t.error for t in failed},
     }
 
