@@ -114,6 +114,13 @@ def test_intervals_equal_scipy_bootstrap_percentile_with_the_same_resamples(inpu
     assert ours[key]["low"] < ours[key]["high"]
 
 
+@pytest.mark.parametrize("size", [1, 2, 7, 40, 1001])
+def test_linear_quantile_is_scipys_to_the_last_bit(size):
+    values = np.random.default_rng(size).normal(size=size)
+    for probability in (0.0, 0.005, 0.025, 0.05, 0.1, 0.5, 0.9, 0.95, 0.975, 0.995, 1.0):
+        assert bootstrap.linear_quantile(values, probability) == stats.quantile(values, probability)
+
+
 def test_command_writes_finite_intervals_for_every_aggregate(inputs, tmp_path):  # noqa: F811
     predictions, ground_truth = inputs["object-cxr"]
     argv = ["--input", str(predictions), "--ground-truth", str(ground_truth), "--output", str(tmp_path),

@@ -17,7 +17,7 @@ from scipy import stats
 from medchallenge.cli import main as cli_main
 from medchallenge.evaluators.imageclef_caption import EVALUATOR as CAPTION
 from medchallenge.leaderboard import competition_ranks
-from medchallenge.significance import bootstrap_greater, holm, wilcoxon_greater
+from medchallenge.significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
 
 
 @pytest.fixture(scope="module")
@@ -208,3 +208,13 @@ def test_paired_bootstrap_p_value():
     b = np.array([0.4, 0.6, 0.5, 0.1, 0.2])
     assert bootstrap_greater(a, b) == (1 + 2) / (1 + 4)
     assert all(bootstrap_greater(x, y) + bootstrap_greater(y, x) >= 1 for x, y in combinations([a, b, b + 0.1], 2))
+
+
+def test_kendall_tau_b_equals_scipy():
+    rng = np.random.default_rng(2)
+    for size in (2, 3, 5, 9):
+        for _ in range(30):
+            x, y = rng.integers(1, size + 1, size), rng.integers(1, size + 1, size)
+            expected = stats.kendalltau(x, y).statistic
+            assert (np.isnan(expected) and np.isnan(kendall_tau_b(x, y))) or \
+                kendall_tau_b(x, y) == pytest.approx(expected, rel=1e-12, abs=1e-15)

@@ -42,14 +42,23 @@ def resampled_ids(units: Sequence[str], draw: Sequence[int]) -> list[tuple[str, 
     return [(f"{units[index]}#{position}", units[index]) for position, index in enumerate(draw)]
 
 
-def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
-    """The percentile interval of the replicates: scipy.stats.bootstrap's method="percentile", whose quantile
-    (scipy.stats.quantile, linear) it calls (numpy.quantile interpolates the same points, differing in the last bit)."""
-    from scipy.stats import quantile
+def linear_quantile(values: np.ndarray, probability: float) -> float:
+    """The linear-interpolation quantile (Hyndman and Fan's type 7) written as scipy.stats.quantile computes it,
+    the quantile of scipy.stats.bootstrap's percentile interval, to the last bit (numpy.quantile interpolates the
+    same points but can differ in the last bit). Here so that the evaluator images need no SciPy."""
+    y = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(y)
+    position = probability * n + (1 - probability)
+    upper = np.floor(position)
+    fraction = 0.0 if upper < 1 else position % 1
+    lower_index, upper_index = int(min(max(upper - 1, 0), n - 1)), int(min(max(upper, 0), n - 1))
+    return float((1 - fraction) * y[lower_index] + fraction * y[upper_index])
 
+
+def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, float]:
+    """The percentile interval of the replicates: scipy.stats.bootstrap's method="percentile"."""
     alpha = (1 - level) / 2
-    low, high = quantile(np.asarray(replicates, dtype=np.float64), np.array([alpha, 1 - alpha]))
-    return float(low), float(high)
+    return linear_quantile(replicates, alpha), linear_quantile(replicates, 1 - alpha)
 
 
 def replicates(evaluator: Evaluator, cases: Any, records: dict[str, Any], draws: np.ndarray) -> dict[str, np.ndarray]:

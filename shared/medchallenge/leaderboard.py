@@ -38,7 +38,7 @@ from .evaluator import Evaluator, Scored, build_parser, score, write_results
 from .io import write_json_atomic, write_text_atomic
 from .logs import setup_logging
 from .registry import CHALLENGES
-from .significance import bootstrap_greater, holm, wilcoxon_greater
+from .significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
 
 log = logging.getLogger("medchallenge.leaderboard")
 TESTS = ("auto", "wilcoxon", "bootstrap")
@@ -193,11 +193,9 @@ def pairwise_tests(evaluator: Evaluator, teams: list[Team], metric: str, replica
 def mean_kendall_tau(observed: np.ndarray, ranks: np.ndarray) -> float | None:
     """challengeR's ranking stability: Kendall's tau between the observed ranking and each resample's, averaged
     (None with fewer than two teams or where every ranking is constant)."""
-    from scipy.stats import kendalltau
-
     if len(observed) < 2:
         return None
-    taus = [kendalltau(observed, column).statistic for column in ranks.T]
+    taus = [kendall_tau_b(observed, column) for column in ranks.T]
     finite = [t for t in taus if np.isfinite(t)]
     return float(np.mean(finite)) if finite else None
 

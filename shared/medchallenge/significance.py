@@ -1,13 +1,13 @@
-"""Pairwise tests of the leaderboard: one-sided Wilcoxon signed-rank over per-case scores (challengeR's test),
+"""Pairwise tests and ranking agreement of the leaderboard (NumPy only: the evaluator images carry no SciPy): one-sided Wilcoxon signed-rank over per-case scores (challengeR's test),
 one-sided paired bootstrap over the aggregate, Holm's step-down adjustment. The tests check the Wilcoxon p-values
 against scipy.stats.wilcoxon and its decisions against challengeR's own test-then-rank examples."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.special import ndtr
 
 
 def _average_ranks(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -36,7 +36,7 @@ def wilcoxon_greater(a: Sequence[float], b: Sequence[float]) -> tuple[float, flo
     w_plus = float(ranks[d > 0].sum())
     sigma = np.sqrt(n * (n + 1) * (2 * n + 1) / 24 - np.sum(ties ** 3 - ties) / 48)
     z = (w_plus - n * (n + 1) / 4 - 0.5) / sigma
-    return w_plus, float(ndtr(-z))
+    return w_plus, 0.5 * math.erfc(z / math.sqrt(2))
 
 
 def bootstrap_greater(a: np.ndarray, b: np.ndarray) -> float:
@@ -54,3 +54,14 @@ def holm(pvalues: Sequence[float]) -> np.ndarray:
     adjusted = np.empty_like(p)
     adjusted[order] = np.maximum.accumulate(scaled)
     return adjusted
+
+
+def kendall_tau_b(x: Sequence[float], y: Sequence[float]) -> float:
+    """Kendall's tau-b of two rankings (ties in either reduce the denominator, as scipy.stats.kendalltau); NaN
+    where either is constant."""
+    x, y = np.asarray(x, dtype=np.float64), np.asarray(y, dtype=np.float64)
+    upper = np.triu_indices(len(x), k=1)
+    dx = np.sign(x[:, None] - x[None, :])[upper]
+    dy = np.sign(y[:, None] - y[None, :])[upper]
+    denominator = math.sqrt(np.count_nonzero(dx) * np.count_nonzero(dy))
+    return float(np.sum(dx * dy) / denominator) if denominator else math.nan
