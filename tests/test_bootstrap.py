@@ -57,7 +57,8 @@ def test_a_unit_drawn_twice_is_two_cases(inputs, name):  # noqa: F811
 
 def test_tb_resample_equals_scoring_the_resampled_files(inputs, tmp_path):  # noqa: F811
     """A TB resample with duplicates scored by its re-keyed records equals the evaluator run on files holding the
-    drawn CTs under new names (rows in the same order): §4's sums and denominator over duplicates, exactly."""
+    drawn CTs under new names (rows in the same order): tb-caverns-2022.md §4's sums and denominator over duplicates,
+    exactly."""
     fixtures = TESTS / "tb_caverns" / "fixtures"
     ev, cases, records = loaded("tb-caverns", *inputs["tb-caverns"])
     draw = np.array([1, 1, 5, 0, 3, 1])  # TST_002 three times, TST_005 (no ground truth, no predictions), ...

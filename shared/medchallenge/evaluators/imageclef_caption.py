@@ -384,7 +384,7 @@ def aggregate(cases: ImageCases, records: dict[str, ImageScores]) -> Summary:
 def resample(cases: ImageCases, records: dict[str, ImageScores],
              draw: np.ndarray) -> tuple[ImageCases, dict[str, ImageScores]]:
     """The bootstrap's unit is an image: the drawn images re-keyed in draw order (the order the means sum in), with
-    the ground truth of the drawn images (the denominators of §1 and §2) and their runs."""
+    the ground truth of the drawn images (the denominators of the means) and their runs."""
     inputs = cases.inputs
     drawn = resampled_ids(cases.ids, draw)
 
