@@ -100,7 +100,7 @@ def bootstrap(evaluator: Evaluator, cases: Any, records: dict[str, Any], num_res
     started = time.perf_counter()
     draws = draw_resamples(len(evaluator.bootstrap_units(cases)), num_resamples, seed)
     result = intervals(replicates(evaluator, cases, records, draws), level, seed)
-    log.info("bootstrap: %d resamples of %d %s in %.2f s", num_resamples, draws.shape[1], evaluator.unit,
+    log.info("bootstrap: %d resamples of %d %s in %.2f s", num_resamples, draws.shape[1], evaluator.resampling_unit,
              time.perf_counter() - started)
     return result
 

@@ -127,12 +127,17 @@ class Evaluator(Generic[CasesT, RecordT]):
     # drawn list of unit indices (re-keyed: a unit drawn twice is two cases), and optionally every resample's
     # aggregates at once (the same numbers as aggregate(resample(...)), faster). See medchallenge.bootstrap.
     bootstrap_units: Callable[[CasesT], list[str]] = case_ids
+    bootstrap_unit: str = ""  # what a unit is, where it is not `unit` (object-CXR: images, its cases are blocks)
     resample: Callable[[CasesT, dict[str, RecordT], np.ndarray], tuple[CasesT, dict[str, RecordT]]] | None = None
     fast_bootstrap: Callable[[CasesT, dict[str, RecordT], np.ndarray], dict[str, np.ndarray]] | None = None
     # The leaderboard: the official ranking metrics in order of preference (the first every submission has ranks;
     # all are higher-is-better), and the per-unit scores of a metric that has them (for the Wilcoxon test).
     ranking: tuple[str, ...] = ()
     unit_scores: Callable[[CasesT, dict[str, RecordT], str], dict[str, float] | None] | None = None
+
+    @property
+    def resampling_unit(self) -> str:
+        return self.bootstrap_unit or self.unit
 
     def main(self, argv: list[str] | None = None) -> int:
         """The evaluator command: `evaluate.py [--input ...] [--ground-truth ...] [--output ...] [options]`."""

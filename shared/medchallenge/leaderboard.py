@@ -62,7 +62,8 @@ def build_leaderboard_parser() -> argparse.ArgumentParser:
     parser.add_argument("--ground-truth", type=Path, required=True)
     parser.add_argument("--submissions", type=Path, required=True, help="one folder per submission (team)")
     parser.add_argument("--output", type=Path, required=True)
-    parser.add_argument("--metric", default=None, help="rank by this aggregate (default: the official ranking metric)")
+    parser.add_argument("--metric", default=None,
+                        help="rank by this aggregate (default: the official ranking metric)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
@@ -245,7 +246,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
         "higher_is_better": True,
         "ties": "equal values share the better rank; no tie-break rule of the challenge is known",
         "num_units": len(units),
-        "unit": evaluator.unit,
+        "unit": evaluator.resampling_unit,
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level,
                       "paired": True, "seconds": round(bootstrap_seconds, 3)},
         "mean_kendall_tau": mean_kendall_tau(rank, ranks),

@@ -1,5 +1,6 @@
-"""Pairwise tests and ranking agreement of the leaderboard (NumPy only: the evaluator images carry no SciPy): one-sided Wilcoxon signed-rank over per-case scores (challengeR's test),
-one-sided paired bootstrap over the aggregate, Holm's step-down adjustment. The tests check the Wilcoxon p-values
+"""Pairwise tests and ranking agreement of the leaderboard, on NumPy alone (the evaluator images carry no SciPy):
+one-sided Wilcoxon signed-rank over per-case scores (challengeR's test), one-sided paired bootstrap over the
+aggregate, Holm's step-down adjustment, Kendall's tau-b. The tests check the Wilcoxon p-values
 against scipy.stats.wilcoxon and its decisions against challengeR's own test-then-rank examples."""
 
 from __future__ import annotations

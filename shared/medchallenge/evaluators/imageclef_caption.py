@@ -391,9 +391,9 @@ def resample(cases: ImageCases, records: dict[str, ImageScores],
     def pick(table: dict | None) -> dict | None:
         return None if table is None else {new: table[old] for new, old in drawn if old in table}
 
-    resampled = dataclasses.replace(inputs, concepts_gt=pick(inputs.concepts_gt), concept_run=pick(inputs.concept_run),
-                                    manual_gt=pick(inputs.manual_gt), captions_gt=pick(inputs.captions_gt),
-                                    caption_run=pick(inputs.caption_run))
+    resampled = dataclasses.replace(
+        inputs, concepts_gt=pick(inputs.concepts_gt), concept_run=pick(inputs.concept_run),
+        manual_gt=pick(inputs.manual_gt), captions_gt=pick(inputs.captions_gt), caption_run=pick(inputs.caption_run))
     return (dataclasses.replace(cases, ids=[new for new, _ in drawn], inputs=resampled),
             {new: records[old] for new, old in drawn})
 

@@ -484,6 +484,7 @@ EVALUATOR = Evaluator(
     unit="image blocks",
     cheap_cases=True,
     bootstrap_units=bootstrap_units,
+    bootstrap_unit="images",
     resample=resample,
     ranking=("auc", "froc"),
 )
