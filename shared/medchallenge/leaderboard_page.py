@@ -100,7 +100,8 @@ def ci_bar(row: dict[str, Any], lowest: float, highest: float) -> str:
 STYLE = """
 body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 2em; color: #222; }
 table { border-collapse: collapse; margin: 1em 0; }
-th, td { border-bottom: 1px solid #ccc; padding: 4px 10px; text-align: right; white-space: nowrap; }
+th, td { border-bottom: 1px solid #ccc; padding: 4px 10px; text-align: right; }
+td { white-space: nowrap; }
 th:nth-child(2), td:nth-child(2) { text-align: left; }
 svg text { font-size: 12px; fill: #222; }
 .grid { stroke: #eee; }
@@ -154,7 +155,7 @@ def render(board: dict[str, Any]) -> str:
 <h2>Ranking with {level} intervals</h2>
 <table id="leaderboard">
 <thead><tr><th>rank</th><th>team</th><th>{escape(metric)}</th><th>{level} interval</th><th></th>
-<th>bootstrap rank: median [{level}]</th><th>P(rank 1)</th></tr></thead>
+<th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th></tr></thead>
 <tbody>{rows}</tbody>
 </table>
 <h2>Ranking stability</h2>
