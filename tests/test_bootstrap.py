@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from scipy import stats
-from test_evaluator_command import evaluator, inputs  # noqa: F401  (inputs: the cohorts fixture)
+from helpers import evaluator
 
 from medchallenge import bootstrap
 from medchallenge.evaluator import build_parser
@@ -32,14 +32,14 @@ def resampled_aggregates(ev, cases, records, draw) -> dict[str, float]:
 
 
 @pytest.mark.parametrize("name", CHALLENGES)
-def test_drawing_every_unit_once_in_order_gives_the_aggregates_exactly(inputs, name):  # noqa: F811
+def test_drawing_every_unit_once_in_order_gives_the_aggregates_exactly(inputs, name):
     ev, cases, records = loaded(name, *inputs[name])
     units = ev.bootstrap_units(cases)
     assert resampled_aggregates(ev, cases, records, np.arange(len(units))) == ev.aggregate(cases, records).aggregates
 
 
 @pytest.mark.parametrize("name", CHALLENGES)
-def test_a_unit_drawn_twice_is_two_cases(inputs, name):  # noqa: F811
+def test_a_unit_drawn_twice_is_two_cases(inputs, name):
     """Every unit twice: each aggregate is a rate or mean over units, so the same value (up to summation order);
     were duplicates merged by id, the denominators would not double and the values would change (TB's map counts
     its id list, RibFrac divides false positives by the number of CTs, object-CXR by images)."""
@@ -55,7 +55,7 @@ def test_a_unit_drawn_twice_is_two_cases(inputs, name):  # noqa: F811
     assert any(resampled_aggregates(ev, cases, records, draw) != original for draw in draws)
 
 
-def test_tb_resample_equals_scoring_the_resampled_files(inputs, tmp_path):  # noqa: F811
+def test_tb_resample_equals_scoring_the_resampled_files(inputs, tmp_path):
     """A TB resample with duplicates scored by its re-keyed records equals the evaluator run on files holding the
     drawn CTs under new names (rows in the same order): tb-caverns-2022.md §4's sums and denominator over duplicates,
     exactly."""
@@ -99,7 +99,7 @@ def test_ribfrac_vectorised_bootstrap_equals_its_aggregate_on_each_resample():
 
 
 @pytest.mark.parametrize("name", CHALLENGES)
-def test_intervals_equal_scipy_bootstrap_percentile_with_the_same_resamples(inputs, name):  # noqa: F811
+def test_intervals_equal_scipy_bootstrap_percentile_with_the_same_resamples(inputs, name):
     """scipy.stats.bootstrap draws rng.integers(0, n, (N, n)) from the rng it is given: with the same seed it
     resamples the same units, and its percentile interval of the aggregate is ours, to the last bit."""
     ev, cases, records = loaded(name, *inputs[name])
@@ -123,7 +123,7 @@ def test_linear_quantile_is_scipys_to_the_last_bit(size):
         assert bootstrap.linear_quantile(values, probability) == stats.quantile(values, probability)
 
 
-def test_command_writes_finite_intervals_for_every_aggregate(inputs, tmp_path):  # noqa: F811
+def test_command_writes_finite_intervals_for_every_aggregate(inputs, tmp_path):
     predictions, ground_truth = inputs["object-cxr"]
     argv = ["--input", str(predictions), "--ground-truth", str(ground_truth), "--output", str(tmp_path),
             "--no-progress", "--no-plots", "--bootstrap", "50", "--bootstrap-seed", "7", "--bootstrap-level", "0.8"]
@@ -140,7 +140,7 @@ def test_command_writes_finite_intervals_for_every_aggregate(inputs, tmp_path): 
 
 
 @pytest.mark.parametrize("flag", [("--bootstrap", "-5"), ("--bootstrap-level", "1.5"), ("--bootstrap-level", "nan")])
-def test_bad_bootstrap_arguments_are_one_error_line(inputs, tmp_path, capsys, flag):  # noqa: F811
+def test_bad_bootstrap_arguments_are_one_error_line(inputs, tmp_path, capsys, flag):
     predictions, ground_truth = inputs["tb-caverns"]
     argv = ["--input", str(predictions), "--ground-truth", str(ground_truth), "--output", str(tmp_path),
             "--no-progress", "--bootstrap", "10", *flag]

@@ -35,6 +35,7 @@ log = logging.getLogger("medchallenge.evaluator")
 
 # --workers' default, first set first: grand-challenge's evaluation templates read the first.
 WORKER_VARIABLES = ("GRAND_CHALLENGE_MAX_WORKERS", "EVAL_MAX_WORKERS")
+MAX_WARNINGS_SHOWN = 20
 META_KEYS = ("challenge", "evaluator", "evaluator_version", "layout", "options", "notes", "warnings", "details")
 
 
@@ -208,6 +209,14 @@ def prepare_output(metrics: Path) -> None:
                          f"{exc.strerror or exc}") from exc
 
 
+def shown_warnings(warnings: list[str], limit: int = MAX_WARNINGS_SHOWN) -> list[str]:
+    """The first `limit` warnings and a count of the rest: a run file of a million doubtful lines must not become a
+    million lines of log and of metrics.json."""
+    if len(warnings) <= limit:
+        return warnings
+    return [*warnings[:limit], f"... and {len(warnings) - limit} more warning(s) like these, not shown"]
+
+
 @dataclass
 class Scored:
     """One submission scored: what stage 1 read and computed, stage 2's summary, and metrics.json's sections."""
@@ -228,7 +237,8 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
     if shard is None:
         prepare_output(args.output / "metrics.json")
     cases = evaluator.read(args)
-    for warning in cases.warnings:
+    warnings = shown_warnings(cases.warnings)
+    for warning in warnings:
         log.warning("warning: %s", warning)
     log.info("%s: %d %s (%s)", evaluator.challenge, len(cases.ids), evaluator.unit, cases.layout)
     stored = compute_records(cases.ids, functools.partial(_case_json, evaluator.evaluate_case, cases.sources),
@@ -248,7 +258,7 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
         "layout": cases.layout,
         "options": {"strict": args.strict, **cases.options()},
         "notes": cases.notes + summary.notes,
-        "warnings": cases.warnings,
+        "warnings": warnings,
         "details": summary.details,
     }
     if args.bootstrap:
