@@ -12,7 +12,7 @@ export COMPOSE_BAKE := false
 GPU ?= 0
 COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
 
-.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready gc-pack lock clean
+.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser gc-pack lock clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
@@ -43,10 +43,14 @@ docker:
 docker-ready:
 	@bash .ci/require-docker.sh
 
+# A headless browser (Debian's chromium-headless-shell) for the leaderboard page test (root installs it).
+browser:
+	@bash .ci/provision-browser.sh
+
 images: docker-ready wheels
 	$(COMPOSE) build
 
-test: docker-ready venv wheels wheels-gpu
+test: docker-ready browser venv wheels wheels-gpu
 	$(PY) -m pytest tests
 
 demo: docker-ready venv images
