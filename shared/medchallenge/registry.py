@@ -75,6 +75,9 @@ class Algorithm:
     module: str
     description: str  # the image's description label
     extras: tuple[str, ...] = ("ct", "onnx")  # the medchallenge extras its image installs (onnx: the CPU runtime)
+    # the `python -m medchallenge.synth` command writing its input files with their ground truth (module
+    # medchallenge.synth.<generator with _>); "" where the challenge's own generator does
+    generator: str = ""
 
     def plugin(self):
         """The `algorithms.runner.Algorithm` of this challenge (model class, case patterns, writers)."""
@@ -120,6 +123,11 @@ class Challenge:
     @property
     def generator_module(self) -> str:
         return f"medchallenge.synth.{self.module}"
+
+    @property
+    def input_generator(self) -> str:
+        """The synth command whose data an end-to-end run starts from: the algorithm's inputs where it has one."""
+        return (self.algorithm.generator if self.algorithm else "") or self.name
 
     @property
     def configurations(self) -> tuple[Configuration, ...]:
@@ -233,6 +241,9 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         evaluator_extras=("caption", "plots", "lemmatize"),
         editions=(Edition("2022", {"CAPTION_EDITION": "2022"}, ("--edition", "2022", "--secondary")),
                   Edition("2021", {"CAPTION_EDITION": "2021"}, ("--edition", "2021"))),
+        algorithm=Algorithm("medchallenge.algorithms.imageclef_caption", "ImageCLEFmed Caption 2021/2022: UMLS "
+                            "concepts and a retrieved caption per figure, synthetic-data CNN (ONNX Runtime)",
+                            extras=("ct", "xray", "onnx"), generator="imageclef-caption-images"),
     ),
 )}
 
