@@ -257,7 +257,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
     ),
     Challenge(
         "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,
-        demo_size=("--images", "2000"), test_size=("--images", "300"), short_name="caption",
+        demo_size=("--images", "1000"), test_size=("--images", "300"), short_name="caption",
         evaluator_description="ImageCLEFmed Caption ${CAPTION_EDITION}: official concept F1, caption BLEU and "
                               "ROUGE-1",
         evaluator_extras=("caption", "plots", "lemmatize"),

@@ -229,3 +229,26 @@ def test_jpeg_decoding_at_reduced_scale_keeps_the_figure_size(tmp_path):
     buffer.seek(0)
     figure = read_figure(buffer, 128)
     assert max(figure.size) >= 128 and figure.size[0] * 3 == figure.size[1] * 4
+
+
+def test_grand_challenge_emulation_scores_as_batch_mode(tmp_path, repo):
+    """Each figure uploaded (panimg converts the JPEG to an MHA), one job each with the local runner; the evaluator
+    gives the grand-challenge layout the same aggregates as the batch run files."""
+    pytest.importorskip("panimg")
+    from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, local_runner
+
+    root = tmp_path / "cohort"
+    assert synth(["imageclef-caption-images", "--edition", "2022", "--out", str(root), "--images", "3",
+                  "--seed", "78"]) == 0
+    spec = ALGORITHMS["imageclef-caption"]
+    eval_input = emulate(spec, find_cases(spec, root / "input"), tmp_path / "gc", local_runner(spec, repo))
+    assert run_caption(["--input", str(root / "input"), "--output", str(tmp_path / "batch"), "--device", "cpu"]) == 0
+    aggregates = []
+    for predictions in (eval_input, tmp_path / "batch"):
+        out = tmp_path / f"metrics-{predictions.name}"
+        assert evaluate(["--edition", "2022", "--input", str(predictions), "--ground-truth",
+                         str(root / "ground_truth"), "--output", str(out), "--no-progress", "--no-plots",
+                         "--workers", "1", "--strict"]) == 0
+        aggregates.append(json.loads((out / "metrics.json").read_text()))
+    assert aggregates[0]["meta"]["layout"] == "grand-challenge predictions.json"
+    assert aggregates[0]["aggregates"] == aggregates[1]["aggregates"]
