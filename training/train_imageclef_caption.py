@@ -77,15 +77,27 @@ def figure_example(job: tuple[str, str, int, int, str]) -> tuple[np.ndarray, lis
     return fit_square(read_figure(buffer, SIZE), SIZE), figure.concepts, text
 
 
-def make_split(split: str, seed: int, count: int, workers: int) -> dict:
+def make_split(split: str, seed: int, count: int, workers: int, cache: Path | None) -> dict:
+    """Both editions' figures of a split (read from `cache` when an earlier run with the same arguments wrote it)."""
+    cached = cache / f"{split}-{seed}-{count}-{SIZE}.npz" if cache else None
+    if cached and cached.exists():
+        with np.load(cached, allow_pickle=False) as stored:
+            data = {"images": stored["images"], **json.loads(str(stored["labels"]))}
+        log.info("%s split: %d figures from %s", split, len(data["images"]), cached)
+        return data
     jobs = [(edition, split, seed, index, figure_id) for edition in EDITIONS
             for index, figure_id in enumerate(figure_ids(edition, split, count))]
     started = time.perf_counter()
     with multiprocessing.Pool(workers) as pool:
-        examples = pool.map(figure_example, jobs, chunksize=32)
+        examples = pool.map(figure_example, jobs, chunksize=16)
     log.info("%s split: %d figures in %.0f s", split, len(jobs), time.perf_counter() - started)
-    return {"images": np.stack([e[0] for e in examples]), "concepts": [e[1] for e in examples],
-            "captions": [e[2] for e in examples], "editions": [job[0] for job in jobs]}
+    labels = {"concepts": [e[1] for e in examples], "captions": [e[2] for e in examples],
+              "editions": [job[0] for job in jobs]}
+    data = {"images": np.stack([e[0] for e in examples]), **labels}
+    if cached:
+        cache.mkdir(parents=True, exist_ok=True)
+        np.savez(cached, images=data["images"], labels=json.dumps(labels))
+    return data
 
 
 def conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
@@ -264,18 +276,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-figures", type=int, default=2000, help="per edition")
-    parser.add_argument("--valid-figures", type=int, default=400, help="per edition")
-    parser.add_argument("--epochs", type=int, default=10)
+    parser.add_argument("--train-figures", type=int, default=1200, help="per edition")
+    parser.add_argument("--valid-figures", type=int, default=200, help="per edition")
+    parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2, help="processes generating figures")
+    parser.add_argument("--cache", type=Path, help="keep the generated figures here for the next run")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(2)
     random.seed(args.seed)
     cuis = list(vocabulary())
     started = time.perf_counter()
-    train_data = make_split("train", TRAIN_SEED_OFFSET + args.seed, args.train_figures, args.workers)
-    valid = make_split("valid", VALIDATION_SEED_OFFSET + args.seed, args.valid_figures, args.workers)
+    train_data = make_split("train", TRAIN_SEED_OFFSET + args.seed, args.train_figures, args.workers, args.cache)
+    valid = make_split("valid", VALIDATION_SEED_OFFSET + args.seed, args.valid_figures, args.workers, args.cache)
     model = train(train_data, cuis, args.epochs, args.seed)
     _, bank_embeddings = encode(model, train_data["images"])
     valid_probabilities, valid_embeddings = encode(model, valid["images"])

@@ -133,6 +133,12 @@ def test_run_files_have_every_figure_once_with_its_id():
     assert files["captions.csv"] == "synpic1|CT of the chest.\nImageCLEFmedCaption_2022_test_000002|\n"
 
 
+def test_two_files_of_one_figure_id_are_refused():
+    result = FigureResult(["C0040405"], "CT.")
+    with pytest.raises(InputError, match="figure ID 'synpic1' names more than one input file"):
+        run_files([(Case("synpic1.jpg", {}), result), (Case("synpic1.png", {}), result)])
+
+
 def test_batch_run_files_are_scored_by_the_evaluator(scored):
     edition, root, metrics = scored
     ids = sorted(p.stem for p in (root / "input").glob("*.jpg"))

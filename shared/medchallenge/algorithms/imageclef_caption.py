@@ -251,6 +251,10 @@ def run_files(results: list[tuple[Case, FigureResult]]) -> dict[str, str]:
     """The official run files: `ID|C1;C2;...` (never `ID` alone, which the 2021 code crashed on) and
     `ID|caption`, every figure once in input order."""
     ids = [strip_image_suffix(case.name) for case, _ in results]
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise InputError(f"figure ID {twice[0]!r} names more than one input file (e.g. .jpg and .png); the run files "
+                         "need each ID once: rename one")
     return {CONCEPTS_RUN: "".join(f"{i}{PIPE}{';'.join(p.concepts)}\n" for i, (_, p) in zip(ids, results)),
             CAPTIONS_RUN: "".join(f"{i}{PIPE}{p.caption}\n" for i, (_, p) in zip(ids, results))}
 
