@@ -3,7 +3,8 @@
 `run()` generates 1,000 figures per edition with a generator seed training never used (test split, seed 1), runs
 the algorithm's entry script on them as the container does (one process, CPU provider, batch mode) and scores its
 run files with the evaluator (concept F1, BLEU; ROUGE-1 for 2022). Speed: the same 2022 figures resized to 512 px
-on their longer side, the whole process timed (start-up, reading, network, retrieval, run files) with its peak RSS.
+on their longer side, the whole process timed (start-up, reading, network, retrieval, run files) with its CPU time,
+its peak RSS and the machine's load average (wall-clock speed on a shared machine depends on the other jobs).
 """
 
 from __future__ import annotations
@@ -24,8 +25,8 @@ SEED = 1  # training uses generator seeds 10000+ (train) and 20000+ (valid)
 SPEED_SIZE = 512
 
 
-def _run_algorithm(input_dir: Path, output_dir: Path, edition: str) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one batch-mode process."""
+def _run_algorithm(input_dir: Path, output_dir: Path, edition: str) -> tuple[float, float, float]:
+    """Wall seconds, CPU seconds (user + system) and peak RSS (MB) of one batch-mode process."""
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "--input", str(input_dir), "--output", str(output_dir),
                              "--edition", edition, "--device", "cpu"], stdout=subprocess.DEVNULL,
@@ -35,7 +36,7 @@ def _run_algorithm(input_dir: Path, output_dir: Path, edition: str) -> tuple[flo
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"caption algorithm failed: {stderr[-500:]}")
-    return seconds, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def _resized(source: Path, target: Path, size: int) -> None:
@@ -59,7 +60,7 @@ def run() -> dict:
             subprocess.run([sys.executable, "-m", "medchallenge.synth", "imageclef-caption-images", "--edition",
                             edition, "--out", str(data), "--images", str(FIGURES), "--seed", str(SEED)],
                            check=True, capture_output=True)
-            seconds, _ = _run_algorithm(data / "input", data / "run", edition)
+            seconds, _, _ = _run_algorithm(data / "input", data / "run", edition)
             subprocess.run([sys.executable, str(ROOT / "evaluators" / "imageclef_caption" / "evaluate.py"),
                             "--edition", edition, "--input", str(data / "run"), "--ground-truth",
                             str(data / "ground_truth"), "--output", str(data / "metrics"), "--no-progress",
@@ -69,10 +70,13 @@ def run() -> dict:
                 results[f"caption_{edition}_{key}"] = round(value, 4)
             results[f"caption_{edition}_figures_per_second_native_sizes"] = round(FIGURES / seconds, 1)
         _resized(tmp / "2022" / "input", tmp / "512", SPEED_SIZE)
-        seconds, peak = _run_algorithm(tmp / "512", tmp / "512-run", "2022")
+        seconds, cpu_seconds, peak = _run_algorithm(tmp / "512", tmp / "512-run", "2022")
         results.update({
             "caption_figures_per_second_512px": round(FIGURES / seconds, 1),
             "caption_seconds_512px_whole_process": round(seconds, 2),
+            # what the process itself used, which other jobs on a shared machine do not inflate
+            "caption_cpu_seconds_per_figure_512px": round(cpu_seconds / FIGURES, 4),
+            "caption_load_average_1min": round(os.getloadavg()[0], 2),
             "caption_peak_rss_mb_512px": round(peak, 1),
             "caption_cpus": len(os.sched_getaffinity(0)),
             "caption_provider": "CPUExecutionProvider",

@@ -46,6 +46,7 @@ from medchallenge.algorithms.imageclef_caption import (
     fit_square,
     read_figure,
     run_file_caption,
+    caption_agreement,
     select_concepts,
 )
 from medchallenge.metrics.imageclef_caption import (
@@ -231,10 +232,9 @@ def tune_retrieval(valid: dict, probabilities: np.ndarray, similarity: np.ndarra
                    thresholds: np.ndarray, cuis: list[str]) -> tuple[Retrieval, dict[str, float]]:
     """The retrieval parameters with the best mean official BLEU over both editions' valid figures."""
     bank_concepts = [frozenset(cuis[k] for k in ks) for ks in bank["concepts"]]
-    bank_words = [_bigrams(c) for c in bank["captions"]]
     bank_editions = np.asarray(bank["editions"])
     predicted = [frozenset(select_concepts(p, thresholds, cuis)) for p in probabilities]
-    best, best_scores = None, {}
+    best, best_scores, agreements = None, {}, {}
     for neighbours in (1, 15, 30):
         for concept_weight in (0.0, 1.0, 3.0):
             for consensus_weight in (0.0, 1.0):
@@ -245,7 +245,9 @@ def tune_retrieval(valid: dict, probabilities: np.ndarray, similarity: np.ndarra
                 for edition in EDITIONS:
                     rows = [i for i, e in enumerate(valid["editions"]) if e == edition]
                     candidates = np.flatnonzero(bank_editions == edition)
-                    chosen = [bank["captions"][choose_caption(similarity[i], candidates, bank_concepts, bank_words,
+                    agreement = agreements.setdefault(edition, caption_agreement([bank["captions"][i]
+                                                                                  for i in candidates]))
+                    chosen = [bank["captions"][choose_caption(similarity[i], candidates, bank_concepts, agreement,
                                                               predicted[i], retrieval)] for i in rows]
                     scores[edition] = official_bleu([valid["captions"][i] for i in rows],
                                                     [run_file_caption(c) for c in chosen], edition)

@@ -19,13 +19,13 @@ from medchallenge.algorithms.imageclef_caption import (
     MODEL_FILENAME,
     CaptionModel,
     Retrieval,
-    _bigrams,
     choose_caption,
     read_figure,
     run_file_caption,
     run_files,
     select_concepts,
     to_uint8,
+    caption_agreement,
     FigureResult,
 )
 from medchallenge.algorithms.runner import Case, main
@@ -110,14 +110,23 @@ def test_the_caption_agreeing_with_the_concepts_and_the_other_neighbours_wins():
                 "MRI of the brain shows a mass.", "CT of the chest shows a nodule in the lung (arrow)."]
     concepts = [frozenset({"CT", "CHEST", "NODULE"}), frozenset({"CT", "CHEST", "NODULE", "LUNG"}),
                 frozenset({"MRI", "BRAIN", "MASS"}), frozenset({"CT", "CHEST", "NODULE", "LUNG"})]
-    words = [_bigrams(c) for c in captions]
+    words = caption_agreement(captions)
     similarity = np.array([0.9, 0.8, 0.95, 0.1])
     everything = np.arange(4)
     nearest_only = Retrieval(1, 0.0, 0.0)
     assert choose_caption(similarity, everything, concepts, words, frozenset(), nearest_only) == 2
     by_concepts = Retrieval(3, 1.0, 0.0)  # the 3 nearest: 2, 0, 1; 1 holds the predicted concepts exactly
     assert choose_caption(similarity, everything, concepts, words, concepts[1], by_concepts) == 1
-    assert choose_caption(similarity, np.array([0, 2, 3]), concepts, words, concepts[1], by_concepts) == 3
+    subset = np.array([0, 2, 3])
+    assert choose_caption(similarity, subset, concepts, words[np.ix_(subset, subset)], concepts[1], by_concepts) == 3
+    by_consensus = Retrieval(4, 0.0, 1.0)  # 1 shares the most words and bigrams with the other three
+    assert choose_caption(similarity, everything, concepts, words, frozenset(), by_consensus) == 1
+
+
+def test_caption_agreement_is_the_dice_of_words_and_bigrams():
+    agreement = caption_agreement(["CT of the chest", "CT of the brain", ""])
+    # {ct, of, the, chest, (ct, of), (of, the), (the, chest)} and the brain's share 5 of 7 + 7 terms
+    assert agreement[0, 1] == pytest.approx(10 / 14) and agreement[0, 0] == 1.0 and agreement[2, 2] == 0.0
 
 
 def test_run_file_captions_hold_no_special_character():

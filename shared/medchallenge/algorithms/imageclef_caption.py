@@ -159,30 +159,49 @@ def select_concepts(probabilities: np.ndarray, thresholds: np.ndarray, concepts:
 
 
 def _bigrams(text: str) -> set:
+    """A caption's lower-case words and word bigrams."""
     words = re.findall(r"[a-z0-9]+", text.lower())
     return set(words) | set(zip(words, words[1:]))
 
 
 def _overlap(a: set, b: set) -> float:
+    """Dice agreement of two `_bigrams` sets."""
     return 2 * len(a & b) / max(len(a) + len(b), 1)
 
 
+def caption_agreement(captions: list[str]) -> np.ndarray:
+    """(n, n) float32 Dice agreement of every two captions' words and word bigrams (`_bigrams`), through a sparse
+    indicator matrix: the consensus term of `choose_caption`, computed once per bank."""
+    from scipy import sparse
+
+    sets = [_bigrams(c) for c in captions]
+    index: dict = {}
+    columns = [[index.setdefault(term, len(index)) for term in terms] for terms in sets]
+    rows = np.repeat(np.arange(len(sets)), [len(c) for c in columns])
+    indicator = sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, np.concatenate(columns or [[]]))),
+                                  shape=(len(sets), max(len(index), 1)))
+    shared = (indicator @ indicator.T).toarray()
+    sizes = np.asarray([len(terms) for terms in sets], np.float32)
+    return (2 * shared / np.maximum(sizes[:, None] + sizes[None, :], 1)).astype(np.float32)
+
+
 def choose_caption(similarity: np.ndarray, candidates: np.ndarray, bank_concepts: list[frozenset[str]],
-                   bank_words: list[set], predicted: frozenset[str], retrieval: Retrieval) -> int:
-    """The bank index of the caption to return: among the `retrieval.neighbours` most similar bank entries
-    (`candidates` restricts the bank, e.g. to one edition), the best sum of concept agreement with the prediction
-    (Jaccard) and mean word/bigram agreement with the other candidates (consensus), each weighted."""
-    pool = candidates[np.argsort(-similarity[candidates], kind="stable")[:retrieval.neighbours]]
-    best, best_score = int(pool[0]), -1.0
-    for i in pool:
-        concepts = bank_concepts[i]
-        agreement = len(concepts & predicted) / max(len(concepts | predicted), 1)
-        consensus = (sum(_overlap(bank_words[i], bank_words[j]) for j in pool if j != i) / (len(pool) - 1)
-                     if len(pool) > 1 else 0.0)
-        score = retrieval.concept_weight * agreement + retrieval.consensus_weight * consensus
-        if score > best_score:
-            best, best_score = int(i), score
-    return best
+                   agreement: np.ndarray, predicted: frozenset[str], retrieval: Retrieval) -> int:
+    """The bank index of the caption to return: among the `retrieval.neighbours` most similar bank entries of
+    `candidates` (the bank restricted, e.g. to one edition), the best sum of concept agreement with the prediction
+    (Jaccard) and mean caption agreement with the other candidates (consensus; `agreement` is
+    `caption_agreement` of the candidates' captions, in `candidates` order), each weighted; the most similar one on a
+    tie."""
+    positions = np.argsort(-similarity[candidates], kind="stable")[:retrieval.neighbours]
+    pool = candidates[positions]
+    consensus = np.zeros(len(pool))
+    if len(pool) > 1:
+        within = agreement[np.ix_(positions, positions)]
+        consensus = (within.sum(axis=1) - np.diag(within)) / (len(pool) - 1)
+    concepts = np.array([len(bank_concepts[i] & predicted) / max(len(bank_concepts[i] | predicted), 1)
+                         for i in pool]) if retrieval.concept_weight else np.zeros(len(pool))
+    score = retrieval.concept_weight * concepts + retrieval.consensus_weight * consensus
+    return int(pool[int(np.argmax(score))])
 
 
 def run_file_caption(text: str) -> str:
@@ -220,7 +239,7 @@ class CaptionModel:
         self.candidates = np.flatnonzero(editions == self.edition)
         if not len(self.candidates):
             raise InputError(f"{model_path}: the caption bank holds no {self.edition} caption")
-        self.bank_words = [_bigrams(c) for c in self.captions]
+        self.agreement = caption_agreement([self.captions[i] for i in self.candidates])
         self.input_name = self.session.get_inputs()[0].name
         self.provider = self.session.get_providers()[0]
 
@@ -229,7 +248,7 @@ class CaptionModel:
         probabilities, similarity = self.session.run(["concept_probabilities", "bank_similarity"],
                                                      {self.input_name: batch})
         concepts = select_concepts(probabilities[0], self.thresholds, self.concepts)
-        index = choose_caption(similarity[0], self.candidates, self.bank_concepts, self.bank_words,
+        index = choose_caption(similarity[0], self.candidates, self.bank_concepts, self.agreement,
                                frozenset(concepts), self.retrieval)
         return FigureResult(concepts, run_file_caption(self.captions[index]))
 
