@@ -75,7 +75,7 @@ def figure_example(job: tuple[str, str, int, int, str]) -> tuple[np.ndarray, lis
     buffer = io.BytesIO()
     image.save(buffer, format="JPEG", quality=figure_rng(seed, split, "jpeg", index).randint(75, 95))
     buffer.seek(0)
-    return fit_square(read_figure(buffer, SIZE), SIZE), figure.concepts, text
+    return fit_square(read_figure(buffer), SIZE), figure.concepts, text
 
 
 def make_split(split: str, seed: int, count: int, workers: int, cache: Path | None) -> dict:

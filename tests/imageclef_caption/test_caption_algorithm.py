@@ -3,7 +3,6 @@ in batch mode (both editions' run files scored by the evaluator) and in grand-ch
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 import sys
@@ -72,7 +71,7 @@ def test_every_figure_mode_is_read_as_rgb(tmp_path, kind):
         assert image.mode.startswith("I")
     path = tmp_path / ("figure.jpg" if kind in ("L", "RGB", "CMYK") else "figure.png")
     image.save(path)
-    figure = read_figure(path, 128)
+    figure = read_figure(path)
     assert figure.mode == "RGB" and figure.size == (40, 30)
     grey = np.asarray(figure)[..., 0].astype(int)
     assert grey[0, 0] < 30 and grey[-1, -1] > 225  # dark to bright, 16-bit stretched to 8 bits
@@ -83,17 +82,17 @@ def test_a_grand_challenge_mha_is_read_through_simpleitk(tmp_path):
     sitk.WriteImage(rgb, str(tmp_path / "rgb.mha"))
     grey16 = sitk.GetImageFromArray(np.arange(240, dtype=np.uint16).reshape(1, 12, 20))  # 3-D, one slice
     sitk.WriteImage(grey16, str(tmp_path / "grey16.mha"))
-    assert read_figure(tmp_path / "rgb.mha", 128).size == (20, 12)
-    assert np.asarray(read_figure(tmp_path / "grey16.mha", 128))[-1, -1].tolist() == [255, 255, 255]
+    assert read_figure(tmp_path / "rgb.mha").size == (20, 12)
+    assert np.asarray(read_figure(tmp_path / "grey16.mha"))[-1, -1].tolist() == [255, 255, 255]
     sitk.WriteImage(sitk.GetImageFromArray(np.zeros((3, 12, 20), np.uint8)), str(tmp_path / "volume.mha"))
     with pytest.raises(InputError, match="volume.mha: expected a 2-D figure"):
-        read_figure(tmp_path / "volume.mha", 128)
+        read_figure(tmp_path / "volume.mha")
 
 
 def test_an_unreadable_figure_is_an_input_error_naming_it(tmp_path):
     (tmp_path / "broken.jpg").write_bytes(b"\xff\xd8\xff\xe0 truncated")
     with pytest.raises(InputError, match="broken.jpg: cannot read the figure"):
-        read_figure(tmp_path / "broken.jpg", 128)
+        read_figure(tmp_path / "broken.jpg")
 
 
 def test_concepts_above_their_thresholds_most_probable_first_else_the_best_one():
@@ -238,12 +237,15 @@ def test_entry_script_logs_the_provider(tmp_path):
     assert (tmp_path / "o" / "concepts.csv").read_text().startswith("synpic5|C")
 
 
-def test_jpeg_decoding_at_reduced_scale_keeps_the_figure_size(tmp_path):
-    buffer = io.BytesIO()
-    Image.new("RGB", (1024, 768), (90, 90, 90)).save(buffer, format="JPEG")
-    buffer.seek(0)
-    figure = read_figure(buffer, 128)
-    assert max(figure.size) >= 128 and figure.size[0] * 3 == figure.size[1] * 4
+def test_a_jpeg_is_read_with_the_pixels_of_grand_challenge_s_mha(tmp_path):
+    """GC mode reads panimg's MHA of the upload; batch mode the JPEG itself: the same pixels, so the same answer."""
+    from medchallenge.gc_emulator import upload_case
+
+    pytest.importorskip("panimg")
+    rng = np.random.default_rng(3)
+    Image.fromarray(rng.integers(0, 256, (300, 420, 3), dtype=np.uint8)).save(tmp_path / "synpic1.jpg", quality=80)
+    uploaded = upload_case(tmp_path / "synpic1.jpg", tmp_path / "store")
+    assert np.array_equal(np.asarray(read_figure(tmp_path / "synpic1.jpg")), np.asarray(read_figure(uploaded.file)))
 
 
 def test_grand_challenge_emulation_scores_as_batch_mode(tmp_path, repo):

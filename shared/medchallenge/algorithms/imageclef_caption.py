@@ -92,15 +92,14 @@ def _pil_rgb(image) -> "Image.Image":
     return image.convert("RGB")
 
 
-def read_figure(path, size: int):
-    """The figure as an RGB PIL image, JPEGs decoded at a reduced scale close to `size` (much faster); an
-    unreadable file is an InputError naming it. MHA (grand-challenge's conversion of an upload) through SimpleITK."""
+def read_figure(path) -> "Image.Image":
+    """The figure as an RGB PIL image; an unreadable file is an InputError naming it. MHA (grand-challenge's
+    conversion of an upload) through SimpleITK. JPEGs are decoded at full scale (not with libjpeg's faster reduced
+    scale): the pixels must be those of the MHA that grand-challenge makes of the same upload."""
     from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(path) as image:
-            if image.format == "JPEG":
-                image.draft(image.mode if image.mode != "CMYK" else "CMYK", (size, size))
             image.load()
             if getattr(image, "n_frames", 1) > 1:
                 image.seek(0)
@@ -253,7 +252,7 @@ class CaptionModel:
         return FigureResult(concepts, run_file_caption(self.captions[index]))
 
     def predict(self, case: Case) -> FigureResult:
-        return self.predict_image(read_figure(case.inputs[MEDICAL_IMAGE.slug], self.size))
+        return self.predict_image(read_figure(case.inputs[MEDICAL_IMAGE.slug]))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
