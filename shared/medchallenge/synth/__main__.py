@@ -1,6 +1,7 @@
 """`python -m medchallenge.synth CHALLENGE --out DIR ...`: generate a synthetic cohort for one challenge.
 
-Each challenge's generator module (registry: `medchallenge.synth.<module>`) provides `add_arguments(parser)` and
+Each challenge's generator module (registry: `medchallenge.synth.<module>`), and an algorithm's generator of its
+input files where it has one of its own (`Algorithm.generator`), provides `add_arguments(parser)` and
 `run(args) -> int`.
 """
 
@@ -18,11 +19,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.synth", description=__doc__)
     sub = parser.add_subparsers(dest="challenge", required=True)
     modules = {}
-    for name, challenge in CHALLENGES.items():
+    generators = {name: challenge.generator_module for name, challenge in CHALLENGES.items()}
+    generators.update({challenge.algorithm.generator: f"medchallenge.synth.{challenge.algorithm.generator.replace('-', '_')}"
+                       for challenge in CHALLENGES.values() if challenge.algorithm and challenge.algorithm.generator})
+    for name, generator_module in generators.items():
         try:
-            module = importlib.import_module(challenge.generator_module)
+            module = importlib.import_module(generator_module)
         except ModuleNotFoundError as exc:
-            if exc.name != challenge.generator_module:
+            if exc.name != generator_module:
                 raise
             continue
         modules[name] = module
