@@ -21,6 +21,7 @@ import re
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -29,6 +30,9 @@ from ..errors import InputError
 from ..formats.imageclef_caption import CAPTIONS_RUN, CONCEPTS_RUN, MAX_CONCEPTS, PIPE
 from ..sockets import CAPTION, CAPTION_INTERFACE, MEDICAL_IMAGE, UMLS_CONCEPTS
 from .runner import Algorithm, Case
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 MODEL_FILENAME = "imageclef_caption.onnx"
 EDITIONS = ("2022", "2021")
@@ -83,7 +87,7 @@ def to_uint8(array: np.ndarray) -> np.ndarray:
     return np.clip(np.rint((values - low) * (255.0 / max(high - low, 1e-6))), 0, 255).astype(np.uint8)
 
 
-def _pil_rgb(image) -> "Image.Image":
+def _pil_rgb(image) -> Image.Image:
     """RGB of any PIL mode: CMYK and palettes converted, 16-bit and float images stretched to 8 bits."""
     from PIL import Image
 
@@ -92,7 +96,7 @@ def _pil_rgb(image) -> "Image.Image":
     return image.convert("RGB")
 
 
-def read_figure(path) -> "Image.Image":
+def read_figure(path) -> Image.Image:
     """The figure as an RGB PIL image; an unreadable file is an InputError naming it. MHA (grand-challenge's
     conversion of an upload) through SimpleITK. JPEGs are decoded at full scale (not with libjpeg's faster reduced
     scale): the pixels must be those of the MHA that grand-challenge makes of the same upload."""
