@@ -107,6 +107,9 @@ class Challenge:
     editions: tuple[Edition, ...] = (Edition(),)
     algorithm: Algorithm | None = None
     short_name: str = ""  # where services, variables and demo folders use a shorter stem than `name`
+    # `python -m medchallenge.synth <case_generator>` makes the algorithm's input cases with their ground truth,
+    # where the evaluator's generator (`name`: ground truth and predictions) does not make model inputs
+    case_generator: str = ""
 
     @property
     def module(self) -> str:
@@ -120,6 +123,12 @@ class Challenge:
     @property
     def generator_module(self) -> str:
         return f"medchallenge.synth.{self.module}"
+
+    @property
+    def generators(self) -> dict[str, str]:
+        """`python -m medchallenge.synth` subcommand -> generator module, for this challenge."""
+        names = (self.name, self.case_generator) if self.case_generator else (self.name,)
+        return {name: f"medchallenge.synth.{name.replace('-', '_')}" for name in names}
 
     @property
     def configurations(self) -> tuple[Configuration, ...]:
@@ -218,6 +227,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         # master: the online evaluation; legacy: the MICCAI 2020 ranking code (official legacy branch)
         editions=(Edition("", {"RIBFRAC_BRANCH": "master"}),
                   Edition("legacy", {"RIBFRAC_BRANCH": "legacy"}, shares_data=True)),
+        case_generator="ribfrac-ct",
     ),
     Challenge(
         "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,

@@ -1,7 +1,7 @@
 """`python -m medchallenge.synth CHALLENGE --out DIR ...`: generate a synthetic cohort for one challenge.
 
-Each challenge's generator module (registry: `medchallenge.synth.<module>`) provides `add_arguments(parser)` and
-`run(args) -> int`.
+Each generator module (registry: `Challenge.generators`, `medchallenge.synth.<module>`) provides
+`add_arguments(parser)` and `run(args) -> int`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.synth", description=__doc__)
     sub = parser.add_subparsers(dest="challenge", required=True)
     modules = {}
-    for name, challenge in CHALLENGES.items():
+    generators = {name: module for challenge in CHALLENGES.values() for name, module in challenge.generators.items()}
+    for name, module_name in generators.items():
         try:
-            module = importlib.import_module(challenge.generator_module)
+            module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
-            if exc.name != challenge.generator_module:
+            if exc.name != module_name:
                 raise
             continue
         modules[name] = module
