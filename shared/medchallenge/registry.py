@@ -228,6 +228,8 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         editions=(Edition("", {"RIBFRAC_BRANCH": "master"}),
                   Edition("legacy", {"RIBFRAC_BRANCH": "legacy"}, shares_data=True)),
         case_generator="ribfrac-ct",
+        algorithm=Algorithm("medchallenge.algorithms.ribfrac", "MICCAI 2020 RibFrac rib-fracture detection and "
+                            "classification: synthetic-data 3-D U-Net (ONNX Runtime), instances and types per CT"),
     ),
     Challenge(
         "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,
