@@ -24,6 +24,8 @@ from medchallenge.algorithms.ribfrac import (
     find_instances,
     sliding_window,
     tile_starts,
+    to_ct_grid,
+    work_mask,
 )
 from medchallenge.algorithms.runner import main
 from medchallenge.evaluators.ribfrac import main as evaluate_main
@@ -92,6 +94,37 @@ def test_sliding_window_blends_only_patches_with_work_voxels():
     small = np.ones((4, 5, 6), dtype=np.float32)  # smaller than a patch: padded, cropped back
     fracture, _ = sliding_window(run, small, np.ones(small.shape, bool), pre)
     assert fracture.shape == small.shape and np.allclose(fracture, 1.0)
+
+
+def test_work_mask_is_bone_dilated_block_wise():
+    pre = Preprocessing(spacing_mm=1.6, dilation_mm=6.4, bone_hu=300)  # blocks of 4 voxels
+    hu = np.full((21, 30, 17), -1000.0, dtype=np.float32)
+    hu[10, 13, 9] = 700.0
+    mask = work_mask(hu, pre)
+    assert mask.shape == hu.shape and mask[10, 13, 9]
+    # the bone's block (8..11, 12..15, 8..11) and one block around it: z 4..15, y 8..19, x 4..15
+    expected = np.zeros(hu.shape, dtype=bool)
+    expected[4:16, 8:20, 4:16] = True
+    assert np.array_equal(mask, expected)
+    assert not work_mask(np.zeros_like(hu), pre).any()
+
+
+def test_instances_go_back_to_the_ct_grid_as_a_full_nearest_neighbour_resampling_would():
+    ct = sitk.Image([50, 44, 23], sitk.sitkInt16)
+    ct.SetSpacing((0.7, 0.7, 1.5))
+    ct.SetOrigin((-12.0, 30.0, 5.5))
+    labels = sitk.Image([22, 20, 22], sitk.sitkUInt8)
+    labels.SetSpacing((1.6, 1.6, 1.6))
+    labels.SetOrigin(ct.GetOrigin())
+    array = np.zeros((22, 20, 22), dtype=np.uint8)
+    array[5:9, 4:8, 6:12], array[15:18, 12:19, 3:5] = 1, 2
+    image = sitk.GetImageFromArray(array)
+    image.CopyInformation(labels)
+    full = sitk.Resample(image, ct, sitk.Transform(), sitk.sitkNearestNeighbor, 0, sitk.sitkUInt8)
+    mapped = to_ct_grid(image, ct)
+    assert np.array_equal(sitk.GetArrayFromImage(mapped), sitk.GetArrayFromImage(full))
+    assert mapped.GetOrigin() == ct.GetOrigin() and mapped.GetSpacing() == ct.GetSpacing()
+    assert set(np.unique(sitk.GetArrayFromImage(mapped))) == {0, 1, 2}
 
 
 @pytest.fixture(scope="module")

@@ -208,7 +208,7 @@ def _new_site(rng: np.random.Generator, side: int, rib: int, theta: float, appea
               ) -> FractureSite:
     site = FractureSite(side, rib, theta, appearance, code)
     if appearance == "nondisplaced":
-        site.gap_mm = rng.uniform(1.0, 1.6)
+        site.gap_mm = rng.uniform(1.3, 2.0)
         site.tilt = rng.uniform(-0.4, 0.4)
     elif appearance == "displaced":
         site.gap_mm = rng.uniform(2.0, 4.5)
