@@ -57,7 +57,7 @@ def conv_block(cin: int, cout: int) -> nn.Sequential:
 class FractureUNet(nn.Module):
     """Three-level 3-D U-Net; outputs the fracture probability (1 channel) and appearance probabilities (3)."""
 
-    def __init__(self, base: int = 8):
+    def __init__(self, base: int = 4):
         super().__init__()
         b = base
         self.enc1 = nn.Sequential(conv_block(1, b), conv_block(b, b))
@@ -232,7 +232,7 @@ def export_onnx(model: FractureUNet, out: Path, pre: Preprocessing, post: Postpr
                        ("training", training)):
         entry = proto.metadata_props.add()
         entry.key, entry.value = key, json.dumps(value)
-    proto.doc_string = "medchallenge RibFrac detector: fracture probability and appearance per voxel (1.25 mm grid)"
+    proto.doc_string = "medchallenge RibFrac detector: fracture probability and appearance per voxel (1.6 mm grid)"
     onnx.checker.check_model(proto)
     onnx.save(proto, str(out))
 
@@ -241,12 +241,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="output .onnx path")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--train-cases", type=int, default=36)
-    parser.add_argument("--val-cases", type=int, default=6)
-    parser.add_argument("--minutes", type=float, default=15.0, help="training time budget (after data)")
-    parser.add_argument("--batch", type=int, default=8)
-    parser.add_argument("--patch", type=int, default=24)
-    parser.add_argument("--base-channels", type=int, default=8)
+    parser.add_argument("--train-cases", type=int, default=24)
+    parser.add_argument("--val-cases", type=int, default=4)
+    parser.add_argument("--minutes", type=float, default=19.0, help="training time budget (after data)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="train exactly this many steps instead of a time budget (reproduces a recorded model)")
+    parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--patch", type=int, default=20, help="training patch edge (model grid voxels)")
+    parser.add_argument("--base-channels", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
@@ -270,9 +272,9 @@ def main(argv: list[str] | None = None) -> int:
     train_started = time.perf_counter()
     model.train()
     running, step = 0.0, 0
-    while time.perf_counter() - train_started < budget:
+    while (step < args.steps) if args.steps else (time.perf_counter() - train_started < budget):
         step += 1
-        progress = (time.perf_counter() - train_started) / budget
+        progress = step / args.steps if args.steps else (time.perf_counter() - train_started) / budget
         for group in optimiser.param_groups:  # warm-up, then cosine decay over the time budget
             group["lr"] = 3e-3 * min(1.0, step / 50) * 0.5 * (1 + np.cos(np.pi * min(progress, 1.0)))
         x, f, a = sample_batch(rng, train, args.batch, args.patch)

@@ -181,9 +181,9 @@ def sliding_window(run, volume: np.ndarray, mask: np.ndarray, pre: Preprocessing
             fracture[region] += pr[0] * g
             appearance[(slice(None), *region)] += ty * g
             weight[region] += g
-    covered = weight > 0
-    fracture[covered] /= weight[covered]
-    appearance[:, covered] /= weight[covered]
+    np.maximum(weight, 1e-6, out=weight)  # uncovered voxels hold 0 / 1e-6 = 0
+    fracture /= weight
+    appearance /= weight
     fracture[~mask] = 0.0
     crop = tuple(slice(0, n) for n in shape)
     return fracture[crop], appearance[(slice(None), *crop)]
@@ -198,17 +198,18 @@ def find_instances(fracture: np.ndarray, appearance: np.ndarray, bone: np.ndarra
     count = int(components.max())
     if count == 0:
         return np.zeros(fracture.shape, dtype=np.uint8), []
-    flat = components.ravel()
+    voxels = np.flatnonzero(components)  # only the components' voxels are looked at
+    flat = components.ravel()[voxels]
     sizes = np.bincount(flat, minlength=count + 1)
     peak = np.zeros(count + 1, dtype=np.float32)
-    np.maximum.at(peak, flat, fracture.ravel())
+    np.maximum.at(peak, flat, fracture.ravel()[voxels])
     found = []
     for k in range(1, count + 1):
         if sizes[k] >= post.min_voxels and peak[k] >= post.min_confidence:
             found.append(k)
     found.sort(key=lambda k: -float(peak[k]))
     found = found[:MAX_INSTANCES]
-    sums = np.stack([np.bincount(flat, weights=a.ravel(), minlength=count + 1) for a in appearance])
+    sums = np.stack([np.bincount(flat, weights=a.ravel()[voxels], minlength=count + 1) for a in appearance])
     codes = {k: APPEARANCE_CODES[int(np.argmax(sums[:, k]))] for k in found}
     _mark_segmental(components, found, codes, bone, post, spacing_mm)
     lookup = np.zeros(count + 1, dtype=np.uint8)
