@@ -74,7 +74,7 @@ gc-pack: venv
 # Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI).
 models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
-	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --out algorithms/ribfrac/model/ribfrac.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --steps 604 --out algorithms/ribfrac/model/ribfrac.onnx
 $(TRAIN_VENV)/.installed: requirements/train.txt requirements/runtime.txt
 	test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q -r requirements/runtime.txt -r requirements/train.txt
