@@ -80,6 +80,7 @@ models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_imageclef_caption.py --seed 0 \
 	  --out algorithms/imageclef_caption/model/imageclef_caption.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --steps 604 --out algorithms/ribfrac/model/ribfrac.onnx
 $(TRAIN_VENV)/.installed: requirements/train.txt requirements/runtime.txt
 	test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q -r requirements/runtime.txt -r requirements/train.txt

@@ -102,6 +102,9 @@ def test_algorithm_services_one_per_edition_where_the_editions_differ():
     services = {c.name: c.algorithm_service for c in CONFIGURATIONS if c.algorithm_service}
     assert {name: (s.name, s.image, dict(s.build_args).get("CAPTION_EDITION")) for name, s in services.items()} == {
         "tb-caverns": ("tb-caverns-algorithm", "medchallenge/tb-caverns-algorithm", None),
+        # RibFrac's editions score the same predictions: one algorithm service for both
+        "ribfrac": ("ribfrac-algorithm", "medchallenge/ribfrac-algorithm", None),
+        "ribfrac-legacy": ("ribfrac-algorithm", "medchallenge/ribfrac-algorithm", None),
         "imageclef-caption-2022": ("caption-2022-algorithm", "medchallenge/imageclef-caption-2022-algorithm", "2022"),
         "imageclef-caption-2021": ("caption-2021-algorithm", "medchallenge/imageclef-caption-2021-algorithm", "2021"),
     }
@@ -110,3 +113,4 @@ def test_algorithm_services_one_per_edition_where_the_editions_differ():
         assert configuration.service.depends_on == (algorithm.name if algorithm else None)
     assert CHALLENGES["imageclef-caption"].input_generator == "imageclef-caption-images"
     assert CHALLENGES["tb-caverns"].input_generator == "tb-caverns"
+    assert CHALLENGES["ribfrac"].input_generator == "ribfrac-ct"

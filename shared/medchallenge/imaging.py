@@ -129,3 +129,19 @@ def require_finite(array, path: Path, what: str) -> None:
     if np.issubdtype(array.dtype, np.floating) and array.size and not np.isfinite(array).all():
         bad = int(array.size - np.count_nonzero(np.isfinite(array)))
         raise InputError(f"{path}: {bad} NaN or infinite voxel(s) in the {what}; expected finite values")
+
+
+def read_ct(path: Path):
+    """The SimpleITK image and its (z, y, x) int16 array; an unreadable file is an InputError naming it."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    image = read_image(path, "CT image")
+    if image.GetDimension() != 3 or image.GetNumberOfComponentsPerPixel() != 1:
+        raise InputError(f"{path}: expected a 3-D single-channel CT, got {image.GetDimension()}-D with "
+                         f"{image.GetNumberOfComponentsPerPixel()} component(s)")
+    array = sitk.GetArrayViewFromImage(image)
+    require_finite(array, path, "CT image")
+    if array.dtype != np.int16:
+        array = np.clip(array, -32768, 32767).astype(np.int16)
+    return image, array

@@ -37,6 +37,25 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         handle.write(text)
 
 
+def write_image_atomic(path: str | os.PathLike, image) -> None:
+    """Write a SimpleITK image (format by suffix: .nii.gz, .mha, ...) atomically, zlib level 1 (fast)."""
+    import SimpleITK as sitk
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    suffix = "".join(path.suffixes[-2:]) if path.name.endswith(".nii.gz") else path.suffix
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{suffix}", dir=path.parent)
+    os.close(fd)
+    try:
+        sitk.WriteImage(image, tmp, True, 1)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
 def check_finite(value: Any, where: str = "$") -> None:
     """Raise ValueError naming the first non-finite number or non-JSON value inside `value`."""
     if isinstance(value, bool) or value is None or isinstance(value, str):

@@ -79,6 +79,10 @@ class Algorithm:
     # medchallenge.synth.<generator with _>); "" where the challenge's own generator does
     generator: str = ""
 
+    @property
+    def generator_module(self) -> str:
+        return f"medchallenge.synth.{self.generator.replace('-', '_')}"
+
     def plugin(self):
         """The `algorithms.runner.Algorithm` of this challenge (model class, case patterns, writers)."""
         return importlib.import_module(self.module).ALGORITHM
@@ -248,6 +252,9 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         # master: the online evaluation; legacy: the MICCAI 2020 ranking code (official legacy branch)
         editions=(Edition("", {"RIBFRAC_BRANCH": "master"}),
                   Edition("legacy", {"RIBFRAC_BRANCH": "legacy"}, shares_data=True)),
+        algorithm=Algorithm("medchallenge.algorithms.ribfrac", "MICCAI 2020 RibFrac rib-fracture detection and "
+                            "classification: synthetic-data 3-D U-Net (ONNX Runtime), instances and types per CT",
+                            generator="ribfrac-ct"),
     ),
     Challenge(
         "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,

@@ -10,7 +10,8 @@ Model: `<model dir>/<model file>` when that file exists, the model dir being `--
 (/opt/app/model; the entry script passes the folder beside it, which is that folder in the image).
 Device: `--device auto|cpu|cuda`, default `$MEDCHALLENGE_DEVICE` or auto (CUDA if ONNX Runtime offers it).
 Every output file is written atomically (complete or absent); bad input is one `error:` line and exit status 1.
-Output sockets and per-case files are JSON values so far; an image output needs its writer added here.
+Output socket values and per-case files are JSON values, or an `ImageOutput` (a SimpleITK image: a per-case file
+written in the format of its name, or, for an image socket, one file in the socket's folder).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Generic, Protocol, TypeVar
 
 from ..contract import SocketValue, add_path_arguments, read_inputs_json
 from ..errors import InputError, report_errors
-from ..io import write_json_atomic, write_text_atomic
+from ..io import write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
 from ..sockets import Interface
@@ -38,6 +39,25 @@ DEVICE_VARIABLE = "MEDCHALLENGE_DEVICE"
 
 Prediction = TypeVar("Prediction")
 Prediction_co = TypeVar("Prediction_co", covariant=True)
+
+
+@dataclass(frozen=True)
+class ImageOutput:
+    """An image output value: a SimpleITK image; `socket_file` is its file name in an image socket's folder."""
+
+    image: object
+    socket_file: str = "output.mha"
+
+
+def write_output(path: Path, value: object) -> Path:
+    """Write one output value atomically: an image (into `path` as a folder when `path` has no suffix, GC's image
+    socket) or JSON; returns the file written."""
+    if isinstance(value, ImageOutput):
+        target = path / value.socket_file if not path.suffix else path
+        write_image_atomic(target, value.image)
+        return target
+    write_json_atomic(path, value)
+    return path
 
 
 @dataclass(frozen=True)
@@ -65,8 +85,8 @@ class Algorithm(Generic[Prediction]):
     model_file: str  # the file name inside a model folder
     load_model: Callable[..., Model[Prediction]]  # (model file, device, **options); InputError for an unusable one
     case_patterns: tuple[str, ...]  # batch mode: which files of the input folder are cases
-    gc_outputs: Callable[[Prediction], dict[str, object]]  # GC mode: output socket slug -> its JSON value
-    case_outputs: Callable[[Case, Prediction], dict[str, object]]  # batch mode: per-case file name -> JSON value
+    gc_outputs: Callable[[Prediction], dict[str, object]]  # GC mode: output socket slug -> JSON value/ImageOutput
+    case_outputs: Callable[[Case, Prediction], dict[str, object]]  # batch: per-case file name -> JSON/ImageOutput
     run_files: Callable[[list[tuple[Case, Prediction]]], dict[str, str]]  # batch mode: run file name -> text
     describe: Callable[[Prediction], str]  # a prediction in a few words for the progress log, e.g. "2 box(es)"
     # characters a case name cannot hold in the run files (beyond control characters, which no line-based file can)
@@ -132,9 +152,7 @@ def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: 
     started = time.perf_counter()
     prediction = model.predict(case)
     values = algorithm.gc_outputs(prediction)
-    written = [output_dir / socket.relative_path for socket in interface.outputs]
-    for socket, path in zip(interface.outputs, written):
-        write_json_atomic(path, values[socket.slug])
+    written = [write_output(output_dir / socket.relative_path, values[socket.slug]) for socket in interface.outputs]
     log.info("%s: %s in %.1f s -> %s", case.inputs[interface.inputs[0].slug].name, algorithm.describe(prediction),
              time.perf_counter() - started, ", ".join(map(str, written)))
 
@@ -146,7 +164,7 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
         started = time.perf_counter()
         prediction = model.predict(case)
         for name, value in algorithm.case_outputs(case, prediction).items():
-            write_json_atomic(output_dir / name, value)
+            write_output(output_dir / name, value)
         results.append((case, prediction))
         log.info("[%d/%d] %s: %s in %.1f s", number, len(cases), case.name, algorithm.describe(prediction),
                  time.perf_counter() - started)

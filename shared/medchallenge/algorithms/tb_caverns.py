@@ -24,7 +24,7 @@ import numpy as np
 from ..contract import strip_image_suffix
 from ..errors import InputError
 from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
-from ..imaging import read_image, require_finite
+from ..imaging import read_ct
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
 from .runner import Algorithm, Case
 
@@ -272,21 +272,6 @@ def map_detection(detection: Detection, source, target) -> Detection:
     lo = [min(max(int(round(v)), 0), n - 2) for v, n in zip(corners.min(axis=0), size)]
     hi = [max(min(int(round(v)), n - 1), a + 1) for v, n, a in zip(corners.max(axis=0), size, lo)]
     return Detection(*lo, *hi, probability=detection.probability)
-
-
-def read_ct(path: Path):
-    """The SimpleITK image and its (z, y, x) int16 array; an unreadable file is an InputError naming it."""
-    import SimpleITK as sitk
-
-    image = read_image(path, "CT image")
-    if image.GetDimension() != 3 or image.GetNumberOfComponentsPerPixel() != 1:
-        raise InputError(f"{path}: expected a 3-D single-channel CT, got {image.GetDimension()}-D with "
-                         f"{image.GetNumberOfComponentsPerPixel()} component(s)")
-    array = sitk.GetArrayViewFromImage(image)
-    require_finite(array, path, "CT image")
-    if array.dtype != np.int16:
-        array = np.clip(array, -32768, 32767).astype(np.int16)
-    return image, array
 
 
 def world_box_mm(image, detection: Detection) -> list[float]:

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="challenge", required=True)
     modules = {}
     generators = {name: challenge.generator_module for name, challenge in CHALLENGES.items()}
-    generators.update({challenge.algorithm.generator: f"medchallenge.synth.{challenge.algorithm.generator.replace('-', '_')}"
+    generators.update({challenge.algorithm.generator: challenge.algorithm.generator_module
                        for challenge in CHALLENGES.values() if challenge.algorithm and challenge.algorithm.generator})
     for name, generator_module in generators.items():
         try:

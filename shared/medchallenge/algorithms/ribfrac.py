@@ -1,0 +1,374 @@
+"""MICCAI 2020 RibFrac: CT -> rib-fracture instances and their types, with a small 3-D U-Net (ONNX), FracNet-like.
+
+Pipeline: read the CT (SimpleITK; arrays in z, y, x order), resample it to the model's isotropic spacing, find
+where ribs can be (bone above a threshold, dilated) and run the network only on the patches that hold such voxels
+(batched, Gaussian-weighted blending of overlapping patches). The network gives a fracture probability per voxel
+and the probabilities of three appearances (buckle, nondisplaced, displaced). Probabilities above a threshold
+form instances (cc3d, 26-connectivity); an instance's confidence is its highest probability, its type the
+appearance with the largest summed probability; two complete (nondisplaced or displaced) fractures of one rib
+(joined by bone within their bounding box) are both segmental. Instances are mapped back to the CT's voxel grid
+(nearest neighbour). Every parameter comes from the ONNX model's metadata.
+
+`ALGORITHM` plugs it into the algorithm runner (`runner.py`): grand-challenge one-case mode (socket `ct-image` ->
+`images/rib-fracture-instances/output.mha` + `rib-fracture-detections.json`), or batch mode over every
+`*.nii.gz`/`*.nii`/`*.mha` of the input folder (`RibFracNNN.nii.gz` per case + `ribfrac-predictions.csv`, the
+official submission).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from ..formats.ribfrac import case_id_from_gc_image_name
+from ..imaging import read_ct
+from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES, RIBFRAC_INTERFACE
+from .runner import Algorithm, Case, ImageOutput
+
+log = logging.getLogger("medchallenge.ribfrac")
+
+MODEL_FILENAME = "ribfrac.onnx"
+PREDICTIONS_CSV = "ribfrac-predictions.csv"
+OUTPUT_VERSION = 1
+META_PREPROCESSING = "preprocessing"
+META_POSTPROCESSING = "postprocessing"
+# the network's appearance channels and their label codes (3 Buckle, 2 Nondisplaced, 1 Displaced)
+APPEARANCE_CODES = (3, 2, 1)
+COMPLETE_CODES = (2, 1)
+SEGMENTAL_CODE = 4
+MAX_INSTANCES = 255  # the official code reads masks as uint8
+
+
+@dataclass
+class Preprocessing:
+    """How the CT becomes network input (stored in the model's metadata)."""
+
+    spacing_mm: float = 1.6  # isotropic model grid
+    hu_window: tuple[float, float] = (-300.0, 1300.0)  # mapped to [0, 1]
+    bone_hu: float = 300.0  # bone, where the work is done (after dilation)
+    dilation_mm: float = 6.0
+    patch: int = 32  # patch edge (voxels of the model grid)
+    stride: int = 28  # patch step; overlaps are blended with Gaussian weights
+    air_below_hu: float = -500.0  # a CT in HU has air; else the input is refused
+    min_bone_voxels: int = 100  # fewer bone voxels on the model grid: no ribs, an empty prediction
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Preprocessing":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
+                      if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Postprocessing:
+    """How probabilities become instances (stored in the model's metadata)."""
+
+    threshold: float = 0.5  # voxels at or above it form instances
+    min_voxels: int = 20  # smaller components (model grid) are dropped
+    min_confidence: float = 0.1
+    segmental_distance_mm: tuple[float, float] = (20.0, 90.0)  # centroid distance of two fractures of one rib
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "Postprocessing":
+        return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()
+                      if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class Detection:
+    """One fracture instance: its label in the instance map, confidence and label code."""
+
+    label_id: int
+    confidence: float
+    label_code: int
+
+
+@dataclass
+class CasePrediction:
+    """One CT's instance map (SimpleITK image in the CT's geometry, uint8) and its detections."""
+
+    public_id: str
+    instances: object
+    detections: list[Detection] = field(default_factory=list)
+
+
+def resample_isotropic(image, spacing_mm: float, interpolator=None, default: float = -1024.0, pixel_type=None):
+    """`image` on an isotropic grid of `spacing_mm` covering the same extent (same origin and direction)."""
+    import SimpleITK as sitk
+
+    size = [max(1, int(round(n * s / spacing_mm))) for n, s in zip(image.GetSize(), image.GetSpacing())]
+    return sitk.Resample(image, size, sitk.Transform(), interpolator or sitk.sitkLinear, image.GetOrigin(),
+                         (spacing_mm,) * 3, image.GetDirection(), default,
+                         sitk.sitkFloat32 if pixel_type is None else pixel_type)
+
+
+def normalise(hu_zyx: np.ndarray, pre: Preprocessing) -> np.ndarray:
+    """HU mapped from the window to [0, 1] (float32)."""
+    lo, hi = pre.hu_window
+    out = np.clip(hu_zyx, lo, hi).astype(np.float32)
+    out -= lo
+    out /= hi - lo
+    return out
+
+
+def work_mask(hu_zyx: np.ndarray, pre: Preprocessing) -> np.ndarray:
+    """Where the network runs and where instances may be: blocks of about `dilation_mm` holding bone, and their
+    neighbour blocks (a block-wise dilation: cheap on a whole CT)."""
+    from scipy import ndimage
+
+    b = max(1, int(round(pre.dilation_mm / pre.spacing_mm)))
+    shape = hu_zyx.shape
+    grid = tuple(-(-n // b) for n in shape)
+    bone = np.zeros(tuple(g * b for g in grid), dtype=bool)
+    bone[: shape[0], : shape[1], : shape[2]] = hu_zyx >= pre.bone_hu
+    coarse = bone.reshape(grid[0], b, grid[1], b, grid[2], b).any(axis=(1, 3, 5))
+    coarse = ndimage.maximum_filter(coarse.view(np.uint8), size=3).view(bool)
+    full = np.broadcast_to(coarse[:, None, :, None, :, None], (grid[0], b, grid[1], b, grid[2], b))
+    return full.reshape(bone.shape)[: shape[0], : shape[1], : shape[2]]
+
+
+def tile_starts(shape: tuple[int, ...], mask: np.ndarray, patch: int, stride: int) -> list[tuple[int, int, int]]:
+    """Corners of the patches (covering the volume, last one flush with the end) that hold mask voxels."""
+    axes = []
+    for n in shape:
+        starts = list(range(0, max(n - patch, 0) + 1, stride))
+        if starts[-1] + patch < n:
+            starts.append(n - patch)
+        axes.append(starts)
+    return [(z, y, x) for z in axes[0] for y in axes[1] for x in axes[2]
+            if mask[z:z + patch, y:y + patch, x:x + patch].any()]
+
+
+def gaussian_weights(patch: int) -> np.ndarray:
+    """nnU-Net-like blending weights: a Gaussian of sigma patch/8 around the patch centre, floored."""
+    centre = (patch - 1) / 2
+    g = np.exp(-((np.arange(patch) - centre) ** 2) / (2 * (patch / 8) ** 2)).astype(np.float32)
+    weights = g[:, None, None] * g[None, :, None] * g[None, None, :]
+    return np.maximum(weights / weights.max(), 1e-3).astype(np.float32)
+
+
+def sliding_window(run, volume: np.ndarray, mask: np.ndarray, pre: Preprocessing, batch: int = 4
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """Blended fracture probability (z, y, x) and appearance probabilities (3, z, y, x) on the mask's patches.
+
+    `run(batch_array) -> (fracture (n, 1, p, p, p), appearance (n, 3, p, p, p))`. A volume smaller than a patch is
+    padded (with the window's floor) and cropped back.
+    """
+    p = pre.patch
+    shape = volume.shape
+    padded_shape = tuple(max(n, p) for n in shape)
+    if padded_shape != shape:
+        grown = np.zeros(padded_shape, dtype=np.float32)
+        grown[: shape[0], : shape[1], : shape[2]] = volume
+        volume = grown
+        grown_mask = np.zeros(padded_shape, dtype=bool)
+        grown_mask[: shape[0], : shape[1], : shape[2]] = mask
+        mask = grown_mask
+    fracture = np.zeros(padded_shape, dtype=np.float32)
+    appearance = np.zeros((len(APPEARANCE_CODES), *padded_shape), dtype=np.float32)
+    weight = np.zeros(padded_shape, dtype=np.float32)
+    g = gaussian_weights(p)
+    starts = tile_starts(padded_shape, mask, p, pre.stride)
+    for first in range(0, len(starts), batch):
+        chunk = starts[first:first + batch]
+        x = np.stack([volume[z:z + p, y:y + p, w:w + p] for z, y, w in chunk])[:, None]
+        prob, types = run(x)
+        for (z, y, w), pr, ty in zip(chunk, prob, types):
+            region = (slice(z, z + p), slice(y, y + p), slice(w, w + p))
+            fracture[region] += pr[0] * g
+            appearance[(slice(None), *region)] += ty * g
+            weight[region] += g
+    np.maximum(weight, 1e-6, out=weight)  # uncovered voxels hold 0 / 1e-6 = 0
+    fracture /= weight
+    appearance /= weight
+    fracture[~mask] = 0.0
+    crop = tuple(slice(0, n) for n in shape)
+    return fracture[crop], appearance[(slice(None), *crop)]
+
+
+def find_instances(fracture: np.ndarray, appearance: np.ndarray, bone: np.ndarray, post: Postprocessing,
+                   spacing_mm: float) -> tuple[np.ndarray, list[Detection]]:
+    """Instance map (uint8, labels 1..n by descending confidence) and detections from the probabilities."""
+    import cc3d
+
+    components = cc3d.connected_components(fracture >= post.threshold, connectivity=26, out_dtype=np.uint32)
+    count = int(components.max())
+    if count == 0:
+        return np.zeros(fracture.shape, dtype=np.uint8), []
+    voxels = np.flatnonzero(components)  # only the components' voxels are looked at
+    flat = components.ravel()[voxels]
+    sizes = np.bincount(flat, minlength=count + 1)
+    peak = np.zeros(count + 1, dtype=np.float32)
+    np.maximum.at(peak, flat, fracture.ravel()[voxels])
+    found = []
+    for k in range(1, count + 1):
+        if sizes[k] >= post.min_voxels and peak[k] >= post.min_confidence:
+            found.append(k)
+    found.sort(key=lambda k: -float(peak[k]))
+    found = found[:MAX_INSTANCES]
+    sums = np.stack([np.bincount(flat, weights=a.ravel()[voxels], minlength=count + 1) for a in appearance])
+    codes = {k: APPEARANCE_CODES[int(np.argmax(sums[:, k]))] for k in found}
+    _mark_segmental(components, found, codes, bone, post, spacing_mm)
+    lookup = np.zeros(count + 1, dtype=np.uint8)
+    detections = []
+    for label, k in enumerate(found, start=1):
+        lookup[k] = label
+        detections.append(Detection(label, round(float(peak[k]), 6), codes[k]))
+    return lookup[components], detections
+
+
+def _mark_segmental(components: np.ndarray, found: list[int], codes: dict[int, int], bone: np.ndarray,
+                    post: Postprocessing, spacing_mm: float) -> None:
+    """Two complete fractures joined by bone (with both instances) within their bounding box: both segmental."""
+    import cc3d
+    from scipy import ndimage
+
+    complete = [k for k in found if codes[k] in COMPLETE_CODES]
+    if len(complete) < 2:
+        return
+    boxes = dict(zip(range(1, components.max() + 1), ndimage.find_objects(components)))
+    centres = {k: np.array([(s.start + s.stop) / 2 for s in boxes[k]]) * spacing_mm for k in complete}
+    lo_mm, hi_mm = post.segmental_distance_mm
+    for i, a in enumerate(complete):
+        for b in complete[i + 1:]:
+            distance = float(np.linalg.norm(centres[a] - centres[b]))
+            if not lo_mm <= distance <= hi_mm:
+                continue
+            box = tuple(slice(max(min(p.start, q.start) - 3, 0), max(p.stop, q.stop) + 3)
+                        for p, q in zip(boxes[a], boxes[b]))
+            region = components[box]
+            joined = cc3d.connected_components(bone[box] | (region == a) | (region == b), connectivity=26)
+            first, second = joined[region == a], joined[region == b]
+            if np.intersect1d(first[first > 0], second[second > 0]).size:
+                codes[a] = codes[b] = SEGMENTAL_CODE
+
+
+class FractureDetector:
+    """The ONNX model with its pre- and post-processing parameters."""
+
+    def __init__(self, model_path: Path, device: str = "auto"):
+        from ..onnx_session import create_session, model_metadata
+
+        self.session = create_session(model_path, device)
+        meta = model_metadata(self.session)
+        try:
+            self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
+            self.post = Postprocessing.from_dict(meta[META_POSTPROCESSING])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None
+        self.input_name = self.session.get_inputs()[0].name
+        self.provider = self.session.get_providers()[0]
+
+    def run(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        fracture, appearance = self.session.run(None, {self.input_name: batch})
+        return fracture, appearance
+
+    def predict_array(self, hu_zyx: np.ndarray, where: str) -> tuple[np.ndarray, list[Detection]]:
+        """Instances and detections of a CT already on the model grid (HU, float)."""
+        bone = hu_zyx >= self.pre.bone_hu
+        if int(bone.sum()) < self.pre.min_bone_voxels:
+            log.warning("%s: almost no bone (%d voxels above %.0f HU): no ribs, empty prediction", where,
+                        int(bone.sum()), self.pre.bone_hu)
+            return np.zeros(hu_zyx.shape, dtype=np.uint8), []
+        mask = work_mask(hu_zyx, self.pre)
+        fracture, appearance = sliding_window(self.run, normalise(hu_zyx, self.pre), mask, self.pre)
+        return find_instances(fracture, appearance, bone, self.post, self.pre.spacing_mm)
+
+    def predict(self, case: Case) -> CasePrediction:
+        import SimpleITK as sitk
+
+        path = case.inputs[CT_IMAGE.slug]
+        image, array = read_ct(path)
+        check_hu_like(array, path, self.pre)
+        resampled = resample_isotropic(image, self.pre.spacing_mm)
+        labels, detections = self.predict_array(sitk.GetArrayViewFromImage(resampled), str(path))
+        label_image = sitk.GetImageFromArray(labels)
+        label_image.CopyInformation(resampled)
+        return CasePrediction(case_id_from_gc_image_name(case.name), to_ct_grid(label_image, image), detections)
+
+
+def to_ct_grid(label_image, ct_image):
+    """The instance labels (model grid) on the CT's voxel grid, nearest neighbour; only the instances' bounding
+    box is resampled, the rest is background."""
+    import SimpleITK as sitk
+
+    labels = sitk.GetArrayViewFromImage(label_image)
+    out = np.zeros(sitk.GetArrayViewFromImage(ct_image).shape, dtype=np.uint8)
+    if labels.any():
+        occupied = [np.nonzero(labels.any(axis=tuple(a for a in range(3) if a != k)))[0] for k in range(3)]
+        lo_zyx, hi_zyx = [int(i[0]) for i in occupied], [int(i[-1]) for i in occupied]
+        corners = [ct_image.TransformPhysicalPointToContinuousIndex(label_image.TransformContinuousIndexToPhysicalPoint(
+            (float(x), float(y), float(z)))) for z in (lo_zyx[0] - 1, hi_zyx[0] + 1)
+            for y in (lo_zyx[1] - 1, hi_zyx[1] + 1) for x in (lo_zyx[2] - 1, hi_zyx[2] + 1)]
+        size_xyz = ct_image.GetSize()
+        start = [max(int(np.floor(min(c[i] for c in corners))), 0) for i in range(3)]
+        stop = [min(int(np.ceil(max(c[i] for c in corners))) + 1, size_xyz[i]) for i in range(3)]
+        if all(a < b for a, b in zip(start, stop)):
+            reference = sitk.Image([b - a for a, b in zip(start, stop)], sitk.sitkUInt8)
+            reference.SetSpacing(ct_image.GetSpacing())
+            reference.SetDirection(ct_image.GetDirection())
+            reference.SetOrigin(ct_image.TransformIndexToPhysicalPoint(start))
+            part = sitk.Resample(label_image, reference, sitk.Transform(), sitk.sitkNearestNeighbor, 0)
+            out[start[2]:stop[2], start[1]:stop[1], start[0]:stop[0]] = sitk.GetArrayViewFromImage(part)
+    instances = sitk.GetImageFromArray(out)
+    instances.CopyInformation(ct_image)
+    return instances
+
+
+def check_hu_like(array: np.ndarray, path: Path, pre: Preprocessing) -> None:
+    """Refuse a volume that cannot be a CT in Hounsfield units (no air at all, or no contrast)."""
+    if array.size == 0 or min(array.shape) < 2:
+        raise InputError(f"{path}: CT of shape {array.shape[::-1]} (x, y, z): too small to hold ribs")
+    sample = array[:: max(1, array.shape[0] // 16)]
+    if int(sample.min()) >= pre.air_below_hu or int(sample.max()) - int(sample.min()) < 500:
+        raise InputError(f"{path}: intensities {int(sample.min())}..{int(sample.max())} do not look like a CT in "
+                         f"Hounsfield units (expected air below {pre.air_below_hu:.0f} HU and bone above)")
+
+
+def detections_json(prediction: CasePrediction) -> dict:
+    return {"version": OUTPUT_VERSION, "detections": [
+        {"label_id": d.label_id, "confidence": d.confidence, "label_code": d.label_code}
+        for d in prediction.detections]}
+
+
+def gc_outputs(prediction: CasePrediction) -> dict[str, object]:
+    """GC mode: the instance image and the detections JSON."""
+    return {RIB_FRACTURE_INSTANCES.slug: ImageOutput(prediction.instances),
+            RIB_FRACTURE_DETECTIONS.slug: detections_json(prediction)}
+
+
+def case_outputs(case: Case, prediction: CasePrediction) -> dict[str, object]:
+    """Batch mode: the instance map as `RibFracNNN.nii.gz`, as the official submission names it."""
+    return {f"{prediction.public_id}.nii.gz": ImageOutput(prediction.instances)}
+
+
+def run_files(results: list[tuple[Case, CasePrediction]]) -> dict[str, str]:
+    """The official submission CSV: per case its background row, then its detections."""
+    lines = ["public_id,label_id,confidence,label_code"]
+    for _, prediction in results:
+        lines.append(f"{prediction.public_id},0,1,0")
+        lines += [f"{prediction.public_id},{d.label_id},{d.confidence!r},{d.label_code}"
+                  for d in prediction.detections]
+    return {PREDICTIONS_CSV: "\n".join(lines) + "\n"}
+
+
+def describe(prediction: CasePrediction) -> str:
+    codes = [d.label_code for d in prediction.detections]
+    return f"{len(codes)} fracture(s)" + (f" (codes {codes})" if codes else "")
+
+
+ALGORITHM = Algorithm(
+    description=__doc__.split("\n\n")[0],
+    interfaces=(RIBFRAC_INTERFACE,),
+    model_file=MODEL_FILENAME,
+    load_model=FractureDetector,
+    case_patterns=("*.nii.gz", "*.nii", "*.mha"),
+    gc_outputs=gc_outputs,
+    case_outputs=case_outputs,
+    run_files=run_files,
+    describe=describe,
+    name_forbidden=',"',
+)
