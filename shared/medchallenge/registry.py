@@ -75,6 +75,11 @@ class Algorithm:
     module: str
     description: str  # the image's description label
     extras: tuple[str, ...] = ("ct", "onnx")  # the medchallenge extras its image installs (onnx: the CPU runtime)
+    # the `python -m medchallenge.synth` generator of its inputs and ground truth, where the challenge's own writes
+    # ground truth and predictions only; `make demo` and the end-to-end tests run it with these arguments
+    generator: str = ""
+    demo_size: tuple[str, ...] = ()
+    test_size: tuple[str, ...] = ()
 
     def plugin(self):
         """The `algorithms.runner.Algorithm` of this challenge (model class, case patterns, writers)."""
@@ -120,6 +125,19 @@ class Challenge:
     @property
     def generator_module(self) -> str:
         return f"medchallenge.synth.{self.module}"
+
+    @property
+    def generators(self) -> dict[str, str]:
+        """Its `python -m medchallenge.synth` subcommands and their modules: its own, and its algorithm's inputs'."""
+        names = [self.name] + ([self.algorithm.generator] if self.algorithm and self.algorithm.generator else [])
+        return {name: f"medchallenge.synth.{name.replace('-', '_')}" for name in names}
+
+    @property
+    def input_generator(self) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+        """The generator of what its demo and end-to-end tests run: (subcommand, demo arguments, test arguments)."""
+        if self.algorithm and self.algorithm.generator:
+            return self.algorithm.generator, self.algorithm.demo_size, self.algorithm.test_size
+        return self.name, self.demo_size, self.test_size
 
     @property
     def configurations(self) -> tuple[Configuration, ...]:
@@ -224,6 +242,11 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         demo_size=("--images", "1000"), test_size=("--images", "200"),
         evaluator_description="object-CXR (MIDL 2020) evaluator: FROC exactly as the official froc.py, and ROC AUC",
         evaluator_extras=("plots", "classification"),
+        algorithm=Algorithm("medchallenge.algorithms.object_cxr", "object-CXR foreign objects on chest X-rays: "
+                            "synthetic-data heat-map detector (ONNX Runtime), classification.csv + localization.csv",
+                            extras=("xray", "onnx"), generator="object-cxr-images",
+                            demo_size=("--images", "60", "--size", "1024"),
+                            test_size=("--images", "6", "--size", "320")),
     ),
     Challenge(
         "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,

@@ -149,18 +149,27 @@ class Canvas:
         from scipy.spatial import cKDTree
 
         r = radius_mm / self.pitch
-        step = max(1, int(r / 2))  # candidate cells: disks around the points, thinned to every `step` cells
+        step = max(1.0, r / 2)  # candidate cells: disks around every point `step` cells apart
         reach = int(math.ceil(r + 1.5 + step))
-        oy, ox = np.mgrid[-reach:reach + 1, -reach:reach + 1]
-        disk = np.column_stack([ox.ravel(), oy.ravel()])[(ox.ravel() ** 2 + oy.ravel() ** 2) <= reach ** 2]
-        coarse = np.unique(np.rint(points_grid / step).astype(np.int64), axis=0) * step
-        cells = (coarse[:, None, :] + disk[None]).reshape(-1, 2)
+        gaps = np.hypot(*np.diff(points_grid, axis=0).T) if len(points_grid) > 1 else np.ones(1)
+        stride = max(1, int(step / max(float(np.median(gaps)), 1e-3)))
+        centres = np.rint(points_grid[::stride]).astype(np.int64)
         h, w = self.p.shape
-        cells = cells[(cells[:, 0] >= 0) & (cells[:, 1] >= 0) & (cells[:, 0] < w) & (cells[:, 1] < h)]
-        if not len(cells):
+        lo = np.maximum(centres.min(axis=0) - reach, 0)
+        hi = np.minimum(centres.max(axis=0) + reach + 1, [w, h])
+        if np.any(hi <= lo):
             return
-        cells = np.unique(cells[:, 1] * w + cells[:, 0])
-        rows, cols = np.divmod(cells, w)
+        oy, ox = np.mgrid[-reach:reach + 1, -reach:reach + 1]
+        inside = (ox ** 2 + oy ** 2) <= reach ** 2
+        ox, oy = ox[inside], oy[inside]
+        mask = np.zeros((hi[1] - lo[1], hi[0] - lo[0]), bool)
+        cx = np.clip(centres[:, 0:1] + ox[None] - lo[0], 0, mask.shape[1] - 1)
+        cy = np.clip(centres[:, 1:2] + oy[None] - lo[1], 0, mask.shape[0] - 1)
+        mask[cy, cx] = True
+        rows, cols = np.nonzero(mask)
+        rows, cols = rows + lo[1], cols + lo[0]
+        if not len(rows):
+            return
         distance, _ = cKDTree(points_grid).query(np.column_stack([cols, rows]), distance_upper_bound=r + 1)
         distance_mm = np.minimum(distance, r + 1) * self.pitch
         value = mu * 2 * np.sqrt(np.maximum(radius_mm ** 2 - distance_mm ** 2, 0))
