@@ -31,8 +31,9 @@ def run_demo(configuration: Configuration, root: Path, compose_file: Path) -> di
     challenge, service = configuration.challenge, configuration.service
     if (root / configuration.demo_folder).exists():
         shutil.rmtree(root / configuration.demo_folder)
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.name,
-                    "--out", str(root / configuration.demo_folder), *challenge.demo_size,
+    generator, demo_size, _ = challenge.input_generator
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", generator,
+                    "--out", str(root / configuration.demo_folder), *demo_size,
                     *configuration.edition.synth_arguments, "--seed", SEED], check=True)
     mounts = [*service.mounts, *(challenge.algorithm_service.mounts if challenge.algorithm else ())]
     env = dict(os.environ)
