@@ -168,6 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--crop", type=int, default=192, help="training crop in input pixels (multiple of 32)")
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--minutes", type=float, default=20.0, help="training time budget")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="stop after this many steps instead (reproduces a run: the model card gives its steps); "
+                             "the learning rate then decays over the steps")
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args(argv)
 
@@ -186,9 +189,13 @@ def main(argv: list[str] | None = None) -> int:
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     budget = args.minutes * 60
     started, step, losses = time.time(), 0, []
-    while (elapsed := time.time() - started) < budget:
-        for group in optimiser.param_groups:  # cosine decay over the time budget
-            group["lr"] = args.lr * 0.5 * (1 + np.cos(np.pi * min(elapsed / budget, 1.0)))
+    while True:
+        elapsed = time.time() - started
+        if (step >= args.steps) if args.steps else (elapsed >= budget):
+            break
+        progress = step / args.steps if args.steps else elapsed / budget
+        for group in optimiser.param_groups:  # cosine decay over the budget
+            group["lr"] = args.lr * 0.5 * (1 + np.cos(np.pi * min(progress, 1.0)))
         x, y = augment(rng, *sample_crops(rng, images, masks, args.batch, args.crop, post.stride))
         model.train()
         loss = focal_loss(model.logits(torch.from_numpy(x)), torch.from_numpy(y))

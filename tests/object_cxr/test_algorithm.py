@@ -277,3 +277,14 @@ def test_the_trained_model_runs_on_the_real_radiograph(tmp_path):
     assert name == "RG1_UNCI.dcm" and 0.0 <= float(probability) <= 1.0
     for _, x, y in localization(tmp_path / "out")["RG1_UNCI.dcm"]:
         assert 0 <= x <= 1840 and 0 <= y <= 1954
+
+
+def test_a_large_jpeg_is_decoded_reduced_and_points_come_back_in_full_resolution(tmp_path, planted_model):
+    inputs = tmp_path / "input"
+    inputs.mkdir()
+    big = np.kron(radiograph_array(), np.ones((8, 8), np.uint8))  # 768 x 640, the square at 8x its coordinates
+    Image.fromarray(big).save(inputs / "big.jpg", quality=95)
+    radiograph = read_radiograph(inputs / "big.jpg", (64, 64))
+    assert radiograph.size == (768, 640) and radiograph.pixels.shape == (80, 96)  # DCT-scaled by 1/8
+    assert run(inputs, tmp_path / "out", planted_model) == 0
+    assert_inside_square(localization(tmp_path / "out")["big.jpg"], tuple(8 * v for v in SQUARE))

@@ -56,6 +56,7 @@ EXIF_TO_STORED = {
     8: lambda x, y, w, h: (w - 1 - y, x),
 }
 EXIF_ORIENTATION_TAG = 0x0112
+DRAFT_FRACTION = 0.75
 
 
 @dataclass
@@ -117,9 +118,11 @@ def read_pil(path: Path, target: tuple[int, int]) -> Radiograph:
         stored_w, stored_h = image.size
         upright = (stored_h, stored_w) if orientation in (5, 6, 7, 8) else (stored_w, stored_h)
         if image.format == "JPEG":
-            # draft scales by 1/2, 1/4, 1/8 while staying at least the requested size (upright target mapped back)
-            request = (target[0], target[1]) if orientation not in (5, 6, 7, 8) else (target[1], target[0])
-            image.draft("L" if image.mode in ("L", "RGB", "YCbCr", "CMYK") else image.mode, request)
+            # DCT scaling by 1/2, 1/4 or 1/8 while staying at least DRAFT_FRACTION of the network's input (the
+            # resize then enlarges by at most 1/DRAFT_FRACTION): a 2,000 px JPEG is decoded at 500 px
+            w, h = target if orientation not in (5, 6, 7, 8) else target[::-1]
+            image.draft("L" if image.mode in ("L", "RGB", "YCbCr", "CMYK") else image.mode,
+                        (math.ceil(w * DRAFT_FRACTION), math.ceil(h * DRAFT_FRACTION)))
         image.load()
         if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
             pixels = np.asarray(image, dtype=np.float32)
