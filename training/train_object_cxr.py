@@ -29,28 +29,33 @@ from medchallenge.algorithms.object_cxr import (META_POSTPROCESSING, META_PREPRO
                                                 Preprocessing, network_input, read_radiograph)
 
 
-def conv(cin: int, cout: int, stride: int = 1, dilation: int = 1) -> nn.Sequential:
-    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, padding=dilation, dilation=dilation, bias=False),
-                         nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+def norm(channels: int, folded: bool) -> nn.Module:
+    """Batch norm, or nothing where it has been folded into the convolution before (an exported model resumed)."""
+    return nn.Identity() if folded else nn.BatchNorm2d(channels)
+
+
+def conv(cin: int, cout: int, stride: int = 1, dilation: int = 1, folded: bool = False) -> nn.Sequential:
+    return nn.Sequential(nn.Conv2d(cin, cout, 3, stride, padding=dilation, dilation=dilation, bias=folded),
+                         norm(cout, folded), nn.ReLU(inplace=True))
 
 
 class HeatmapNet(nn.Module):
     """Patchify stem to stride 4, encoder to stride 32 (dilated context), decoder with skips back to stride 4;
     output: foreign-object probability per cell. Narrow on purpose: it must run at 10 images/s on 2 CPU cores."""
 
-    def __init__(self, width: int = 16):
+    def __init__(self, width: int = 16, folded: bool = False):
         super().__init__()
-        w = width
-        self.stem = nn.Sequential(nn.Conv2d(1, w, 4, 4, bias=False), nn.BatchNorm2d(w), nn.ReLU(inplace=True),
-                                  conv(w, w))  # stride 4
-        self.down8 = nn.Sequential(conv(w, 2 * w, 2), conv(2 * w, 2 * w))
-        self.down16 = nn.Sequential(conv(2 * w, 3 * w, 2), conv(3 * w, 3 * w))
-        self.down32 = nn.Sequential(conv(3 * w, 4 * w, 2), conv(4 * w, 4 * w, dilation=2))
+        w, f = width, folded
+        self.stem = nn.Sequential(nn.Conv2d(1, w, 4, 4, bias=f), norm(w, f), nn.ReLU(inplace=True),
+                                  conv(w, w, folded=f))  # stride 4
+        self.down8 = nn.Sequential(conv(w, 2 * w, 2, folded=f), conv(2 * w, 2 * w, folded=f))
+        self.down16 = nn.Sequential(conv(2 * w, 3 * w, 2, folded=f), conv(3 * w, 3 * w, folded=f))
+        self.down32 = nn.Sequential(conv(3 * w, 4 * w, 2, folded=f), conv(4 * w, 4 * w, dilation=2, folded=f))
         self.lat32 = nn.Conv2d(4 * w, 2 * w, 1)
         self.lat16 = nn.Conv2d(3 * w, 2 * w, 1)
         self.lat8 = nn.Conv2d(2 * w, 2 * w, 1)
-        self.fuse8 = conv(2 * w, w)
-        self.head = nn.Sequential(conv(w, w), nn.Conv2d(w, 1, 1))
+        self.fuse8 = conv(2 * w, w, folded=f)
+        self.head = nn.Sequential(conv(w, w, folded=f), nn.Conv2d(w, 1, 1))
         self.up = nn.Upsample(scale_factor=2, mode="nearest")
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
@@ -64,6 +69,29 @@ class HeatmapNet(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.logits(x))
+
+
+def load_exported(model: HeatmapNet, path: Path) -> None:
+    """Load an exported model's weights (batch norm folded into its convolutions) into a `folded` network: ONNX
+    Conv nodes in graph order are the network's convolutions in the order its forward pass runs them."""
+    import onnx
+    from onnx import numpy_helper
+
+    proto = onnx.load(str(path))
+    weights = {t.name: numpy_helper.to_array(t) for t in proto.graph.initializer}
+    order: list[nn.Conv2d] = []
+    hooks = [m.register_forward_hook(lambda module, *_: order.append(module))
+             for m in model.modules() if isinstance(m, nn.Conv2d)]
+    with torch.no_grad():
+        model.logits(torch.zeros(1, 1, 64, 64))
+    for hook in hooks:
+        hook.remove()
+    nodes = [n for n in proto.graph.node if n.op_type == "Conv"]
+    assert len(nodes) == len(order), (len(nodes), len(order))
+    with torch.no_grad():
+        for node, module in zip(nodes, order):
+            module.weight.copy_(torch.from_numpy(weights[node.input[1]]))
+            module.bias.copy_(torch.from_numpy(weights[node.input[2]]))
 
 
 def annotation_mask(annotation: str, size: tuple[int, int], grid: tuple[int, int]) -> np.ndarray:
@@ -158,6 +186,13 @@ def export_onnx(model: HeatmapNet, out: Path, pre: Preprocessing, post: Postproc
     onnx.save(proto, str(out))
 
 
+def _training_of(path: Path) -> str:
+    """The `training` metadata of an exported model."""
+    import onnx
+
+    return next(p.value for p in onnx.load(str(path)).metadata_props if p.key == "training")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", type=Path, nargs="+", required=True, help="cohorts of object-cxr-images")
@@ -172,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop after this many steps instead (reproduces a run: the model card gives its steps); "
                              "the learning rate then decays over the steps")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--resume", type=Path, help="continue from an exported model (batch norm stays folded)")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
@@ -185,7 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(images)} images ({int((masks.reshape(len(masks), -1).max(1) > 0).sum())} with objects) loaded in "
           f"{time.time() - started:.0f} s", flush=True)
 
-    model = HeatmapNet(args.width)
+    model = HeatmapNet(args.width, folded=args.resume is not None)
+    if args.resume:
+        load_exported(model, args.resume)
     optimiser = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=1e-4)
     budget = args.minutes * 60
     started, step, losses = time.time(), 0, []
@@ -208,7 +246,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"step {step} ({elapsed / 60:.1f} min): loss {np.mean(losses[-25:]):.4f}", flush=True)
     training = {"images": int(len(images)), "steps": step, "batch": args.batch, "crop": args.crop, "seed": args.seed,
                 "minutes": round((time.time() - started) / 60, 1), "final_loss": round(float(np.mean(losses[-50:])), 4),
-                "data": [str(p) for p in args.data], "width": args.width}
+                "data": [str(p) for p in args.data], "width": args.width, "lr": args.lr,
+                "resumed_from": json.loads(_training_of(args.resume)) if args.resume else None}
     export_onnx(model, args.out, pre, post, training)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): {json.dumps(training)}")
     return 0

@@ -128,7 +128,7 @@ def read_pil(path: Path, target: tuple[int, int]) -> Radiograph:
             pixels = np.asarray(image, dtype=np.float32)
         else:
             pixels = np.asarray(image.convert("L"), dtype=np.float32)
-    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
         raise InputError(f"{path}: cannot read the chest X-ray ({exc})") from None
     if pixels.ndim != 2 or min(pixels.shape) < 2:
         raise InputError(f"{path}: cannot read the chest X-ray (shape {pixels.shape})")
