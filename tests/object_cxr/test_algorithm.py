@@ -264,7 +264,6 @@ def test_the_real_radiograph_of_pydicom_data_is_read_monochrome1_inverted():
     assert max(lungs) < spine
 
 
-@pytest.mark.skipif(not MODEL.exists(), reason="the trained model is committed with the training step")
 def test_the_trained_model_runs_on_the_real_radiograph(tmp_path):
     from pydicom.data import get_testdata_file
 
