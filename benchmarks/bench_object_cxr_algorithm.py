@@ -5,7 +5,9 @@
   algorithm's batch mode (inference script, whole process), then the project's evaluator: `auc`, `froc`.
 * Speed: 40 JPEGs of 2,000 px (10 generated radiographs, each under 4 names) through the inference script as one
   process (decode included) on the cores this process may use: images/s over the whole process (start-up included)
-  and over the cases alone (from the algorithm's own timing of its batch), and the process's peak RSS.
+  and over the cases alone (from the algorithm's own timing of its batch), the CPU seconds per image (which do not
+  depend on what else runs on a shared machine; the 1-minute load average is recorded beside them), and the
+  process's peak RSS.
 """
 
 from __future__ import annotations
@@ -71,6 +73,7 @@ def _infer(input_dir: Path, output_dir: Path) -> dict:
     case_seconds = [float(s) for s in re.findall(r"\] \S+: .* in ([0-9.]+) s", log)]
     provider = re.search(r"provider (\w+)", log)
     return {"wall_s": wall, "case_seconds": case_seconds, "peak_rss_mb": usage.ru_maxrss / 1024,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
             "provider": provider.group(1) if provider else "unknown"}
 
 
@@ -110,6 +113,11 @@ def run() -> dict:
         "object_cxr_speed_images": n,
         "object_cxr_images_per_second_whole_process": round(n / timing["wall_s"], 2),
         "object_cxr_images_per_second_cases": round(n / max(sum(timing["case_seconds"]), 1e-9), 2),
+        # CPU seconds (user + system, all threads, start-up included) per image: what the rate would be on one
+        # otherwise idle core, independent of other load on a shared machine
+        "object_cxr_cpu_seconds_per_image": round(timing["cpu_s"] / n, 4),
+        "object_cxr_images_per_cpu_second": round(n / timing["cpu_s"], 2),
+        "object_cxr_load_average_1min": round(os.getloadavg()[0], 2),
         "object_cxr_peak_rss_mb": round(timing["peak_rss_mb"], 1),
         "object_cxr_cores": len(os.sched_getaffinity(0)),
         "object_cxr_provider": timing["provider"],

@@ -77,13 +77,16 @@ class Postprocessing:
     """How the heat map becomes points (stored in the model's metadata)."""
 
     stride: int = 4  # input pixels per heat-map cell
-    min_score: float = 0.02  # weaker local maxima are not reported
-    max_points: int = 10
+    min_score: float = 0.005  # weaker local maxima are not reported
+    max_points: int = 20
+    # cells along the image's edges that are ignored (points and image probability): foreign objects are annotated
+    # over the lung fields, never at the edge, where collimation borders and cut-off anatomy are
+    border_cells: int = 4
 
     @classmethod
     def from_dict(cls, values: dict) -> "Postprocessing":
         return cls(stride=int(values["stride"]), min_score=float(values["min_score"]),
-                   max_points=int(values["max_points"]))
+                   max_points=int(values["max_points"]), border_cells=int(values.get("border_cells", 0)))
 
 
 @dataclass
@@ -268,6 +271,10 @@ class ForeignObjectDetector:
 
     def detect(self, radiograph: Radiograph) -> ForeignObjectPrediction:
         heat = self.heatmap(radiograph)
+        b = self.post.border_cells
+        if b:
+            heat = heat.copy()
+            heat[:b], heat[-b:], heat[:, :b], heat[:, -b:] = 0, 0, 0, 0
         rows, columns = self.pre.input_size
         w, h = radiograph.size
         # heat-map cell -> input pixel -> upright full-resolution pixel (pixel centres)
