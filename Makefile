@@ -73,7 +73,7 @@ gc-pack: venv
 
 # Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI). OBJECT_CXR_STEPS: the steps of the
 # three stages of the committed model (algorithms/object_cxr/README.md; they were run on a time budget).
-OBJECT_CXR_STEPS ?= 222 144 STAGE3
+OBJECT_CXR_STEPS ?= 222 144 197
 models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
 	PYTHONPATH=shared $(PY) -m medchallenge.synth object-cxr-images --out build/object_cxr_train --images 400 --seed 1000 --size 512
