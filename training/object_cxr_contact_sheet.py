@@ -97,7 +97,7 @@ def main() -> int:
         sheet.paste(image, ((k % 4) * TILE, (k // 4) * TILE))
     ImageDraw.Draw(sheet).text((3 * TILE + 8, TILE + 8), f"RG1_UNCI.dcm (real): p={prediction.probability:.2f}",
                                fill=(255, 220, 0))
-    sheet.save(args.out, optimize=True)
+    sheet.quantize(64).save(args.out, optimize=True)  # 64 colours keep the file small
     figures = {"real_RG1_UNCI": statistics(real.pixels), "real_probability": round(prediction.probability, 4),
                "real_points": [[round(v, 3) for v in p] for p in prediction.points[:5]],
                "synthetic_mean": {key: np.round(np.mean([s[key] for s in synthetic_stats], axis=0), 4).tolist()
