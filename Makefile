@@ -12,7 +12,7 @@ export COMPOSE_BAKE := false
 GPU ?= 0
 COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
 
-.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready gc-pack lock clean
+.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser gc-pack lock clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
@@ -43,10 +43,14 @@ docker:
 docker-ready:
 	@bash .ci/require-docker.sh
 
+# A headless browser (Debian's chromium-headless-shell) for the leaderboard page test (root installs it).
+browser:
+	@bash .ci/provision-browser.sh
+
 images: docker-ready wheels
 	$(COMPOSE) build
 
-test: docker-ready venv wheels wheels-gpu
+test: docker-ready browser venv wheels wheels-gpu
 	$(PY) -m pytest tests
 
 demo: docker-ready venv images
@@ -76,6 +80,8 @@ gc-pack: venv
 OBJECT_CXR_STEPS ?= 222 144 197
 models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_imageclef_caption.py --seed 0 \
+	  --out algorithms/imageclef_caption/model/imageclef_caption.onnx
 	PYTHONPATH=shared $(PY) -m medchallenge.synth object-cxr-images --out build/object_cxr_train --images 400 --seed 1000 --size 512
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_object_cxr.py --data build/object_cxr_train --seed 0 \
 		--steps $(word 1,$(OBJECT_CXR_STEPS)) --out build/object_cxr_stage1.onnx

@@ -43,3 +43,11 @@ def docker_compose(repo: Path):
 
     return run
 
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """(predictions, ground truth) of a small cohort per challenge (helpers.small_cohorts)."""
+    from helpers import small_cohorts
+
+    return small_cohorts(tmp_path_factory.mktemp("cohorts"))

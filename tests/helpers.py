@@ -20,3 +20,48 @@ def record_or_die(case_id: str) -> dict:
     if case_id == "die":
         os.kill(os.getpid(), signal.SIGKILL)
     return {"case": case_id}
+
+
+def evaluator(name: str):
+    """The evaluator plug-in of a registry challenge (its `main(argv)` is the evaluator command)."""
+    import importlib
+
+    from medchallenge.registry import CHALLENGES
+
+    return importlib.import_module(CHALLENGES[name].evaluator_module).EVALUATOR
+
+
+def small_cohorts(root: Path) -> dict[str, tuple[Path, Path]]:
+    """(predictions, ground truth) of a small cohort per challenge, under `root`."""
+    import shutil
+
+    from medchallenge.synth.__main__ import main as synth_main
+
+    tests = Path(__file__).parent
+    tb_gt, tb_pred = root / "tb" / "gt", root / "tb" / "pred"
+    tb_gt.mkdir(parents=True)
+    tb_pred.mkdir()
+    fixtures = tests / "tb_caverns" / "fixtures"
+    shutil.copy(fixtures / "gt.csv", tb_gt / "gt_boxes.csv")
+    shutil.copy(fixtures / "all_ids.csv", tb_gt / "all_ids.csv")
+    shutil.copy(fixtures / "pred.csv", tb_pred / "submission.txt")
+    cohorts = {"tb-caverns": (tb_pred, tb_gt),
+               "ribfrac": (tests / "ribfrac" / "fixtures" / "pred", tests / "ribfrac" / "fixtures" / "gt")}
+    for name, size in (("object-cxr", ("--images", "20")), ("imageclef-caption", ("--images", "20"))):
+        assert synth_main([name, "--out", str(root / name), *size, "--seed", "1"]) == 0
+        cohorts[name] = (root / name / "predictions", root / name / "ground_truth")
+    return cohorts
+
+
+def evaluator_argv(cohorts, name: str, out: Path, predictions: Path | None = None) -> list[str]:
+    """Evaluator arguments for a cohort of `small_cohorts`, its predictions replaced by `predictions` if given."""
+    default_predictions, ground_truth = cohorts[name]
+    return ["--input", str(predictions or default_predictions), "--ground-truth", str(ground_truth), "--output",
+            str(out), "--no-progress", "--no-plots"]
+
+
+def one_error_line(capsys) -> str:
+    """stderr holds exactly one line, an `error:` line: return it."""
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), lines
+    return lines[0]

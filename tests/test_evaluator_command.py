@@ -3,41 +3,16 @@ per-case records that round-trip through JSON."""
 
 from __future__ import annotations
 
-import importlib
 import json
-import shutil
 from pathlib import Path
 
 import pytest
 
+from helpers import evaluator, evaluator_argv, one_error_line
 from medchallenge.evaluator import META_KEYS, build_parser, default_workers
 from medchallenge.registry import CHALLENGES
-from medchallenge.synth.__main__ import main as synth_main
 
 TESTS = Path(__file__).parent
-
-
-def evaluator(name: str):
-    return importlib.import_module(CHALLENGES[name].evaluator_module).EVALUATOR
-
-
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
-    """(predictions, ground truth) of a small cohort per challenge."""
-    root = tmp_path_factory.mktemp("cohorts")
-    tb_gt, tb_pred = root / "tb" / "gt", root / "tb" / "pred"
-    tb_gt.mkdir(parents=True)
-    tb_pred.mkdir()
-    fixtures = TESTS / "tb_caverns" / "fixtures"
-    shutil.copy(fixtures / "gt.csv", tb_gt / "gt_boxes.csv")
-    shutil.copy(fixtures / "all_ids.csv", tb_gt / "all_ids.csv")
-    shutil.copy(fixtures / "pred.csv", tb_pred / "submission.txt")
-    cohorts = {"tb-caverns": (tb_pred, tb_gt),
-               "ribfrac": (TESTS / "ribfrac" / "fixtures" / "pred", TESTS / "ribfrac" / "fixtures" / "gt")}
-    for name, size in (("object-cxr", ("--images", "20")), ("imageclef-caption", ("--images", "20"))):
-        assert synth_main([name, "--out", str(root / name), *size, "--seed", "1"]) == 0
-        cohorts[name] = (root / name / "predictions", root / name / "ground_truth")
-    return cohorts
 
 
 @pytest.mark.parametrize("name", CHALLENGES)
@@ -115,71 +90,7 @@ def test_cheap_cases_run_in_this_process_unless_workers_are_asked_for(inputs, tm
     assert asked == [1 if in_process else 0, 2]  # 0: one process per core
 
 
-def _argv(inputs, name: str, out: Path, predictions: Path | None = None) -> list[str]:
-    default_predictions, ground_truth = inputs[name]
-    return ["--input", str(predictions or default_predictions), "--ground-truth", str(ground_truth), "--output",
-            str(out), "--no-progress", "--no-plots"]
-
-
-def _one_error_line(capsys) -> str:
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), lines
-    return lines[0]
-
-
-@pytest.mark.parametrize("kind", ["symlink to the ground truth", "hard link", "fifo"])
-def test_predictions_are_never_read_through_links_or_special_files(inputs, tmp_path, capsys, kind):
-    import os
-
-    predictions = tmp_path / "predictions"
-    shutil.copytree(inputs["ribfrac"][0], predictions)
-    target = predictions / "RibFrac901.nii.gz"
-    target.unlink()
-    if kind == "symlink to the ground truth":  # would score froc_average 1.0 if followed
-        target.symlink_to(inputs["ribfrac"][1] / "RibFrac901-label.nii.gz")
-    elif kind == "hard link":
-        shutil.copy(inputs["ribfrac"][1] / "RibFrac901-label.nii.gz", tmp_path / "copy.nii.gz")
-        os.link(tmp_path / "copy.nii.gz", target)
-    else:
-        os.mkfifo(target)
-    assert evaluator("ribfrac").main(_argv(inputs, "ribfrac", tmp_path / "out", predictions)) == 1
-    line = _one_error_line(capsys)
-    assert str(target) in line and ("link" in line or "not a regular file" in line)
-    assert not (tmp_path / "out" / "metrics.json").exists()
-
-
-def test_a_failed_run_leaves_no_old_metrics(inputs, tmp_path, capsys):
-    out = tmp_path / "out"
-    assert evaluator("tb-caverns").main(_argv(inputs, "tb-caverns", out)) == 0
-    broken = tmp_path / "broken"
-    broken.mkdir()
-    (broken / "submission.txt").write_text("TST_001.nii.gz,1,2\n")  # a short row: the official code crashes
-    assert evaluator("tb-caverns").main(_argv(inputs, "tb-caverns", out, broken)) == 1
-    _one_error_line(capsys)
-    assert not (out / "metrics.json").exists()
-
-
-def test_output_that_is_a_file_or_cannot_be_written_is_one_line(inputs, tmp_path, capsys, monkeypatch):
-    import errno
-
-    import medchallenge.evaluator as command
-
-    a_file = tmp_path / "taken"
-    a_file.write_text("x")
-    assert evaluator("tb-caverns").main(_argv(inputs, "tb-caverns", a_file)) == 1
-    assert "the output folder cannot be written" in _one_error_line(capsys)
-
-    def disk_full(path, *args):
-        raise OSError(errno.ENOSPC, "No space left on device", str(path))
-
-    monkeypatch.setattr(command, "write_metrics", disk_full)
-    assert evaluator("tb-caverns").main(_argv(inputs, "tb-caverns", tmp_path / "out")) == 1
-    line = _one_error_line(capsys)
-    assert "cannot write the results: No space left on device" in line
-    assert [p.name for p in (tmp_path / "out").iterdir()] == []
-
-
-
 def test_a_missing_prediction_folder_is_one_line_not_a_traceback(inputs, tmp_path, capsys):
-    assert evaluator("tb-caverns").main(_argv(inputs, "tb-caverns", tmp_path / "out", tmp_path / "absent")) == 1
-    assert "absent" in _one_error_line(capsys)
+    argv = evaluator_argv(inputs, "tb-caverns", tmp_path / "out", tmp_path / "absent")
+    assert evaluator("tb-caverns").main(argv) == 1
+    assert "absent" in one_error_line(capsys)

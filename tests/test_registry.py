@@ -96,3 +96,18 @@ def test_a_hand_edited_dockerfile_is_named(tmp_path, capsys):
     edited.write_text(edited.read_text().replace("USER 1000:1000", "USER root"))
     assert dockerfiles.main(["--root", str(tmp_path), "--check"]) == 1
     assert capsys.readouterr().out.strip() == "differs: evaluators/ribfrac/Dockerfile"
+
+
+def test_algorithm_services_one_per_edition_where_the_editions_differ():
+    services = {c.name: c.algorithm_service for c in CONFIGURATIONS if c.algorithm_service}
+    assert {name: (s.name, s.image, dict(s.build_args).get("CAPTION_EDITION")) for name, s in services.items()} == {
+        "tb-caverns": ("tb-caverns-algorithm", "medchallenge/tb-caverns-algorithm", None),
+        "object-cxr": ("object-cxr-algorithm", "medchallenge/object-cxr-algorithm", None),
+        "imageclef-caption-2022": ("caption-2022-algorithm", "medchallenge/imageclef-caption-2022-algorithm", "2022"),
+        "imageclef-caption-2021": ("caption-2021-algorithm", "medchallenge/imageclef-caption-2021-algorithm", "2021"),
+    }
+    for configuration in CONFIGURATIONS:
+        algorithm = configuration.algorithm_service
+        assert configuration.service.depends_on == (algorithm.name if algorithm else None)
+    assert CHALLENGES["imageclef-caption"].input_generator == "imageclef-caption-images"
+    assert CHALLENGES["tb-caverns"].input_generator == "tb-caverns"

@@ -5,6 +5,7 @@
   infer CHALLENGE ...      run an algorithm                     (algorithms/<challenge>/inference.py)
   gc-emulate CHALLENGE ... run an algorithm as grand-challenge does (python -m medchallenge.gc_emulator)
   demo                     every challenge end to end with docker compose
+  leaderboard ...          rank a folder of submissions with intervals (python -m medchallenge.leaderboard)
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run("medchallenge.gc_emulator", rest)
     if command == "demo":
         return _run("medchallenge.demo", rest)
+    if command == "leaderboard":
+        return _run("medchallenge.leaderboard", rest)
     modules = {"evaluate": EVALUATORS, "infer": ALGORITHMS}.get(command)
     if command == "infer" and rest and rest[0] in ALGORITHMS:
         from .algorithms import runner

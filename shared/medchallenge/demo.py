@@ -31,11 +31,11 @@ def run_demo(configuration: Configuration, root: Path, compose_file: Path) -> di
     challenge, service = configuration.challenge, configuration.service
     if (root / configuration.demo_folder).exists():
         shutil.rmtree(root / configuration.demo_folder)
-    generator, demo_size, _ = challenge.input_generator
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", generator,
-                    "--out", str(root / configuration.demo_folder), *demo_size,
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.input_generator,
+                    "--out", str(root / configuration.demo_folder), *challenge.input_generator_size(demo=True),
                     *configuration.edition.synth_arguments, "--seed", SEED], check=True)
-    mounts = [*service.mounts, *(challenge.algorithm_service.mounts if challenge.algorithm else ())]
+    algorithm = configuration.algorithm_service
+    mounts = [*service.mounts, *(algorithm.mounts if algorithm else ())]
     env = dict(os.environ)
     for mount in mounts:
         if not mount.default.startswith(f"{DEMO_ROOT}/"):

@@ -62,14 +62,26 @@ def _package(extras: tuple[str, ...]) -> str:
     return f'"/src/shared[{",".join(extras)}]"' if extras else "/src/shared"
 
 
+def _baked(baked: dict[str, str], default_title: str) -> str:
+    """Build arguments of a configuration image, declared after the install and baked in as its environment."""
+    if not baked:
+        return ""
+    return ("".join(f"ARG {name}={value}\n" for name, value in baked.items())
+            + f"ARG IMAGE_TITLE={default_title}\n"
+            + "".join(f"ENV {name}=${{{name}}}\n" for name in baked))
+
+
 def algorithm_dockerfile(challenge: Challenge) -> str:
-    """The algorithm image: the challenge's extras, its model baked under /opt/app/model, a GPU variant."""
+    """The algorithm image: the challenge's extras, its model baked under /opt/app/model, a GPU variant; where its
+    editions differ (`Challenge.algorithm_editions`) one image per edition, the option baked in as for evaluators."""
     algorithm = challenge.algorithm
     cpu_extras = _package(algorithm.extras)
     gpu_extras = _package(tuple(e for e in algorithm.extras if e != "onnx")).strip('"')
     folder = f"algorithms/{challenge.module}"
-    return (HEADER.format(title=_comment(f"{challenge.title} algorithm; the model is baked under /opt/app/model, a "
-                                         "model file in /opt/ml/model overrides it."))
+    baked = dict(challenge.default.edition.build_args) if challenge.algorithm_editions else {}
+    about = (f"{challenge.title} algorithm; the model is baked under /opt/app/model, a model file in /opt/ml/model "
+             "overrides it." + (f" One image per edition ({', '.join(baked)} baked in)." if baked else ""))
+    return (HEADER.format(title=_comment(about))
             + GPU_VARIANT + MOUNTS
             + ' && if [ "$ONNXRUNTIME_VARIANT" = gpu ]; \\\n'
             + f'    then packages="--find-links /wheels/gpu -c /src/requirements/gpu.txt {gpu_extras} '
@@ -77,25 +89,22 @@ def algorithm_dockerfile(challenge: Challenge) -> str:
             + f'    else packages="{cpu_extras.strip(chr(34))}"; fi \\\n'
             + f" && {PIP} $packages \\\n && {USER}\n"
             + f"WORKDIR /opt/app\nCOPY {folder}/inference.py /opt/app/\nCOPY {folder}/model/ /opt/app/model/\n"
-            + FOOTER.format(image_title=f"medchallenge-{challenge.name}-algorithm",
+            + _baked(baked, f"medchallenge-{challenge.default.name}-algorithm")
+            + FOOTER.format(image_title="${IMAGE_TITLE}" if baked else f"medchallenge-{challenge.name}-algorithm",
                             description=algorithm.description, version=__version__, script="inference.py"))
 
 
 def evaluator_dockerfile(challenge: Challenge) -> str:
     """The evaluator image; a challenge with several configurations gets their build arguments, baked as ENV."""
     baked = dict(challenge.default.edition.build_args)
-    config = ""
-    if baked:
-        config = ("".join(f"ARG {name}={value}\n" for name, value in baked.items())
-                  + f"ARG IMAGE_TITLE=medchallenge-{challenge.default.name}-evaluator\n"
-                  + "".join(f"ENV {name}=${{{name}}}\n" for name in baked))
     title = "${IMAGE_TITLE}" if baked else f"medchallenge-{challenge.name}-evaluator"
     about = (f"{challenge.title} evaluator, one image per scoring configuration ({', '.join(baked)} baked in, so "
              "that it scores so with no arguments and no environment, as on grand-challenge)." if baked
              else f"{challenge.title} evaluator.")
     return (HEADER.format(title=_comment(about)) + MOUNTS
             + f" && {PIP} {_package(challenge.evaluator_extras)} \\\n && {USER}\n"
-            + f"WORKDIR /opt/app\nCOPY evaluators/{challenge.module}/evaluate.py /opt/app/\n" + config
+            + f"WORKDIR /opt/app\nCOPY evaluators/{challenge.module}/evaluate.py /opt/app/\n"
+            + _baked(baked, f"medchallenge-{challenge.default.name}-evaluator")
             + FOOTER.format(image_title=title, description=challenge.evaluator_description, version=__version__,
                             script="evaluate.py"))
 

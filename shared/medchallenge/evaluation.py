@@ -21,6 +21,7 @@ from pathlib import Path
 from .contract import name_list
 from .errors import InputError
 from .io import write_json_atomic, write_text_atomic
+from .limits import check_text_size
 
 
 def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | None:
@@ -36,6 +37,7 @@ def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | Non
 
 
 RUNTIME_OPTIONS = {"input", "output", "ground_truth", "workers", "records", "shard", "no_progress", "no_plots",
+                   "bootstrap", "bootstrap_seed", "bootstrap_level",
                    "no_plot"}
 FINGERPRINT_FILE = ".inputs-fingerprint"  # not *.json: a folder of records is its *.json files
 
@@ -78,7 +80,8 @@ def input_state(*roots: Path) -> str:
 
 def check_regular_files(root: Path, what: str = "predictions") -> None:
     """Refuse what a submission could use to read files outside its folder or to mislead: symbolic links (to the
-    ground truth, say), hard links, and anything that is not a regular file or folder (devices, FIFOs, sockets)."""
+    ground truth, say), hard links, and anything that is not a regular file or folder (devices, FIFOs, sockets);
+    and text files beyond the size limits (limits.check_text_size), before any parser reads them."""
     if not root.exists() and not root.is_symlink():
         return  # the reader names what is missing
     paths = [root] if not root.is_dir() or root.is_symlink() else [root, *root.rglob("*")]
@@ -90,6 +93,7 @@ def check_regular_files(root: Path, what: str = "predictions") -> None:
             if info.st_nlink > 1:
                 raise InputError(f"{path}: a hard link ({info.st_nlink} names) in the {what}; only files of their "
                                  "own are read")
+            check_text_size(path)
         elif not stat.S_ISDIR(info.st_mode):
             raise InputError(f"{path}: not a regular file (a device, FIFO or socket) in the {what}")
 

@@ -100,7 +100,7 @@ def _mounted(mount: Mount) -> Path:
 def pack_all(out: Path) -> None:
     """Every configuration with data of its own, from the folders compose.yaml would mount."""
     for configuration in CONFIGURATIONS_WITH_DATA:
-        algorithm = configuration.challenge.algorithm_service
+        algorithm = configuration.algorithm_service
         pack(configuration, _mounted(configuration.service.mount("ground_truth")),
              _mounted(algorithm.mount("model")) if algorithm else None, out)
 

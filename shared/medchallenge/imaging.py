@@ -2,77 +2,119 @@
 
 from __future__ import annotations
 
-import gzip
 import math
 import struct
 import zlib
 from pathlib import Path
 
 from .errors import InputError
+from .limits import check_voxel_count
 
 NIFTI1_HEADER_SIZE = 348
+NIFTI2_HEADER_SIZE = 540
+# NIfTI datatype code -> bits per voxel (nifti1.h); bitpix must agree, since readers trust one or the other
+NIFTI_DATATYPE_BITS = {2: 8, 4: 16, 8: 32, 16: 32, 32: 64, 64: 64, 128: 24, 256: 8, 512: 16, 768: 32, 1024: 64,
+                       1280: 64, 1536: 128, 1792: 128, 2048: 256, 2304: 32}
+_INFLATE_CHUNK = 1 << 22
 
 
-def _expected_nifti_bytes(header: bytes, path: Path) -> int | None:
-    """vox_offset + voxel data bytes of a NIfTI-1 header (None for NIfTI-2 and other formats)."""
+def nifti_data_end(header: bytes, path: Path) -> int:
+    """vox_offset + voxel bytes of a NIfTI-1 header, after checking that the header agrees with itself (datatype vs
+    bitpix, dimensions, offset) and the voxel-count limit (limits.MAX_VOXELS)."""
     for endian in "<>":
-        if struct.unpack(f"{endian}i", header[:4])[0] == NIFTI1_HEADER_SIZE:
+        sizeof_hdr = struct.unpack(f"{endian}i", header[:4])[0]
+        if sizeof_hdr in (NIFTI1_HEADER_SIZE, NIFTI2_HEADER_SIZE):
             break
     else:
-        return None
+        raise InputError(f"{path}: not a NIfTI file (header size field {struct.unpack('<i', header[:4])[0]}, "
+                         f"expected {NIFTI1_HEADER_SIZE})")
+    if sizeof_hdr == NIFTI2_HEADER_SIZE:
+        raise InputError(f"{path}: a NIfTI-2 file, which ITK does not read; save it as NIfTI-1 or MetaImage (.mha)")
     dims = struct.unpack(f"{endian}8h", header[40:56])
-    bitpix = struct.unpack(f"{endian}h", header[72:74])[0]
+    datatype, bitpix = struct.unpack(f"{endian}2h", header[70:74])
     vox_offset = struct.unpack(f"{endian}f", header[108:112])[0]
-    if not 1 <= dims[0] <= 7 or bitpix <= 0:
-        raise InputError(f"{path}: invalid NIfTI header (dim[0]={dims[0]}, bitpix={bitpix})")
-    return int(vox_offset) + math.prod(max(d, 1) for d in dims[1 : dims[0] + 1]) * bitpix // 8
+    if not 1 <= dims[0] <= 7:
+        raise InputError(f"{path}: invalid NIfTI header (dim[0]={dims[0]}, expected 1 to 7)")
+    size = dims[1 : dims[0] + 1]
+    if min(size) < 1:
+        raise InputError(f"{path}: invalid NIfTI header (dimensions {list(size)}, expected positive sizes)")
+    if datatype not in NIFTI_DATATYPE_BITS:
+        raise InputError(f"{path}: invalid NIfTI header (unknown datatype code {datatype})")
+    if bitpix != NIFTI_DATATYPE_BITS[datatype]:
+        raise InputError(f"{path}: invalid NIfTI header (bitpix={bitpix} but datatype {datatype} has "
+                         f"{NIFTI_DATATYPE_BITS[datatype]} bits per voxel)")
+    if not math.isfinite(vox_offset) or vox_offset < sizeof_hdr:
+        raise InputError(f"{path}: invalid NIfTI header (vox_offset={vox_offset}, expected at least {sizeof_hdr})")
+    check_voxel_count(path, tuple(size))
+    return int(vox_offset) + math.prod(size) * bitpix // 8
+
+
+def _inflated_chunks(path: Path):
+    """The decompressed bytes of a (multi-member) gzip file as a stream of chunks, nothing kept: the trailer's ISIZE
+    (modulo 2**32, and only the last member's) is never taken as the length."""
+    inside_member, pending = False, b""
+    inflater = zlib.decompressobj(wbits=31)
+    with open(path, "rb") as raw:
+        if raw.read(2) != b"\x1f\x8b":
+            raise InputError(f"{path}: cannot read (not gzip-compressed, although named .nii.gz)")
+        raw.seek(0)
+        while True:
+            if not pending and not (pending := raw.read(1 << 20)):
+                if inside_member:
+                    raise EOFError("compressed file ended before the end-of-stream marker was reached")
+                return
+            inside_member = True
+            yield inflater.decompress(pending, _INFLATE_CHUNK)
+            pending = inflater.unconsumed_tail
+            if inflater.eof:  # a next gzip member, if any, starts in unused_data
+                pending, inflater, inside_member = inflater.unused_data, zlib.decompressobj(wbits=31), False
 
 
 def check_nifti_complete(path: Path) -> None:
-    """Refuse a truncated `.nii`/`.nii.gz`: ITK fills the missing voxels silently, nibabel raises.
-
-    `.nii.gz`: the gzip trailer's size (ISIZE) is compared first; only when it differs (a truncated file, or a
-    multi-member gzip) is the file decompressed to count its bytes.
-    """
-    compressed = path.name.lower().endswith(".nii.gz")
+    """Refuse a NIfTI file whose header lies or whose voxels are missing (ITK fills them silently, nibabel raises),
+    before anything is allocated: the header is checked against itself and the voxel-count limit, and the data
+    length is measured (`.nii.gz`: decompressed as a stream and counted, up to the length the header needs)."""
     try:
-        with (gzip.open(path, "rb") if compressed else open(path, "rb")) as handle:
-            header = handle.read(NIFTI1_HEADER_SIZE)
-        if len(header) < NIFTI1_HEADER_SIZE:
-            raise InputError(f"{path}: truncated NIfTI file ({len(header)} bytes of header)")
-        expected = _expected_nifti_bytes(header, path)
-        if expected is None:
-            return
-        if not compressed:
+        if not path.name.lower().endswith(".nii.gz"):
+            with open(path, "rb") as handle:
+                header = handle.read(NIFTI1_HEADER_SIZE)
             actual = path.stat().st_size
+            expected = nifti_data_end(header, path) if len(header) == NIFTI1_HEADER_SIZE else None
         else:
-            with open(path, "rb") as raw:
-                raw.seek(-4, 2)
-                if struct.unpack("<I", raw.read(4))[0] == expected % 2**32:
-                    return
-            actual = 0
-            with gzip.open(path, "rb") as handle:
-                while chunk := handle.read(1 << 24):
-                    actual += len(chunk)
-    except gzip.BadGzipFile:
-        raise InputError(f"{path}: cannot read (not gzip-compressed, although named .nii.gz)") from None
+            header, actual, expected = b"", 0, None
+            for chunk in _inflated_chunks(path):
+                actual += len(chunk)
+                if expected is None and len(header) < NIFTI1_HEADER_SIZE:
+                    header += chunk[: NIFTI1_HEADER_SIZE - len(header)]
+                    if len(header) == NIFTI1_HEADER_SIZE:
+                        expected = nifti_data_end(header, path)
+                if expected is not None and actual >= expected:
+                    break
     except (EOFError, zlib.error) as exc:
         raise InputError(f"{path}: truncated or corrupt gzip stream ({exc})") from None
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if expected is None:
+        raise InputError(f"{path}: truncated NIfTI file ({len(header)} bytes of header)")
     if actual < expected:
         raise InputError(f"{path}: truncated NIfTI file: {actual} bytes of header and voxels, the header needs "
                          f"{expected}")
 
 
 def read_image(path: Path, what: str = "image"):
-    """`sitk.ReadImage` with a truncation check for NIfTI and one clear InputError line on failure."""
+    """`sitk.ReadImage` after the header checks (NIfTI self-consistency and length, the voxel-count limit for every
+    format), with one clear InputError line on failure."""
     import SimpleITK as sitk
 
-    if path.name.lower().endswith((".nii", ".nii.gz")):
-        check_nifti_complete(path)
     sitk.ProcessObject.SetGlobalWarningDisplay(False)  # ITK's multi-line warnings would bury the one error line
     try:
+        if path.name.lower().endswith((".nii", ".nii.gz")):
+            check_nifti_complete(path)
+        else:  # other formats: the header's size against the limit before ITK allocates the voxels
+            reader = sitk.ImageFileReader()
+            reader.SetFileName(str(path))
+            reader.ReadImageInformation()
+            check_voxel_count(path, reader.GetSize(), reader.GetNumberOfComponents())
         return sitk.ReadImage(str(path))
     except RuntimeError as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]

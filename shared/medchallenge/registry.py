@@ -75,9 +75,11 @@ class Algorithm:
     module: str
     description: str  # the image's description label
     extras: tuple[str, ...] = ("ct", "onnx")  # the medchallenge extras its image installs (onnx: the CPU runtime)
-    # the `python -m medchallenge.synth` generator of its inputs and ground truth, where the challenge's own writes
-    # ground truth and predictions only; `make demo` and the end-to-end tests run it with these arguments
+    # the `python -m medchallenge.synth` command writing its input files with their ground truth (module
+    # medchallenge.synth.<generator with _>); "" where the challenge's own generator does
     generator: str = ""
+    # that generator's arguments for `make demo` and the end-to-end tests where the challenge's (demo_size,
+    # test_size, which its own generator also takes) do not fit it
     demo_size: tuple[str, ...] = ()
     test_size: tuple[str, ...] = ()
 
@@ -127,17 +129,14 @@ class Challenge:
         return f"medchallenge.synth.{self.module}"
 
     @property
-    def generators(self) -> dict[str, str]:
-        """Its `python -m medchallenge.synth` subcommands and their modules: its own, and its algorithm's inputs'."""
-        names = [self.name] + ([self.algorithm.generator] if self.algorithm and self.algorithm.generator else [])
-        return {name: f"medchallenge.synth.{name.replace('-', '_')}" for name in names}
+    def input_generator(self) -> str:
+        """The synth command whose data an end-to-end run starts from: the algorithm's inputs where it has one."""
+        return (self.algorithm.generator if self.algorithm else "") or self.name
 
-    @property
-    def input_generator(self) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
-        """The generator of what its demo and end-to-end tests run: (subcommand, demo arguments, test arguments)."""
-        if self.algorithm and self.algorithm.generator:
-            return self.algorithm.generator, self.algorithm.demo_size, self.algorithm.test_size
-        return self.name, self.demo_size, self.test_size
+    def input_generator_size(self, demo: bool) -> tuple[str, ...]:
+        """The input generator's arguments for `make demo` (`demo`) or the end-to-end tests."""
+        own = (self.algorithm.demo_size if demo else self.algorithm.test_size) if self.algorithm else ()
+        return own or (self.demo_size if demo else self.test_size)
 
     @property
     def configurations(self) -> tuple[Configuration, ...]:
@@ -149,19 +148,19 @@ class Challenge:
         return self.configurations[0]
 
     @property
+    def configurations_with_data(self) -> tuple[Configuration, ...]:
+        return tuple(c for c in self.configurations if not c.edition.shares_data)
+
+    @property
+    def algorithm_editions(self) -> bool:
+        """Whether its algorithm runs once per configuration with data, the option baked into one image each (as
+        the caption editions' captions differ); otherwise one algorithm image serves every configuration."""
+        return self.algorithm is not None and len(self.configurations_with_data) > 1
+
+    @property
     def algorithm_service(self) -> Service | None:
-        if self.algorithm is None:
-            return None
-        data = self.default
-        prefix, folder = data.variable_prefix, f"{DEMO_ROOT}/{data.demo_folder}"
-        return Service(
-            name=f"{self.name}-algorithm",
-            image=f"{IMAGE_NAMESPACE}/{self.name}-algorithm",
-            dockerfile=f"algorithms/{self.module}/Dockerfile",
-            mounts=(Mount("input", f"{prefix}_INPUT", f"{folder}/input", "/input:ro"),
-                    Mount("predictions", f"{prefix}_PREDICTIONS", f"{folder}/predictions", "/output"),
-                    Mount("model", f"{prefix}_MODEL", f"./algorithms/{self.module}/model", f"{MODEL_TARGET}:ro")),
-        )
+        """The algorithm service of the default configuration (the one grand-challenge emulation runs)."""
+        return self.default.algorithm_service
 
 
 @dataclass(frozen=True)
@@ -199,11 +198,33 @@ class Configuration:
         return self.data.stem.replace("-", "_")
 
     @property
+    def algorithm_service(self) -> Service | None:
+        """The algorithm service whose predictions this configuration scores (the data configuration's)."""
+        challenge, data = self.challenge, self.data
+        if challenge.algorithm is None:
+            return None
+        if data != self:
+            return data.algorithm_service
+        prefix, folder = data.variable_prefix, f"{DEMO_ROOT}/{data.demo_folder}"
+        name = self.name if challenge.algorithm_editions else challenge.name
+        return Service(
+            name=f"{self.stem if challenge.algorithm_editions else challenge.name}-algorithm",
+            image=f"{IMAGE_NAMESPACE}/{name}-algorithm",
+            dockerfile=f"algorithms/{challenge.module}/Dockerfile",
+            mounts=(Mount("input", f"{prefix}_INPUT", f"{folder}/input", "/input:ro"),
+                    Mount("predictions", f"{prefix}_PREDICTIONS", f"{folder}/predictions", "/output"),
+                    Mount("model", f"{prefix}_MODEL", f"./algorithms/{challenge.module}/model",
+                          f"{MODEL_TARGET}:ro")),
+            build_args=({**self.edition.build_args, "IMAGE_TITLE": f"{IMAGE_NAMESPACE}-{name}-algorithm"}
+                        if challenge.algorithm_editions else {}),
+        )
+
+    @property
     def service(self) -> Service:
         data = self.data
         folder = f"{DEMO_ROOT}/{self.demo_folder}"
         metrics = _joined("metrics", self.edition.suffix if self.edition.shares_data else "")
-        algorithm = self.challenge.algorithm_service
+        algorithm = self.algorithm_service
         return Service(
             name=f"{self.stem}-evaluator",
             image=f"{IMAGE_NAMESPACE}/{self.name}-evaluator",
@@ -250,23 +271,28 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
     ),
     Challenge(
         "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,
-        demo_size=("--images", "2000"), test_size=("--images", "300"), short_name="caption",
+        demo_size=("--images", "1000"), test_size=("--images", "300"), short_name="caption",
         evaluator_description="ImageCLEFmed Caption ${CAPTION_EDITION}: official concept F1, caption BLEU and "
                               "ROUGE-1",
         evaluator_extras=("caption", "plots", "lemmatize"),
         editions=(Edition("2022", {"CAPTION_EDITION": "2022"}, ("--edition", "2022", "--secondary")),
                   Edition("2021", {"CAPTION_EDITION": "2021"}, ("--edition", "2021"))),
+        algorithm=Algorithm("medchallenge.algorithms.imageclef_caption", "ImageCLEFmed Caption 2021/2022: UMLS "
+                            "concepts and a retrieved caption per figure, synthetic-data CNN (ONNX Runtime)",
+                            extras=("ct", "xray", "onnx"), generator="imageclef-caption-images"),
     ),
 )}
 
 CONFIGURATIONS: tuple[Configuration, ...] = tuple(c for challenge in CHALLENGES.values()
                                                   for c in challenge.configurations)
 
-# Every compose service: the algorithms', then each configuration's evaluator.
-SERVICES: tuple[Service, ...] = (
-    *(challenge.algorithm_service for challenge in CHALLENGES.values() if challenge.algorithm),
-    *(configuration.service for configuration in CONFIGURATIONS),
-)
-
 # The configurations with data of their own: one demo and one grand-challenge package each.
 CONFIGURATIONS_WITH_DATA: tuple[Configuration, ...] = tuple(c for c in CONFIGURATIONS if not c.edition.shares_data)
+
+# Every compose service: the algorithms' (one per configuration with data where the challenge bakes its editions
+# into its algorithm images, else one per challenge), then each configuration's evaluator.
+SERVICES: tuple[Service, ...] = (
+    *(c.algorithm_service for c in CONFIGURATIONS_WITH_DATA
+      if c.challenge.algorithm and (c.challenge.algorithm_editions or c == c.challenge.default)),
+    *(configuration.service for configuration in CONFIGURATIONS),
+)

@@ -15,7 +15,8 @@ import pytest
 
 from helpers import open_dir
 from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate, find_cases
-from medchallenge.registry import CHALLENGES
+from medchallenge.registry import CHALLENGES, CONFIGURATIONS_WITH_DATA
+
 VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"  # compose.yaml's image tag
 
 
@@ -38,7 +39,7 @@ def cohort(tmp_path_factory) -> Path:
 def test_images_are_hardened_as_the_contract_requires(built):
     built("build")  # every image of compose.yaml, the configuration images included
     images = built("config", "--images").stdout.split()
-    assert len(images) == len(set(images)) >= 7
+    assert len(images) == len(set(images)) >= 9
     for image in images:
         config = json.loads(subprocess.run(["docker", "image", "inspect", image], check=True, capture_output=True,
                                            text=True).stdout)[0]
@@ -104,6 +105,65 @@ def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, r
     batch = json.loads((batch_metrics / "metrics.json").read_text())
     assert gc["meta"]["layout"] == "grand-challenge predictions.json"
     assert gc["aggregates"] == batch["aggregates"]
+
+
+CAPTION = [c for c in CONFIGURATIONS_WITH_DATA if c.challenge.name == "imageclef-caption"]
+
+
+@pytest.fixture(scope="module")
+def caption_built(docker_compose):
+    docker_compose("build", *(s for c in CAPTION for s in (c.algorithm_service.name, c.service.name)))
+    return docker_compose
+
+
+def _caption_cohort(root: Path, configuration, *size: str) -> Path:
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", configuration.challenge.input_generator, "--out",
+                    str(root), *size, *configuration.edition.synth_arguments, "--seed", "12"], check=True)
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o644)
+    return root
+
+
+@pytest.mark.parametrize("configuration", CAPTION, ids=[c.service.name for c in CAPTION])
+def test_one_caption_compose_run_goes_from_figures_to_metrics(caption_built, configuration, tmp_path, repo):
+    challenge, service, algorithm = configuration.challenge, configuration.service, configuration.algorithm_service
+    edition = configuration.edition.build_args["CAPTION_EDITION"]
+    data = _caption_cohort(tmp_path / "data", configuration, *challenge.test_size)
+    predictions, metrics_dir = open_dir(tmp_path / "predictions"), open_dir(tmp_path / "metrics")
+    env = {**algorithm.environment(input=data / "input", predictions=predictions),
+           **service.environment(predictions=predictions, ground_truth=data / "ground_truth", metrics=metrics_dir)}
+    result = caption_built("run", "--rm", service.name, env=env, check=False)
+    caption_built("down", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    metrics = json.loads((metrics_dir / "metrics.json").read_text())
+    assert metrics["meta"]["options"]["edition"] == edition and len(metrics["case"]) == 300
+    assert 0.0 < metrics["aggregates"]["concept_f1"] <= 1.0 and 0.0 < metrics["aggregates"]["bleu"] <= 1.0
+    # the image's edition is baked in: the same run files as the inference script given --edition here
+    local = tmp_path / "local"
+    subprocess.run([sys.executable, str(repo / "algorithms" / challenge.module / "inference.py"), "--input",
+                    str(data / "input"), "--output", str(local), "--edition", edition, "--device", "cpu"], check=True)
+    for name in ("concepts.csv", "captions.csv"):
+        assert (predictions / name).read_text() == (local / name).read_text(), name
+
+
+def test_caption_grand_challenge_emulation_matches_batch_mode(caption_built, tmp_path, repo):
+    spec, configuration = ALGORITHMS["imageclef-caption"], CAPTION[0]
+    data = _caption_cohort(tmp_path / "data", configuration, "--images", "3")
+    eval_input = emulate(spec, find_cases(spec, data / "input"), tmp_path / "gc",
+                         compose_runner(spec, repo / "compose.yaml"))
+    for path in [eval_input, *eval_input.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o644)
+    service, algorithm = configuration.service, configuration.algorithm_service
+    results = []
+    for name, predictions in (("gc", eval_input), ("batch", open_dir(tmp_path / "batch"))):
+        metrics_dir = open_dir(tmp_path / f"metrics-{name}")
+        env = {**algorithm.environment(input=data / "input", predictions=predictions),
+               **service.environment(predictions=predictions, ground_truth=data / "ground_truth",
+                                     metrics=metrics_dir)}
+        caption_built("run", "--rm", *(["--no-deps"] if name == "gc" else []), service.name, env=env)
+        results.append(json.loads((metrics_dir / "metrics.json").read_text()))
+    assert results[0]["meta"]["layout"] == "grand-challenge predictions.json"
+    assert results[0]["aggregates"] == results[1]["aggregates"]
 
 
 GPU_IMAGE = f"medchallenge/tb-caverns-algorithm-gpu:{VERSION}"

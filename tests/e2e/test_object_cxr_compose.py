@@ -26,9 +26,8 @@ def built(docker_compose):
 @pytest.fixture(scope="module")
 def cohort(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("cxr")
-    generator, _, test_size = CHALLENGE.input_generator
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", generator, "--out", str(root), *test_size,
-                    "--seed", "11"], check=True)
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", CHALLENGE.input_generator, "--out", str(root),
+                    *CHALLENGE.input_generator_size(demo=False), "--seed", "11"], check=True)
     for path in [root, *root.rglob("*")]:
         path.chmod(0o777 if path.is_dir() else 0o644)
     return root

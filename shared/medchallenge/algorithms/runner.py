@@ -63,7 +63,7 @@ class Algorithm(Generic[Prediction]):
     description: str  # for --help
     interfaces: tuple[Interface, ...]  # the GC interfaces it serves; batch mode reads the first one's input socket
     model_file: str  # the file name inside a model folder
-    load_model: Callable[[Path, str], Model[Prediction]]  # (model file, device); InputError for an unusable one
+    load_model: Callable[..., Model[Prediction]]  # (model file, device, **options); InputError for an unusable one
     case_patterns: tuple[str, ...]  # batch mode: which files of the input folder are cases
     gc_outputs: Callable[[Prediction], dict[str, object]]  # GC mode: output socket slug -> its JSON value
     case_outputs: Callable[[Case, Prediction], dict[str, object]]  # batch mode: per-case file name -> JSON value
@@ -74,6 +74,9 @@ class Algorithm(Generic[Prediction]):
     # batch mode: the cases a list file in the input folder names, as (name, path), or None without one (then
     # every file matching the case patterns is a case)
     list_cases: Callable[[Path], list[tuple[str, Path]] | None] | None = None
+    # options of its own (e.g. an edition): added to the command line, their values passed to `load_model` as
+    # keyword arguments named after their dests
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
 
     def __post_init__(self) -> None:
         if len(self.interfaces[0].inputs) != 1:
@@ -88,9 +91,10 @@ def model_location(model_file: str, model_dir: Path, baked_model_dir: Path) -> P
     return path
 
 
-def load_model(algorithm: Algorithm[Prediction], model_path: Path, device: str) -> Model[Prediction]:
-    """The challenge's model on `device`; the log names the model file and the execution provider."""
-    model = algorithm.load_model(model_path, device)
+def load_model(algorithm: Algorithm[Prediction], model_path: Path, device: str,
+               options: Mapping[str, object] = {}) -> Model[Prediction]:
+    """The challenge's model on `device` with its own options; the log names the model file and the provider."""
+    model = algorithm.load_model(model_path, device, **options)
     log.info("model %s, provider %s", model_path, model.provider)
     return model
 
@@ -166,13 +170,24 @@ def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
     add_path_arguments(parser, "input", "output", "model")
     parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_VARIABLE) or "auto",
                         help=f"ONNX Runtime device (default ${DEVICE_VARIABLE} or auto: CUDA if available)")
+    if algorithm.add_arguments is not None:
+        algorithm.add_arguments(parser.add_argument_group("model options"))
     return parser
+
+
+RUNNER_OPTIONS = ("input", "output", "model", "device")
+
+
+def model_options(args: argparse.Namespace) -> dict[str, object]:
+    """The values of the algorithm's own options, by dest."""
+    return {name: value for name, value in vars(args).items() if name not in RUNNER_OPTIONS}
 
 
 @report_errors
 def main(algorithm: Algorithm, argv: list[str] | None = None, baked_model_dir: Path = BAKED_MODEL_DIR) -> int:
     """Entry point of an algorithm image: GC one-case mode when INPUT/inputs.json exists, batch mode otherwise."""
     args = build_parser(algorithm).parse_args(argv)
+    options = model_options(args)
     setup_logging()
     if args.device not in DEVICES:  # argparse does not check a default against the choices
         raise InputError(f"{DEVICE_VARIABLE}={args.device!r}: expected one of {', '.join(DEVICES)}")
@@ -180,8 +195,8 @@ def main(algorithm: Algorithm, argv: list[str] | None = None, baked_model_dir: P
     sockets = read_inputs_json(args.input)
     if sockets is None:
         cases = batch_cases(algorithm, args.input)
-        run_batch(algorithm, load_model(algorithm, model_path, args.device), cases, args.output)
+        run_batch(algorithm, load_model(algorithm, model_path, args.device, options), cases, args.output)
     else:
         interface, case = gc_case(algorithm.interfaces, sockets, args.input)
-        run_gc_case(algorithm, load_model(algorithm, model_path, args.device), interface, case, args.output)
+        run_gc_case(algorithm, load_model(algorithm, model_path, args.device, options), interface, case, args.output)
     return 0

@@ -15,12 +15,16 @@ order exactly as the official code summed them. Output: metrics.json and per_ima
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
+from ..bootstrap import resampled_ids
 from ..contract import GC_LAYOUT, match_jobs, read_json_file, read_predictions_json
 from ..errors import InputError
 from ..evaluation import input_state
@@ -377,6 +381,31 @@ def aggregate(cases: ImageCases, records: dict[str, ImageScores]) -> Summary:
     return Summary(aggregates=aggregates, details=details, notes=notes)
 
 
+def resample(cases: ImageCases, records: dict[str, ImageScores],
+             draw: np.ndarray) -> tuple[ImageCases, dict[str, ImageScores]]:
+    """The bootstrap's unit is an image: the drawn images re-keyed in draw order (the order the means sum in), with
+    the ground truth of the drawn images (the denominators of the means) and their runs."""
+    inputs = cases.inputs
+    drawn = resampled_ids(cases.ids, draw)
+
+    def pick(table: dict | None) -> dict | None:
+        return None if table is None else {new: table[old] for new, old in drawn if old in table}
+
+    resampled = dataclasses.replace(
+        inputs, concepts_gt=pick(inputs.concepts_gt), concept_run=pick(inputs.concept_run),
+        manual_gt=pick(inputs.manual_gt), captions_gt=pick(inputs.captions_gt), caption_run=pick(inputs.caption_run))
+    return (dataclasses.replace(cases, ids=[new for new, _ in drawn], inputs=resampled),
+            {new: records[old] for new, old in drawn})
+
+
+def unit_scores(cases: ImageCases, records: dict[str, ImageScores], metric: str) -> dict[str, float] | None:
+    """Per image its score of a mean-of-images metric (images not counted in the mean left out)."""
+    if metric not in ("concept_f1", "concept_f1_secondary", "bleu", "rouge1", "bleu_lemmatized"):
+        return None
+    return {case_id: float(score) for case_id, record in records.items()
+            if (score := getattr(record, metric)) not in (None, OMITTED)}
+
+
 def write_figures(folder: Path, cases: ImageCases, records: dict[str, ImageScores], summary: Summary) -> None:
     """per_image_scores.png: histograms of the per-image scores."""
     from ..plots import plot_histogram
@@ -432,7 +461,11 @@ EVALUATOR = Evaluator(
     aggregate=aggregate,
     add_arguments=add_arguments,
     write_figures=write_figures,
+    figures=(PLOT_NAME,),
     unit="images",
     cheap_cases=True,
+    resample=resample,
+    ranking=("concept_f1", "bleu"),
+    unit_scores=unit_scores,
 )
 main = EVALUATOR.main

@@ -10,12 +10,14 @@ and walks the official FROC levels, computes the AUC, per-image counts, metrics.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import numpy as np
 
+from ..bootstrap import resampled_ids
 from ..contract import GC_LAYOUT, GCJob, match_jobs, name_list, read_json_file, read_predictions_json
 from ..errors import InputError, note_or_refuse
 from ..evaluator import CaseRecord, Cases, Evaluator, Summary
@@ -399,6 +401,61 @@ def aggregate(cases: PointCases, records: dict[str, BlockHits]) -> FrocSummary:
     )
 
 
+def bootstrap_units(cases: PointCases) -> list[str]:
+    """The bootstrap's unit is a ground-truth image (stage 1's cases are blocks of images)."""
+    return cases.gt.image_paths
+
+
+def _copies(draw: np.ndarray, owner: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Items (objects or points) of the images drawn: an item of an image drawn k times has k copies, none if it is
+    not drawn, and an item of no image (owner -1: a point of an image not in the ground truth) one. Returns, in
+    (item, copy) order, each copy's item and new image (-1: none), and each item's first copy number."""
+    order = np.argsort(draw, kind="stable")  # draw positions grouped by the image drawn
+    start = np.searchsorted(draw[order], np.arange(len(draw) + 1))
+    times = np.diff(start)
+    known = owner >= 0
+    per_item = np.where(known, times[np.where(known, owner, 0)], 1)
+    item = np.repeat(np.arange(len(owner)), per_item)
+    first = np.cumsum(per_item) - per_item
+    copy = np.arange(len(item)) - first[item]
+    new_image = np.full(len(item), -1, dtype=np.int64)
+    of_image = known[item]
+    new_image[of_image] = order[start[owner[item[of_image]]] + copy[of_image]]
+    return item, new_image, first
+
+
+def resample(cases: PointCases, records: dict[str, BlockHits],
+             draw: np.ndarray) -> tuple[PointCases, dict[str, BlockHits]]:
+    """The bootstrap's unit is an image: the ground truth and submission of the drawn images, each drawn image a new
+    image with copies of its objects and points (in file order, copies of one point side by side, so the walk's
+    tie order is the file order), and the hits between copies. Points of images not in the ground truth stay in
+    every resample (false positives of no image); an image listed on two lines of annotations.csv counts once per
+    draw."""
+    gt, submission = cases.gt, cases.submission
+    drawn = resampled_ids(gt.image_paths, draw)
+    objects, object_image, first_object = _copies(draw, gt.object_image)
+    points, point_image, first_point = _copies(draw, submission.point_image)
+    vertex_count = np.diff(gt.vertex_start)[objects]
+    vertex_start = np.concatenate([[0], np.cumsum(vertex_count)]).astype(np.int64)
+    vertices = np.repeat(gt.vertex_start[objects] - vertex_start[:-1], vertex_count) + np.arange(vertex_start[-1])
+    resampled_gt = dataclasses.replace(
+        gt, image_paths=[new for new, _ in drawn], num_image=len(drawn), object_image=object_image,
+        object_type=gt.object_type[objects], boxes=gt.boxes[objects], vertex_start=vertex_start,
+        vertices_x=gt.vertices_x[vertices], vertices_y=gt.vertices_y[vertices],
+        malformed={new: gt.malformed[old] for new, old in enumerate(objects.tolist()) if old in gt.malformed})
+    resampled_submission = dataclasses.replace(
+        submission, point_image=point_image, probability=submission.probability[points], x=submission.x[points],
+        y=submission.y[points], image_probability=submission.image_probability[draw])
+    hit_point = np.concatenate([np.asarray(r.point, dtype=np.int64) for r in records.values()] or [np.empty(0, int)])
+    hit_object = np.concatenate([np.asarray(r.object, dtype=np.int64) for r in records.values()]
+                                or [np.empty(0, int)])
+    times = np.bincount(draw, minlength=len(gt.image_paths))[gt.object_image[hit_object]]
+    pair = np.repeat(np.arange(len(hit_point)), times)
+    copy = np.arange(len(pair)) - (np.cumsum(times) - times)[pair]
+    hits = BlockHits(first_point[hit_point[pair]] + copy, first_object[hit_object[pair]] + copy)
+    return dataclasses.replace(cases, gt=resampled_gt, submission=resampled_submission), {"resampled": hits}
+
+
 def write_figures(folder: Path, cases: PointCases, records: dict[str, BlockHits], summary: FrocSummary) -> None:
     """froc.png (sensitivity against false positives per image, the levels marked) and roc.png."""
     from ..plots import plot_froc, plot_roc
@@ -424,7 +481,12 @@ EVALUATOR = Evaluator(
     aggregate=aggregate,
     add_arguments=add_arguments,
     write_figures=write_figures,
+    figures=("froc.png", "roc.png"),
     unit="image blocks",
     cheap_cases=True,
+    bootstrap_units=bootstrap_units,
+    bootstrap_unit="images",
+    resample=resample,
+    ranking=("auc", "froc"),
 )
 main = EVALUATOR.main

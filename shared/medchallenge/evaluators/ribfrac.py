@@ -21,6 +21,7 @@ import numpy as np
 
 from ..contract import GC_LAYOUT, match_jobs, name_list, read_json_file, read_predictions_json
 from ..errors import InputError, note_or_refuse
+from ..bootstrap import resampled_ids
 from ..evaluator import CaseRecord, Cases, Evaluator, Summary
 from ..formats import ribfrac as formats
 from ..metrics import ribfrac as metrics
@@ -127,35 +128,86 @@ def evaluate_case(sources: dict[str, CaseSource], case_id: str) -> CaseMatch:
     )
 
 
-def aggregate(cases: VolumeCases, records: dict[str, CaseMatch]) -> Summary:
-    """Stage 2: aggregates and details from all case records (§3 FROC, §5 F1s, §6 Dice/IoU)."""
-    matches = list(records.values())
-    num_gt_total = sum(r.num_gt for r in matches)
-    fp, recall = metrics.froc_points([r.detections for r in matches], num_gt_total, len(matches))
-    key_recall = metrics.key_recalls(fp, recall, metrics.KEY_FPS, cases.tie_order)
-    matrix = np.sum([np.asarray(r.confusion_matrix, dtype=np.int64) for r in matches], axis=0) if matches \
-        else np.zeros((len(metrics.MATRIX_ROWS), len(metrics.MATRIX_COLUMNS)), dtype=np.int64)
-    f1 = metrics.f1_scores(matrix)
-    seg = metrics.segmentation_scores(sum(r.inter for r in matches), sum(r.union for r in matches),
-                                      sum(r.y_true for r in matches), sum(r.y_pred for r in matches))
+NUM_THRESHOLDS = len(metrics.THRESHOLDS)
+MATRIX_SHAPE = (len(metrics.MATRIX_ROWS), len(metrics.MATRIX_COLUMNS))
+
+
+def case_statistics(record: CaseMatch) -> np.ndarray:
+    """What stage 2 sums over cases, as one int64 vector: FP and TP counts per threshold (§3.1), num_gt, the
+    confusion matrix (§4) and the voxel sums (§6). Every aggregate is a function of their sum and the case count."""
+    fp, tp = metrics.case_froc_counts(record.detections)
+    return np.concatenate([fp, tp, [record.num_gt], np.asarray(record.confusion_matrix, dtype=np.int64).ravel(),
+                           [record.inter, record.union, record.y_true, record.y_pred]]).astype(np.int64)
+
+
+@dataclass
+class Totals:
+    """Stage 2 from the summed case statistics: the aggregates and what details and figures show."""
+
+    aggregates: dict[str, float]
+    fp: np.ndarray
+    recall: np.ndarray
+    key_recall: list[float]
+    matrix: np.ndarray
+
+
+def aggregate_totals(total: np.ndarray, num_cases: int, tie_order: str, branch: str) -> Totals:
+    """The aggregates (§3 FROC, §5 F1s, §6 Dice/IoU) from the sum of `case_statistics` over `num_cases` cases."""
+    t = NUM_THRESHOLDS
+    matrix_end = 2 * t + 1 + MATRIX_SHAPE[0] * MATRIX_SHAPE[1]
+    fp, recall = metrics.froc_rates(total[:t], total[t:2 * t], int(total[2 * t]), num_cases)
+    key_recall = metrics.key_recalls(fp, recall, metrics.KEY_FPS, tie_order)
+    matrix = total[2 * t + 1:matrix_end].reshape(MATRIX_SHAPE)
     aggregates = {
         "froc_average": float(np.mean(key_recall)),
         **dict(zip(KEY_NAMES, key_recall)),
         "max_recall": float(recall.max()),
         "average_fp_at_max_recall": float(fp.max()),
-        **f1,
-        **seg,
+        **metrics.f1_scores(matrix),
+        **metrics.segmentation_scores(*total[matrix_end:].tolist()),
     }
-    if cases.branch == "legacy":
+    if branch == "legacy":
         aggregates = {key: aggregates[key] for key in LEGACY_KEYS}
+    return Totals(aggregates, fp, recall, key_recall, matrix)
+
+
+def _statistics(records: dict[str, CaseMatch]) -> np.ndarray:
+    size = 2 * NUM_THRESHOLDS + 1 + MATRIX_SHAPE[0] * MATRIX_SHAPE[1] + 4
+    return np.array([case_statistics(r) for r in records.values()], dtype=np.int64).reshape(-1, size)
+
+
+def aggregate(cases: VolumeCases, records: dict[str, CaseMatch]) -> Summary:
+    """Stage 2: aggregates and details from all case records (§3 FROC, §5 F1s, §6 Dice/IoU)."""
+    totals = aggregate_totals(_statistics(records).sum(axis=0), len(records), cases.tie_order, cases.branch)
     details = {
-        "num_cases": len(matches),
-        "froc": {"thresholds": metrics.THRESHOLDS.tolist(), "fp": fp.tolist(), "recall": recall.tolist(),
-                 "key_fps": list(metrics.KEY_FPS), "key_recall": key_recall},
+        "num_cases": len(records),
+        "froc": {"thresholds": metrics.THRESHOLDS.tolist(), "fp": totals.fp.tolist(),
+                 "recall": totals.recall.tolist(), "key_fps": list(metrics.KEY_FPS), "key_recall": totals.key_recall},
         "confusion_matrix": {"rows": list(metrics.MATRIX_ROWS), "columns": list(metrics.MATRIX_COLUMNS),
-                             "data": matrix.tolist()},
+                             "data": totals.matrix.tolist()},
     }
-    return Summary(aggregates=aggregates, details=details)
+    return Summary(aggregates=totals.aggregates, details=details)
+
+
+def resample(cases: VolumeCases, records: dict[str, CaseMatch],
+             draw: np.ndarray) -> tuple[VolumeCases, dict[str, CaseMatch]]:
+    """The bootstrap's unit is a CT (a case): the drawn records, re-keyed (the aggregate reads nothing else)."""
+    return cases, {new: records[old] for new, old in resampled_ids(cases.ids, draw)}
+
+
+def fast_bootstrap(cases: VolumeCases, records: dict[str, CaseMatch], draws: np.ndarray) -> dict[str, np.ndarray]:
+    """Every resample's aggregates at once: the summed statistics of each resample are one matrix product of the
+    draw counts with the per-case statistics (integers, so exactly the sums the aggregate forms)."""
+    statistics = _statistics({case_id: records[case_id] for case_id in cases.ids})
+    num_resamples, num_cases = draws.shape
+    counts = np.bincount((draws + num_cases * np.arange(num_resamples)[:, None]).ravel(),
+                         minlength=num_resamples * num_cases).reshape(num_resamples, num_cases)
+    totals = counts @ statistics
+    values: dict[str, np.ndarray] = {}
+    for row, total in enumerate(totals):
+        for key, value in aggregate_totals(total, num_cases, cases.tie_order, cases.branch).aggregates.items():
+            values.setdefault(key, np.empty(num_resamples))[row] = value
+    return values
 
 
 def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> None:
@@ -347,5 +399,9 @@ EVALUATOR = Evaluator(
     aggregate=aggregate,
     add_arguments=add_arguments,
     write_figures=write_figures,
+    figures=("froc.png", "confusion_matrix.png"),
+    resample=resample,
+    fast_bootstrap=fast_bootstrap,
+    ranking=("froc_average", "macro_f1"),
 )
 main = EVALUATOR.main

@@ -8,11 +8,15 @@ Spec: docs/metrics/tb-caverns-2022.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
+import numpy as np
+
+from ..bootstrap import resampled_ids
 from ..contract import GC_LAYOUT, match_jobs, read_predictions_json
 from ..errors import InputError
 from ..evaluator import CaseRecord, Cases, Evaluator, Summary
@@ -139,6 +143,28 @@ def aggregate(cases: BoxCases, records: dict[str, CaseScore]) -> Summary:
     return Summary(aggregates=aggregate_scores(records, len(boxes.all_ids)), details=details, notes=notes)
 
 
+def resample(cases: BoxCases, records: dict[str, CaseScore],
+             draw: np.ndarray) -> tuple[BoxCases, dict[str, CaseScore]]:
+    """The bootstrap's unit is a CT (an id of either list): the drawn cases re-keyed, with the id list, ground truth
+    and predictions of the drawn ids, so that §4's denominator is the number of drawn ids of the id list."""
+    boxes = cases.sources
+    drawn = resampled_ids(cases.ids, draw)
+    resampled = Boxes(ground_truth={new: boxes.ground_truth[old] for new, old in drawn if old in boxes.ground_truth},
+                      predictions={new: boxes.predictions[old] for new, old in drawn if old in boxes.predictions},
+                      all_ids=frozenset(new for new, old in drawn if old in boxes.all_ids))
+    return (dataclasses.replace(cases, ids=[new for new, _ in drawn], sources=resampled),
+            {new: records[old] for new, old in drawn})
+
+
+def unit_scores(cases: BoxCases, records: dict[str, CaseScore], metric: str) -> dict[str, float] | None:
+    """Per CT, what it adds to `map` (§4): its case score with ground truth, 1 or 0 without (no predictions or
+    some)."""
+    if metric != "map":
+        return None
+    return {case_id: record.case_score if record.has_ground_truth else float(record.num_pred == 0)
+            for case_id, record in records.items()}
+
+
 EVALUATOR = Evaluator(
     challenge="tb-caverns",
     description=__doc__,
@@ -149,5 +175,8 @@ EVALUATOR = Evaluator(
     evaluate_case=evaluate_case,
     aggregate=aggregate,
     cheap_cases=True,
+    resample=resample,
+    ranking=("map",),
+    unit_scores=unit_scores,
 )
 main = EVALUATOR.main

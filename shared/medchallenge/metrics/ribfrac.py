@@ -322,18 +322,33 @@ def froc_points(cases: Iterable[Sequence[Mapping]], num_gt_total: int, num_cases
     Returns:
         (fp, recall), float64 arrays with one value per threshold.
     """
-    tp = np.zeros(len(thresholds), dtype=np.int64)
     fp = np.zeros(len(thresholds), dtype=np.int64)
+    tp = np.zeros(len(thresholds), dtype=np.int64)
     for rows in cases:
-        if not rows:
-            continue
-        prob = np.array([r["prob"] for r in rows], dtype=np.float64)
-        hit_iou = np.array([r["max_iou"] for r in rows], dtype=np.float64) > HIT_IOU
-        hit = np.array([r["hit_label"] for r in rows], dtype=np.int64)
-        positive = prob[None, :] >= thresholds[:, None]
-        fp += np.count_nonzero(positive & ~hit_iou, axis=1)
-        for t, selected in enumerate(positive & hit_iou):
-            tp[t] += np.unique(hit[selected]).size
+        case_fp, case_tp = case_froc_counts(rows, thresholds)
+        fp += case_fp
+        tp += case_tp
+    return froc_rates(fp, tp, num_gt_total, num_cases)
+
+
+def case_froc_counts(rows: Sequence[Mapping], thresholds: np.ndarray = THRESHOLDS) -> tuple[np.ndarray, np.ndarray]:
+    """§3.1 for one case: its FP and TP counts (int64) at each threshold; `froc_points` sums them over cases."""
+    fp = np.zeros(len(thresholds), dtype=np.int64)
+    tp = np.zeros(len(thresholds), dtype=np.int64)
+    if not rows:
+        return fp, tp
+    prob = np.array([r["prob"] for r in rows], dtype=np.float64)
+    hit_iou = np.array([r["max_iou"] for r in rows], dtype=np.float64) > HIT_IOU
+    hit = np.array([r["hit_label"] for r in rows], dtype=np.int64)
+    positive = prob[None, :] >= thresholds[:, None]
+    fp += np.count_nonzero(positive & ~hit_iou, axis=1)
+    for t, selected in enumerate(positive & hit_iou):
+        tp[t] += np.unique(hit[selected]).size
+    return fp, tp
+
+
+def froc_rates(fp: np.ndarray, tp: np.ndarray, num_gt_total: int, num_cases: int) -> tuple[np.ndarray, np.ndarray]:
+    """§3.2: (fp per scan, recall) from the summed counts."""
     return (fp + EPS) / (num_cases + EPS), (tp + EPS) / (num_gt_total + EPS)
 
 

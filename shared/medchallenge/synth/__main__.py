@@ -1,7 +1,7 @@
 """`python -m medchallenge.synth CHALLENGE --out DIR ...`: generate a synthetic cohort for one challenge.
 
-Each generator module of the registry (`Challenge.generators`: the challenge's own, `medchallenge.synth.<module>`, and its
-algorithm's input generator if it has one) provides `add_arguments(parser)` and
+Each challenge's generator module (registry: `medchallenge.synth.<module>`), and an algorithm's generator of its
+input files where it has one of its own (`Algorithm.generator`), provides `add_arguments(parser)` and
 `run(args) -> int`.
 """
 
@@ -19,16 +19,18 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.synth", description=__doc__)
     sub = parser.add_subparsers(dest="challenge", required=True)
     modules = {}
-    for challenge in CHALLENGES.values():
-        for name, module_name in challenge.generators.items():
-            try:
-                module = importlib.import_module(module_name)
-            except ModuleNotFoundError as exc:
-                if exc.name != module_name:
-                    raise
-                continue
-            modules[name] = module
-            module.add_arguments(sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0]))
+    generators = {name: challenge.generator_module for name, challenge in CHALLENGES.items()}
+    generators.update({challenge.algorithm.generator: f"medchallenge.synth.{challenge.algorithm.generator.replace('-', '_')}"
+                       for challenge in CHALLENGES.values() if challenge.algorithm and challenge.algorithm.generator})
+    for name, generator_module in generators.items():
+        try:
+            module = importlib.import_module(generator_module)
+        except ModuleNotFoundError as exc:
+            if exc.name != generator_module:
+                raise
+            continue
+        modules[name] = module
+        module.add_arguments(sub.add_parser(name, help=(module.__doc__ or "").strip().splitlines()[0]))
     args = parser.parse_args(argv)
     setup_logging()
     return modules[args.challenge].run(args)

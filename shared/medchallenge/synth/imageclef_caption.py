@@ -14,6 +14,7 @@ import argparse
 import json
 import logging
 import random
+from collections.abc import Sequence
 from pathlib import Path
 
 from ..formats import imageclef_caption as fmt
@@ -113,23 +114,32 @@ def _concept_run_lines(edition: str, data: dict, rng: random.Random) -> str:
 def write_cohort(out: Path, data: dict, edition: str, gc_layout: bool, secondary: bool, seed: int) -> None:
     """Write the ground truth and run files (and optionally the GC layout) of one synthetic cohort."""
     rng = random.Random(seed + 1)
-    gt, pred = out / "ground_truth", out / "predictions"
-    gt_delimiter = fmt.PIPE if edition == "2022" else fmt.TAB
-    header = "ID\tcuis\n" if edition == "2022" else ""
-    write_text_atomic(gt / fmt.CONCEPTS_GT,
-                      header + "".join(f"{i}\t{';'.join(c)}\n" for i, c in data["gt_concepts"].items()))
-    write_text_atomic(gt / fmt.CAPTIONS_GT, "".join(f"{i}{gt_delimiter}{c}\n" for i, c in data["gt_captions"].items()))
-    write_text_atomic(pred / fmt.CONCEPTS_RUN, _concept_run_lines(edition, data, rng))
-    write_text_atomic(pred / fmt.CAPTIONS_RUN, "".join(fmt.iter_run_lines(data["pred_captions"], fmt.PIPE)))
+    pred = out / "predictions"
+    subset = manual = None
     if secondary and edition == "2022":
         subset = data["vocabulary"][:15]
         manual = {i: [c for c in concepts if c in subset or rng.random() < 0.5]
                   for i, concepts in data["gt_concepts"].items()}
-        write_text_atomic(gt / fmt.CONCEPTS_MANUAL_GT,
-                          "ID\tcuis\n" + "".join(f"{i}\t{';'.join(c)}\n" for i, c in manual.items()))
-        write_text_atomic(gt / fmt.SECONDARY_CONCEPTS, "\n".join(subset) + "\n")
+    write_ground_truth(out / "ground_truth", edition, data["gt_concepts"], data["gt_captions"], subset, manual)
+    write_text_atomic(pred / fmt.CONCEPTS_RUN, _concept_run_lines(edition, data, rng))
+    write_text_atomic(pred / fmt.CAPTIONS_RUN, "".join(fmt.iter_run_lines(data["pred_captions"], fmt.PIPE)))
     if gc_layout:
         write_gc_layout(out / "predictions_gc", data)
+
+
+def write_ground_truth(gt: Path, edition: str, concepts: dict[str, list[str]], captions: dict[str, str],
+                       secondary: Sequence[str] | None = None, manual: dict[str, list[str]] | None = None) -> None:
+    """The evaluator's ground-truth folder in the edition's formats (2022: concepts with a header, captions
+    `ID|caption`; 2021: no header, captions `ID<TAB>caption`); with `secondary` (2022) also the secondary concept
+    list and the manually validated concepts (`manual`, default: the concepts themselves)."""
+    gt_delimiter = fmt.PIPE if edition == "2022" else fmt.TAB
+    header = "ID\tcuis\n" if edition == "2022" else ""
+    write_text_atomic(gt / fmt.CONCEPTS_GT, header + "".join(f"{i}\t{';'.join(c)}\n" for i, c in concepts.items()))
+    write_text_atomic(gt / fmt.CAPTIONS_GT, "".join(f"{i}{gt_delimiter}{c}\n" for i, c in captions.items()))
+    if secondary is not None and edition == "2022":
+        write_text_atomic(gt / fmt.CONCEPTS_MANUAL_GT,
+                          "ID\tcuis\n" + "".join(f"{i}\t{';'.join(c)}\n" for i, c in (manual or concepts).items()))
+        write_text_atomic(gt / fmt.SECONDARY_CONCEPTS, "\n".join(secondary) + "\n")
 
 
 def write_gc_layout(folder: Path, data: dict) -> None:

@@ -1,0 +1,308 @@
+"""`medchallenge leaderboard`: score every submission, rank them, and show how certain the ranking is.
+
+    medchallenge leaderboard --challenge NAME [--edition E] --ground-truth GT --submissions DIR --output OUT
+        [--metric M] [--bootstrap N] [--bootstrap-seed S] [--bootstrap-level L] [--test auto|wilcoxon|bootstrap]
+        [--alpha A] [--records DIR] [-- EVALUATOR OPTIONS]
+
+Every folder under DIR is one submission (its name is the team), scored by the challenge's evaluator as the
+evaluator command scores it (records kept per team in OUT/records/<team>, reused on the next run; metrics.json
+with bootstrap intervals in OUT/teams/<team>). Ranked by the challenge's official ranking metric (the first of
+`Evaluator.ranking` that every submission has, or --metric; higher is better; equal values share the better rank).
+Uncertainty, as challengeR (Wiesenfarth et al., Sci Rep 2021) shows it: the same bootstrap resamples of the cases
+for every team (paired), each team's percentile interval, its rank in every resample (rank distribution, blob
+plot), and one-sided pairwise tests with Holm's adjustment over all ordered pairs (significance map): Wilcoxon
+signed-rank over per-case scores where the metric is a mean of per-case scores, else the paired bootstrap.
+Writes OUT/leaderboard.json, OUT/leaderboard.csv and OUT/leaderboard.html (static, self-contained, offline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import importlib
+import io
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import bootstrap as boot
+from .errors import InputError, report_errors
+from .evaluator import Evaluator, Scored, build_parser, score, write_results
+from .io import write_json_atomic, write_text_atomic
+from .logs import setup_logging
+from .registry import CHALLENGES
+from .significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
+
+log = logging.getLogger("medchallenge.leaderboard")
+TESTS = ("auto", "wilcoxon", "bootstrap")
+
+
+@dataclass
+class Team:
+    name: str
+    folder: Path
+    scored: Scored | None = None
+    error: str | None = None
+    parsed: argparse.Namespace | None = None  # its evaluator arguments
+
+
+def build_leaderboard_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="medchallenge leaderboard", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--challenge", required=True, choices=sorted(CHALLENGES))
+    parser.add_argument("--edition", default=None,
+                        help="the challenge's configuration (e.g. 2021 for imageclef-caption, legacy for ribfrac)")
+    parser.add_argument("--ground-truth", type=Path, required=True)
+    parser.add_argument("--submissions", type=Path, required=True, help="one folder per submission (team)")
+    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--metric", default=None,
+                        help="rank by this aggregate (default: the official ranking metric)")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
+    parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
+    parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
+    parser.add_argument("--test", choices=TESTS, default="auto",
+                        help="pairwise test: wilcoxon (per-case scores), bootstrap (paired resamples of the "
+                             "aggregate) or auto: wilcoxon where the metric has per-case scores (default)")
+    parser.add_argument("--alpha", type=float, default=0.05,
+                        help="significance level: Holm-adjusted p <= alpha, as challengeR decides (default 0.05)")
+    parser.add_argument("--records", type=Path, default=None, help="records folder (default OUT/records)")
+    parser.add_argument("--workers", type=int, default=None, help="the evaluator's --workers")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser
+
+
+@contextlib.contextmanager
+def edition_environment(challenge: str, edition: str | None) -> Iterator[None]:
+    """With --edition, the configuration's build arguments (the environment its evaluator image runs with) while
+    its evaluator's parser takes its defaults; without, the environment as it is (inside an evaluator image: its
+    baked configuration)."""
+    if edition is None:
+        yield
+        return
+    configurations = {c.edition.suffix: c for c in CHALLENGES[challenge].configurations}
+    if edition not in configurations:
+        raise InputError(f"--edition {edition!r}: {challenge} has {', '.join(repr(k) for k in configurations)}")
+    saved = dict(os.environ)
+    os.environ.update(configurations[edition].edition.build_args)
+    try:
+        yield
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def find_teams(submissions: Path) -> list[Team]:
+    if not submissions.is_dir():
+        raise InputError(f"{submissions}: not a folder of submissions")
+    teams = [Team(p.name, p) for p in sorted(submissions.iterdir())
+             if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")]
+    if not teams:
+        raise InputError(f"{submissions}: no submission folder in it")
+    return teams
+
+
+def score_team(evaluator: Evaluator, args: argparse.Namespace, team: Team, extra: list[str]) -> None:
+    """The evaluator command on one submission (records reused), its metrics.json written without intervals
+    (added later from the shared resamples); a bad submission is noted, not fatal."""
+    argv = ["--input", str(team.folder), "--ground-truth", str(args.ground_truth),
+            "--output", str(args.output / "teams" / team.name), "--records", str(args.records / team.name),
+            "--no-plots", *(["--no-progress"] if args.no_progress else []),
+            *(["--workers", str(args.workers)] if args.workers is not None else []), *extra]
+    with edition_environment(args.challenge, args.edition):
+        try:
+            parsed = build_parser(evaluator).parse_args(argv)
+        except SystemExit:
+            raise InputError(f"evaluator options {' '.join(extra)!r}: not options of the {args.challenge} "
+                             "evaluator") from None
+    team.parsed = parsed
+    try:
+        team.scored = score(evaluator, parsed)
+    except InputError as exc:
+        team.error = str(exc)
+        log.warning("warning: submission %s not ranked: %s", team.name, exc)
+
+
+def ranking_metric(evaluator: Evaluator, teams: list[Team], requested: str | None) -> str:
+    shared = set.intersection(*(set(t.scored.summary.aggregates) for t in teams))
+    if requested is not None:
+        if requested not in shared:
+            raise InputError(f"--metric {requested}: not an aggregate of every submission "
+                             f"(shared: {', '.join(sorted(shared)) or 'none'})")
+        return requested
+    for metric in evaluator.ranking:
+        if metric in shared:
+            return metric
+    raise InputError(f"no official ranking metric ({', '.join(evaluator.ranking)}) in every submission; "
+                     "name one with --metric")
+
+
+def competition_ranks(values: np.ndarray) -> np.ndarray:
+    """Ranks along axis 0, higher value better, ties share the better rank (1 + number strictly better); an
+    undefined value (NaN) ranks below every defined one."""
+    v = np.where(np.isfinite(values), values, -np.inf)
+    return 1 + (v[None, ...] > v[:, None, ...]).sum(axis=1)
+
+
+def paired_draws(evaluator: Evaluator, teams: list[Team], num_resamples: int, seed: int) -> tuple[list[str], list]:
+    """One draw of the ground-truth units for all teams: the units in the first team's order (so a team in that
+    order gets the resamples and intervals of `evaluate.py --bootstrap N --bootstrap-seed S`), and per team the
+    draws as indices into its own unit order."""
+    units = [evaluator.bootstrap_units(t.scored.cases) for t in teams]
+    canonical = list(units[0])
+    for team, team_units in zip(teams, units):
+        if sorted(team_units) != sorted(canonical) or len(set(team_units)) != len(team_units):
+            raise InputError(f"submission {team.name}: scored on other cases than {teams[0].name} (same ground "
+                             "truth expected)")
+    draws = boot.draw_resamples(len(canonical), num_resamples, seed)
+    per_team = []
+    for team_units in units:
+        position = {unit: index for index, unit in enumerate(team_units)}
+        per_team.append(np.array([position[u] for u in canonical], dtype=np.int64)[draws])
+    return canonical, per_team
+
+
+def pairwise_tests(evaluator: Evaluator, teams: list[Team], metric: str, replicate: np.ndarray,
+                   method: str) -> tuple[str, np.ndarray]:
+    """p-values (one-sided: row better than column) for every ordered pair, diagonal NaN, and the test used."""
+    scores = [evaluator.unit_scores(t.scored.cases, t.scored.records, metric) if evaluator.unit_scores else None
+              for t in teams]
+    has_scores = all(s is not None for s in scores)
+    if method == "wilcoxon" and not has_scores:
+        raise InputError(f"--test wilcoxon: {metric} has no per-case scores; use --test bootstrap")
+    use = "wilcoxon" if method == "wilcoxon" or (method == "auto" and has_scores) else "bootstrap"
+    n = len(teams)
+    p = np.full((n, n), np.nan)
+    for i in range(n):
+        for j in range(n):
+            if i == j:
+                continue
+            if use == "wilcoxon":
+                common = sorted(set(scores[i]) & set(scores[j]))
+                p[i, j] = wilcoxon_greater([scores[i][u] for u in common], [scores[j][u] for u in common])[1]
+            else:
+                p[i, j] = bootstrap_greater(replicate[i], replicate[j])
+    return use, p
+
+
+def mean_kendall_tau(observed: np.ndarray, ranks: np.ndarray) -> float | None:
+    """challengeR's ranking stability: Kendall's tau between the observed ranking and each resample's, averaged
+    (None with fewer than two teams or where every ranking is constant)."""
+    if len(observed) < 2:
+        return None
+    taus = [kendall_tau_b(observed, column) for column in ranks.T]
+    finite = [t for t in taus if np.isfinite(t)]
+    return float(np.mean(finite)) if finite else None
+
+
+def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], failed: list[Team]) -> dict[str, Any]:
+    """Ranks, intervals, rank distributions and pairwise tests; each team's metrics.json gets its intervals."""
+    metric = ranking_metric(evaluator, teams, args.metric)
+    started = time.perf_counter()
+    units, draws = paired_draws(evaluator, teams, args.bootstrap, args.bootstrap_seed)
+    values = [boot.replicates(evaluator, t.scored.cases, t.scored.records, d) for t, d in zip(teams, draws)]
+    bootstrap_seconds = time.perf_counter() - started
+    replicate = np.array([v.get(metric, np.full(args.bootstrap, np.nan)) for v in values])
+    observed = np.array([t.scored.summary.aggregates[metric] for t in teams])
+    rank = competition_ranks(observed)
+    ranks = competition_ranks(replicate)  # (teams, resamples)
+    distribution = np.array([np.bincount(r, minlength=len(teams) + 1)[1:] for r in ranks])
+    test, p = pairwise_tests(evaluator, teams, metric, replicate, args.test)
+    off_diagonal = ~np.eye(len(teams), dtype=bool)
+    adjusted = np.full_like(p, np.nan)
+    adjusted[off_diagonal] = holm(p[off_diagonal]) if off_diagonal.any() else []
+    order = np.lexsort((np.arange(len(teams)), rank))
+    rows = []
+    for index in order:
+        team = teams[index]
+        intervals = boot.intervals(values[index], args.bootstrap_level, args.bootstrap_seed)
+        team.scored.meta["bootstrap"] = intervals
+        write_results(evaluator, team.parsed, team.scored)
+        interval = intervals.get(metric, {})
+        rows.append({
+            "team": team.name, "rank": int(rank[index]), "value": float(observed[index]),
+            "low": interval.get("low"), "high": interval.get("high"),
+            "median_rank": float(np.median(ranks[index])),
+            "rank_low": float(np.quantile(ranks[index], (1 - args.bootstrap_level) / 2)),
+            "rank_high": float(np.quantile(ranks[index], 1 - (1 - args.bootstrap_level) / 2)),
+            "p_first": float(np.mean(ranks[index] == 1)),
+            "rank_distribution": distribution[index].tolist(),
+            "aggregates": team.scored.summary.aggregates, "intervals": intervals,
+        })
+
+    def matrix(a: np.ndarray) -> list[list[float | None]]:
+        return [[None if not np.isfinite(a[i, j]) else float(a[i, j]) for j in order] for i in order]
+
+    return {
+        "challenge": args.challenge,
+        "edition": args.edition,
+        "metric": metric,
+        "higher_is_better": True,
+        "ties": "equal values share the better rank; no tie-break rule of the challenge is known",
+        "num_units": len(units),
+        "unit": evaluator.resampling_unit,
+        "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level,
+                      "paired": True, "seconds": round(bootstrap_seconds, 3)},
+        "mean_kendall_tau": mean_kendall_tau(rank, ranks),
+        "teams": rows,
+        "significance": {"test": test, "alternative": "row better than column", "correction": "holm",
+                         "alpha": args.alpha, "teams": [teams[i].name for i in order], "p": matrix(p),
+                         "p_holm": matrix(adjusted),
+                         "significant": [[bool(adjusted[i, j] <= args.alpha) for j in order] for i in order]},
+        "failed": {t.name: t.error for t in failed},
+    }
+
+
+CSV_COLUMNS = ("rank", "team", "value", "low", "high", "median_rank", "rank_low", "rank_high", "p_first")
+
+
+def leaderboard_csv(board: dict[str, Any]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow([*CSV_COLUMNS[:2], board["metric"], *CSV_COLUMNS[3:]])
+    for row in board["teams"]:
+        writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+    return out.getvalue()
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = build_leaderboard_parser()
+    args, extra = parser.parse_known_args(argv)
+    extra = [a for a in extra if a != "--"]
+    setup_logging()
+    boot.check_level(args.bootstrap_level)
+    if args.bootstrap < 1:
+        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs at least one resample")
+    if not 0 < args.alpha < 1:
+        raise InputError(f"--alpha {args.alpha}: expected a number between 0 and 1")
+    args.records = args.records or args.output / "records"
+    evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
+    teams = find_teams(args.submissions)
+    for team in teams:
+        score_team(evaluator, args, team, extra)
+    scored = [t for t in teams if t.scored is not None]
+    if not scored:
+        raise InputError(f"{args.submissions}: no submission could be scored ({teams[0].name}: {teams[0].error})")
+    board = build(evaluator, args, scored, [t for t in teams if t.error is not None])
+    from .leaderboard_page import render
+
+    write_json_atomic(args.output / "leaderboard.json", board)
+    write_text_atomic(args.output / "leaderboard.csv", leaderboard_csv(board))
+    write_text_atomic(args.output / "leaderboard.html", render(board))
+    for row in board["teams"]:
+        log.info("%3d  %-24s %s = %.4f [%.4f, %.4f]  median rank %.1f", row["rank"], row["team"], board["metric"],
+                 row["value"], row["low"] if row["low"] is not None else float("nan"),
+                 row["high"] if row["high"] is not None else float("nan"), row["median_rank"])
+    log.info("leaderboard of %d submission(s) -> %s", len(scored), args.output / "leaderboard.html")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,181 @@
+"""The leaderboard's HTML page: one self-contained file (inline CSS and SVG, no script, font or image from
+elsewhere), so that it opens offline. The table with intervals, the rank-stability blob plot and the pairwise
+significance map, drawn from leaderboard.json's content."""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+
+CELL = 34  # px per team in the plots
+MARGIN_LEFT, MARGIN_TOP, MARGIN_BOTTOM = 150, 20, 120
+
+
+def _number(value: float | None, digits: int = 4) -> str:
+    return "–" if value is None else f"{value:.{digits}f}"
+
+
+def _x_labels(names: list[str], x0: float, y: float) -> str:
+    return "".join(f'<text x="{x0 + (k + 0.5) * CELL:.1f}" y="{y:.1f}" text-anchor="end" '
+                   f'transform="rotate(-45 {x0 + (k + 0.5) * CELL:.1f} {y:.1f})">{escape(name)}</text>'
+                   for k, name in enumerate(names))
+
+
+def blob_plot(board: dict[str, Any]) -> str:
+    """challengeR's blob plot: per team (x, in leaderboard order) a disc at each rank (y) it takes in the
+    bootstrap, area proportional to how often; the median rank (black dot) and the rank interval (line)."""
+    teams = board["teams"]
+    n = len(teams)
+    width, height = MARGIN_LEFT + n * CELL + 20, MARGIN_TOP + n * CELL + MARGIN_BOTTOM
+    resamples = board["bootstrap"]["n"]
+    parts = [f'<svg id="blob-plot" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="rank distribution per team">']
+    x0, y0 = MARGIN_LEFT, MARGIN_TOP
+
+    def y_of(rank: float) -> float:
+        return y0 + (rank - 0.5) * CELL
+
+    for rank in range(1, n + 1):
+        parts.append(f'<line x1="{x0}" x2="{x0 + n * CELL}" y1="{y_of(rank):.1f}" y2="{y_of(rank):.1f}" '
+                     'class="grid"/>')
+        parts.append(f'<text x="{x0 - 8}" y="{y_of(rank) + 4:.1f}" text-anchor="end">{rank}</text>')
+    for k, row in enumerate(teams):
+        x = x0 + (k + 0.5) * CELL
+        parts.append(f'<line x1="{x:.1f}" x2="{x:.1f}" y1="{y_of(row["rank_low"]):.1f}" '
+                     f'y2="{y_of(row["rank_high"]):.1f}" class="interval"/>')
+        for rank, count in enumerate(row["rank_distribution"], start=1):
+            if count:
+                radius = 0.48 * CELL * (count / resamples) ** 0.5
+                parts.append(f'<circle cx="{x:.1f}" cy="{y_of(rank):.1f}" r="{radius:.2f}" class="blob">'
+                             f'<title>{escape(row["team"])}: rank {rank} in {count} of {resamples} resamples'
+                             '</title></circle>')
+        parts.append(f'<circle cx="{x:.1f}" cy="{y_of(row["median_rank"]):.1f}" r="3" class="median"/>')
+    parts.append(_x_labels([row["team"] for row in teams], x0, y0 + n * CELL + 12))
+    parts.append(f'<text x="16" y="{y0 + n * CELL / 2:.1f}" transform="rotate(-90 16 {y0 + n * CELL / 2:.1f})" '
+                 'text-anchor="middle">rank in the bootstrap</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def significance_map(board: dict[str, Any]) -> str:
+    """challengeR's significance map: cell (row, column) filled where the row's team is significantly better
+    than the column's (one-sided test, Holm-adjusted p below alpha); teams in leaderboard order."""
+    sig = board["significance"]
+    names = sig["teams"]
+    n = len(names)
+    width, height = MARGIN_LEFT + n * CELL + 20, MARGIN_TOP + n * CELL + MARGIN_BOTTOM
+    parts = [f'<svg id="significance-map" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'viewBox="0 0 {width} {height}" role="img" aria-label="pairwise significance">']
+    x0, y0 = MARGIN_LEFT, MARGIN_TOP
+    for i, row_name in enumerate(names):
+        parts.append(f'<text x="{x0 - 8}" y="{y0 + (i + 0.5) * CELL + 4:.1f}" text-anchor="end">'
+                     f'{escape(row_name)}</text>')
+        for j, column_name in enumerate(names):
+            if i == j:
+                css, tip = "diagonal", escape(row_name)
+            else:
+                css = "significant" if sig["significant"][i][j] else "not-significant"
+                tip = (f"{escape(row_name)} better than {escape(column_name)}: p = {_number(sig['p'][i][j])}, "
+                       f"Holm-adjusted p = {_number(sig['p_holm'][i][j])}")
+            parts.append(f'<rect x="{x0 + j * CELL}" y="{y0 + i * CELL}" width="{CELL}" height="{CELL}" '
+                         f'class="{css}"><title>{tip}</title></rect>')
+    parts.append(_x_labels(names, x0, y0 + n * CELL + 12))
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def ci_bar(row: dict[str, Any], lowest: float, highest: float) -> str:
+    """A small interval bar for the table: the interval and the observed value on a shared scale."""
+    span = (highest - lowest) or 1.0
+
+    def x(value: float) -> float:
+        return 4 + 152 * (value - lowest) / span
+
+    if row["low"] is None:
+        return ""
+    return (f'<svg class="ci" width="160" height="14" viewBox="0 0 160 14"><line x1="{x(row["low"]):.1f}" '
+            f'x2="{x(row["high"]):.1f}" y1="7" y2="7"/><circle cx="{x(row["value"]):.1f}" cy="7" r="3"/></svg>')
+
+
+STYLE = """
+body { font-family: "DejaVu Sans", Arial, sans-serif; margin: 2em; color: #222; }
+table { border-collapse: collapse; margin: 1em 0; }
+th, td { border-bottom: 1px solid #ccc; padding: 4px 10px; text-align: right; }
+td { white-space: nowrap; }
+th:nth-child(2), td:nth-child(2) { text-align: left; }
+svg text { font-size: 12px; fill: #222; }
+.grid { stroke: #eee; }
+.interval { stroke: #555; stroke-width: 1.5; }
+.blob { fill: #3b75af; fill-opacity: 0.75; }
+.median { fill: #000; }
+.significant { fill: #f2c12e; stroke: #fff; }
+.not-significant { fill: #2c4d7a; stroke: #fff; }
+.diagonal { fill: #fff; stroke: #ccc; }
+.ci line { stroke: #3b75af; stroke-width: 3; }
+.ci circle { fill: #000; }
+.legend span { display: inline-block; width: 1em; height: 1em; vertical-align: middle; margin: 0 0.3em 0 1em; }
+.notes { color: #555; max-width: 60em; }
+"""
+
+
+def render(board: dict[str, Any]) -> str:
+    """The whole page."""
+    metric, teams, boot, sig = board["metric"], board["teams"], board["bootstrap"], board["significance"]
+    level = f"{100 * boot['level']:g}%"
+    bounds = [v for row in teams for v in (row["low"], row["high"], row["value"]) if v is not None]
+    lowest, highest = min(bounds), max(bounds)
+    rows = "".join(
+        f"<tr><td>{row['rank']}</td><td>{escape(row['team'])}</td><td>{_number(row['value'])}</td>"
+        f"<td>[{_number(row['low'])}, {_number(row['high'])}]</td><td>{ci_bar(row, lowest, highest)}</td>"
+        f"<td>{row['median_rank']:g} [{row['rank_low']:g}, {row['rank_high']:g}]</td>"
+        f"<td>{_number(row['p_first'], 3)}</td></tr>"
+        for row in teams)
+    aggregate_rows = "".join(
+        f"<tr><td>{escape(row['team'])}</td><td>{escape(key)}</td><td>{_number(value)}</td>"
+        f"<td>[{_number(row['intervals'].get(key, {}).get('low'))}, "
+        f"{_number(row['intervals'].get(key, {}).get('high'))}]</td></tr>"
+        for row in teams for key, value in row["aggregates"].items())
+    failed = "".join(f"<li>{escape(name)}: {escape(error)}</li>" for name, error in board["failed"].items())
+    tau = board["mean_kendall_tau"]
+    test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
+                 else "one-sided paired bootstrap test of the aggregate")
+    title = " ".join(filter(None, [board["challenge"], board["edition"]]))
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Leaderboard: {escape(title)}</title>
+<style>{STYLE}</style>
+</head>
+<body>
+<h1>Leaderboard: {escape(title)}</h1>
+<p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over {board['num_units']}
+{escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the cases (seed
+{boot['seed']}), the same resamples for every team.</p>
+<h2>Ranking with {level} intervals</h2>
+<table id="leaderboard">
+<thead><tr><th>rank</th><th>team</th><th>{escape(metric)}</th><th>{level} interval</th><th></th>
+<th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th></tr></thead>
+<tbody>{rows}</tbody>
+</table>
+<h2>Ranking stability</h2>
+<p class="notes">Blob plot: each team's ranks over the bootstrap resamples; disc area is the share of resamples with
+that rank, the black dot the median rank, the line the {level} rank interval. Mean Kendall's tau between the
+observed ranking and the resamples' rankings: {_number(tau, 3)}.</p>
+{blob_plot(board)}
+<h2>Pairwise significance</h2>
+<p class="notes">{escape(test_name)} for every ordered pair (row better than column), Holm-adjusted over all
+{len(sig['teams']) * (len(sig['teams']) - 1)} pairs, alpha = {sig['alpha']:g}.</p>
+<p class="legend"><span class="key" style="background:#f2c12e"></span>row significantly better than column
+<span class="key" style="background:#2c4d7a"></span>not significantly better</p>
+{significance_map(board)}
+<h2>Every aggregate</h2>
+<details><summary>all aggregates with their {level} intervals</summary>
+<table id="aggregates"><thead><tr><th>team</th><th>aggregate</th><th>value</th><th>{level} interval</th></tr></thead>
+<tbody>{aggregate_rows}</tbody></table></details>
+{f"<h2>Not ranked</h2><ul>{failed}</ul>" if failed else ""}
+<p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., Scientific Reports
+2021): bootstrap ranking stability, blob plots, significance maps.</p>
+</body>
+</html>
+"""

@@ -1,0 +1,94 @@
+"""Limits on what an evaluator or algorithm reads: a hostile or mistaken input beyond them is refused with one line
+before it can exhaust memory (docs: README "Hostile inputs"). Each is set by an environment variable.
+
+The defaults sit far above the challenges' real inputs (test sets of 50 to 7,601 cases; CTs up to about 700 slices)
+and keep the peak memory of every reader within the compose memory limit (`make bench`, hostile-input peaks).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputError
+
+TEXT_SUFFIXES = (".csv", ".txt", ".tsv")  # run files and ground-truth tables: line-based
+_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit: its environment variable, its default and what it counts."""
+
+    variable: str
+    default: int
+    unit: str
+
+    def value(self) -> int:
+        text = os.environ.get(self.variable, "")
+        try:
+            value = int(text) if text else self.default
+        except ValueError:
+            value = 0
+        if value < 1:
+            raise InputError(f"${self.variable}={text!r}: expected a positive whole number of {self.unit}")
+        return value
+
+    def refuse(self, path: Path, found: str) -> InputError:
+        return InputError(f"{path}: {found}, more than the limit of {self.value()} {self.unit} "
+                          f"(${self.variable} sets it)")
+
+
+# 512 x 512 x 1024: above RibFrac's thinnest CTs (about 700 slices of 512 x 512)
+MAX_VOXELS = Limit("MEDCHALLENGE_MAX_VOXELS", 512 * 512 * 1024, "voxels")
+MAX_TEXT_BYTES = Limit("MEDCHALLENGE_MAX_TEXT_BYTES", 64 << 20, "bytes")
+MAX_TEXT_LINES = Limit("MEDCHALLENGE_MAX_TEXT_LINES", 1_000_000, "lines")
+# one line of object-CXR's localization.csv at 1 MiB holds some 50,000 points: the limit on points per image
+MAX_LINE_BYTES = Limit("MEDCHALLENGE_MAX_LINE_BYTES", 1 << 20, "bytes per line")
+
+
+def check_voxel_count(path: Path, size: tuple[int, ...], components: int = 1) -> None:
+    """Refuse an image whose header declares more voxels than MAX_VOXELS (a decompression bomb or a mistake)."""
+    count = math.prod(size) * components
+    if count > MAX_VOXELS.value():
+        shape = " x ".join(str(d) for d in size) + (f" x {components} components" if components > 1 else "")
+        raise MAX_VOXELS.refuse(path, f"the header declares {count} voxels ({shape})")
+
+
+def check_text_size(path: Path) -> None:
+    """Refuse a text or JSON input over MAX_TEXT_BYTES, and a line-based one (TEXT_SUFFIXES) over MAX_TEXT_LINES or
+    with a line over MAX_LINE_BYTES, reading it as a stream (nothing kept) before any parser holds it in memory."""
+    suffix = path.suffix.lower()
+    if suffix not in (*TEXT_SUFFIXES, ".json"):
+        return
+    size = path.stat().st_size
+    if size > MAX_TEXT_BYTES.value():
+        raise MAX_TEXT_BYTES.refuse(path, f"{size} bytes")
+    if suffix == ".json":
+        return
+    max_lines, max_line = MAX_TEXT_LINES.value(), MAX_LINE_BYTES.value()
+    # line ends as Python's text mode sees them: \n, \r\n or \r (a \r\n counts once in the line count)
+    newlines = returns = line_start = offset = 0
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_CHUNK):
+            buf = np.frombuffer(chunk, dtype=np.uint8)
+            ends = np.flatnonzero((buf == 10) | (buf == 13)) + offset
+            if len(ends):
+                longest = int(np.max(np.diff(ends, prepend=line_start - 1)) - 1)
+                if longest > max_line:
+                    raise MAX_LINE_BYTES.refuse(path, f"a line of {longest} bytes")
+                line_start = int(ends[-1]) + 1
+            newlines += chunk.count(b"\n")
+            returns += chunk.count(b"\r")
+            offset += len(chunk)
+            if offset - line_start > max_line:
+                raise MAX_LINE_BYTES.refuse(path, f"a line of at least {offset - line_start} bytes")
+            if max(newlines, returns) > max_lines:
+                raise MAX_TEXT_LINES.refuse(path, f"at least {max(newlines, returns)} lines")
+    lines = max(newlines, returns) + (offset > line_start)
+    if lines > max_lines:
+        raise MAX_TEXT_LINES.refuse(path, f"{lines} lines")
