@@ -75,12 +75,22 @@ save: images
 gc-pack: venv
 	$(PY) -m medchallenge.gc_pack --all --out dist/gc
 
-# Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI).
+# Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI). OBJECT_CXR_STEPS: the steps of the
+# three stages of the committed model (algorithms/object_cxr/README.md; they were run on a time budget).
+OBJECT_CXR_STEPS ?= 222 144 197
 models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_imageclef_caption.py --seed 0 \
 	  --out algorithms/imageclef_caption/model/imageclef_caption.onnx
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --steps 604 --out algorithms/ribfrac/model/ribfrac.onnx
+	PYTHONPATH=shared $(PY) -m medchallenge.synth object-cxr-images --out build/object_cxr_train --images 400 --seed 1000 --size 512
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_object_cxr.py --data build/object_cxr_train --seed 0 \
+		--steps $(word 1,$(OBJECT_CXR_STEPS)) --out build/object_cxr_stage1.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_object_cxr.py --data build/object_cxr_train --seed 1 \
+		--steps $(word 2,$(OBJECT_CXR_STEPS)) --lr 1e-3 --resume build/object_cxr_stage1.onnx --out build/object_cxr_stage2.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_object_cxr.py --data build/object_cxr_train --seed 2 \
+		--steps $(word 3,$(OBJECT_CXR_STEPS)) --lr 7e-4 --resume build/object_cxr_stage2.onnx \
+		--out algorithms/object_cxr/model/object_cxr.onnx
 $(TRAIN_VENV)/.installed: requirements/train.txt requirements/runtime.txt
 	test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q -r requirements/runtime.txt -r requirements/train.txt

@@ -105,6 +105,7 @@ def test_algorithm_services_one_per_edition_where_the_editions_differ():
         # RibFrac's editions score the same predictions: one algorithm service for both
         "ribfrac": ("ribfrac-algorithm", "medchallenge/ribfrac-algorithm", None),
         "ribfrac-legacy": ("ribfrac-algorithm", "medchallenge/ribfrac-algorithm", None),
+        "object-cxr": ("object-cxr-algorithm", "medchallenge/object-cxr-algorithm", None),
         "imageclef-caption-2022": ("caption-2022-algorithm", "medchallenge/imageclef-caption-2022-algorithm", "2022"),
         "imageclef-caption-2021": ("caption-2021-algorithm", "medchallenge/imageclef-caption-2021-algorithm", "2021"),
     }

@@ -32,7 +32,7 @@ def run_demo(configuration: Configuration, root: Path, compose_file: Path) -> di
     if (root / configuration.demo_folder).exists():
         shutil.rmtree(root / configuration.demo_folder)
     subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.input_generator,
-                    "--out", str(root / configuration.demo_folder), *challenge.demo_size,
+                    "--out", str(root / configuration.demo_folder), *challenge.input_generator_size(demo=True),
                     *configuration.edition.synth_arguments, "--seed", SEED], check=True)
     algorithm = configuration.algorithm_service
     mounts = [*service.mounts, *(algorithm.mounts if algorithm else ())]

@@ -78,6 +78,10 @@ class Algorithm:
     # the `python -m medchallenge.synth` command writing its input files with their ground truth (module
     # medchallenge.synth.<generator with _>); "" where the challenge's own generator does
     generator: str = ""
+    # that generator's arguments for `make demo` and the end-to-end tests where the challenge's (demo_size,
+    # test_size, which its own generator also takes) do not fit it
+    demo_size: tuple[str, ...] = ()
+    test_size: tuple[str, ...] = ()
 
     @property
     def generator_module(self) -> str:
@@ -132,6 +136,11 @@ class Challenge:
     def input_generator(self) -> str:
         """The synth command whose data an end-to-end run starts from: the algorithm's inputs where it has one."""
         return (self.algorithm.generator if self.algorithm else "") or self.name
+
+    def input_generator_size(self, demo: bool) -> tuple[str, ...]:
+        """The input generator's arguments for `make demo` (`demo`) or the end-to-end tests."""
+        own = (self.algorithm.demo_size if demo else self.algorithm.test_size) if self.algorithm else ()
+        return own or (self.demo_size if demo else self.test_size)
 
     @property
     def configurations(self) -> tuple[Configuration, ...]:
@@ -261,6 +270,11 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         demo_size=("--images", "1000"), test_size=("--images", "200"),
         evaluator_description="object-CXR (MIDL 2020) evaluator: FROC exactly as the official froc.py, and ROC AUC",
         evaluator_extras=("plots", "classification"),
+        algorithm=Algorithm("medchallenge.algorithms.object_cxr", "object-CXR foreign objects on chest X-rays: "
+                            "synthetic-data heat-map detector (ONNX Runtime), classification.csv + localization.csv",
+                            extras=("xray", "onnx"), generator="object-cxr-images",
+                            demo_size=("--images", "60", "--size", "1024"),
+                            test_size=("--images", "6", "--size", "320")),
     ),
     Challenge(
         "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,

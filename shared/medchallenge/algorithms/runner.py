@@ -91,6 +91,9 @@ class Algorithm(Generic[Prediction]):
     describe: Callable[[Prediction], str]  # a prediction in a few words for the progress log, e.g. "2 box(es)"
     # characters a case name cannot hold in the run files (beyond control characters, which no line-based file can)
     name_forbidden: str = ""
+    # batch mode: the cases a list file in the input folder names, as (name, path), or None without one (then
+    # every file matching the case patterns is a case)
+    list_cases: Callable[[Path], list[tuple[str, Path]] | None] | None = None
     # options of its own (e.g. an edition): added to the command line, their values passed to `load_model` as
     # keyword arguments named after their dests
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
@@ -132,19 +135,23 @@ def gc_case(interfaces: tuple[Interface, ...], sockets: dict[str, SocketValue], 
 
 
 def batch_cases(algorithm: Algorithm, input_dir: Path) -> list[Case]:
-    """Every file of `input_dir` matching the case patterns, by name, as a case of the first interface's input."""
+    """The cases of the algorithm's list file in `input_dir`, else every file matching the case patterns, named by
+    their path relative to `input_dir`, as cases of the first interface's input."""
     if not input_dir.is_dir():
         raise InputError(f"{input_dir}: input folder does not exist")
-    paths = sorted({p for pattern in algorithm.case_patterns for p in input_dir.glob(pattern) if p.is_file()})
-    if not paths:
-        raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)} files (and no inputs.json)")
-    for path in paths:
-        unsafe = sorted({c for c in path.name if c in algorithm.name_forbidden or not c.isprintable()})
+    listed = algorithm.list_cases(input_dir) if algorithm.list_cases else None
+    if listed is None:
+        paths = sorted({p for pattern in algorithm.case_patterns for p in input_dir.glob(pattern) if p.is_file()})
+        if not paths:
+            raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)} files (and no inputs.json)")
+        listed = [(path.relative_to(input_dir).as_posix(), path) for path in paths]
+    for name, path in listed:
+        unsafe = sorted({c for c in name if c in algorithm.name_forbidden or not c.isprintable()})
         if unsafe:
-            raise InputError(f"{str(path)!r}: the file name holds {', '.join(map(repr, unsafe))}, which the run file cannot "
-                             "carry (it would forge or break its lines); rename the case")
+            raise InputError(f"{str(path)!r}: the case name {name!r} holds {', '.join(map(repr, unsafe))}, which the "
+                             "run file cannot carry (it would forge or break its lines); rename the case")
     slug = algorithm.interfaces[0].inputs[0].slug
-    return [Case(path.name, {slug: path}) for path in paths]
+    return [Case(name, {slug: path}) for name, path in listed]
 
 
 def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:
