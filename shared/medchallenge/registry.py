@@ -74,7 +74,8 @@ class Algorithm:
 
     module: str
     description: str  # the image's description label
-    extras: tuple[str, ...] = ("ct", "onnx")  # the medchallenge extras its image installs (onnx: the CPU runtime)
+    # the medchallenge extras its image installs (onnx: the CPU runtime; dicom: DICOM studies in, SR/SEG out)
+    extras: tuple[str, ...] = ("ct", "onnx", "dicom")
 
     def plugin(self):
         """The `algorithms.runner.Algorithm` of this challenge (model class, case patterns, writers)."""

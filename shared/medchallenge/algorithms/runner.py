@@ -3,7 +3,12 @@
 Modes: `INPUT/inputs.json` present -> grand-challenge one-case mode: the set of input socket slugs selects one of the
 algorithm's interfaces (as grand-challenge-forge's inference template dispatches), and each output socket's value is
 written at its relative path under OUTPUT. Absent -> batch mode: every file of INPUT matching the algorithm's case
-patterns is a case; per-case files as each case is done, then the run file(s), go to OUTPUT.
+patterns is a case; per-case files as each case is done, then the run file(s), go to OUTPUT. DICOM input: when
+no file matches the case patterns and the algorithm has a DICOM contract (`Algorithm.dicom`), the DICOM files under
+INPUT are read instead (`medchallenge.dicom.series`: per study, its series of an accepted modality, checked and
+ordered); each study is a case, named after its folder under INPUT (its StudyInstanceUID when studies share a
+folder), and besides the challenge files its result objects (DICOM SR, SEG: the contract's writer) go to
+OUTPUT/dicom/<SOPInstanceUID>.dcm.
 
 Model: `<model dir>/<model file>` when that file exists, the model dir being `--model`, else `$MODEL_DIR`, else
 /opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
@@ -19,14 +24,17 @@ import argparse
 import logging
 import os
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from ..contract import SocketValue, add_path_arguments, read_inputs_json
+from ..dicom.series import DicomSeries, dicom_files, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
-from ..io import write_json_atomic, write_text_atomic
+from ..imaging import read_image
+from ..io import atomic_output, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
 from ..sockets import Interface
@@ -42,10 +50,18 @@ Prediction_co = TypeVar("Prediction_co", covariant=True)
 
 @dataclass(frozen=True)
 class Case:
-    """One case: its name (the uploaded file's name, e.g. `TST_001.nii.gz`) and its input files by socket slug."""
+    """One case: its name (the uploaded file's name, e.g. `TST_001.nii.gz`) and its input files by socket slug; for
+    DICOM input, the study's chosen series (slices in position order) and its slice spacing."""
 
     name: str
     inputs: Mapping[str, Path]
+    dicom: tuple[DicomSeries, float] | None = None
+
+    def read_image(self, slug: str, what: str):
+        """The SimpleITK image of input `slug`: the DICOM series, else the file (with the header checks)."""
+        if self.dicom is not None:
+            return read_volume(*self.dicom)
+        return read_image(self.inputs[slug], what)
 
 
 class Model(Protocol[Prediction_co]):
@@ -54,6 +70,18 @@ class Model(Protocol[Prediction_co]):
     provider: str  # the ONNX Runtime execution provider in use, logged
 
     def predict(self, case: Case) -> Prediction_co: ...
+
+
+DICOM_OUTPUT_FOLDER = "dicom"
+
+
+@dataclass(frozen=True)
+class DicomContract(Generic[Prediction]):
+    """How an algorithm takes DICOM studies and gives DICOM results: the modalities of the series it reads, and the
+    writer of its result objects (pydicom Datasets referencing the source series: SR, SEG)."""
+
+    modalities: tuple[str, ...]
+    write_results: Callable[[DicomSeries, Prediction], list]
 
 
 @dataclass(frozen=True)
@@ -71,6 +99,7 @@ class Algorithm(Generic[Prediction]):
     describe: Callable[[Prediction], str]  # a prediction in a few words for the progress log, e.g. "2 box(es)"
     # characters a case name cannot hold in the run files (beyond control characters, which no line-based file can)
     name_forbidden: str = ""
+    dicom: DicomContract[Prediction] | None = None  # DICOM studies in, DICOM result objects out (batch mode)
 
     def __post_init__(self) -> None:
         if len(self.interfaces[0].inputs) != 1:
@@ -107,20 +136,67 @@ def gc_case(interfaces: tuple[Interface, ...], sockets: dict[str, SocketValue], 
     return interface, Case(first.image_name or inputs[first.slug].name, inputs)
 
 
+def check_case_name(algorithm: Algorithm, name: str, where: str) -> None:
+    """Refuse a case name the run file cannot carry."""
+    unsafe = sorted({c for c in name if c in algorithm.name_forbidden or not c.isprintable()})
+    if unsafe:
+        raise InputError(f"{where!r}: the name holds {', '.join(map(repr, unsafe))}, which the run file cannot "
+                         "carry (it would forge or break its lines); rename the case")
+
+
 def batch_cases(algorithm: Algorithm, input_dir: Path) -> list[Case]:
-    """Every file of `input_dir` matching the case patterns, by name, as a case of the first interface's input."""
+    """Every file of `input_dir` matching the case patterns, by name, as a case of the first interface's input; when
+    there is none, the DICOM studies under it (if the algorithm takes DICOM)."""
     if not input_dir.is_dir():
         raise InputError(f"{input_dir}: input folder does not exist")
     paths = sorted({p for pattern in algorithm.case_patterns for p in input_dir.glob(pattern) if p.is_file()})
     if not paths:
-        raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)} files (and no inputs.json)")
+        files = dicom_files(input_dir) if algorithm.dicom else []
+        if files:
+            return dicom_cases(algorithm, input_dir, files)
+        dicom = " or DICOM files" if algorithm.dicom else ""
+        raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)}{dicom} files (and no inputs.json)")
     for path in paths:
-        unsafe = sorted({c for c in path.name if c in algorithm.name_forbidden or not c.isprintable()})
-        if unsafe:
-            raise InputError(f"{str(path)!r}: the file name holds {', '.join(map(repr, unsafe))}, which the run file cannot "
-                             "carry (it would forge or break its lines); rename the case")
+        check_case_name(algorithm, path.name, str(path))
     slug = algorithm.interfaces[0].inputs[0].slug
     return [Case(path.name, {slug: path}) for path in paths]
+
+
+def _top_folder(path: Path, input_dir: Path) -> str:
+    """The first folder of `path` under `input_dir` ('' for a file directly in it)."""
+    parts = path.relative_to(input_dir).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def dicom_cases(algorithm: Algorithm, input_dir: Path, files: list[Path]) -> list[Case]:
+    """One case per DICOM study under `input_dir`, named after the study's own folder under it, else its UID."""
+    series = read_headers(files)
+    studies_in_folder: dict[str, set[str]] = defaultdict(set)
+    for s in series:
+        for path in s.files:
+            studies_in_folder[_top_folder(path, input_dir)].add(s.study_uid)
+    slug = algorithm.interfaces[0].inputs[0].slug
+    cases = []
+    for chosen, spacing in select_study_series(series, algorithm.dicom.modalities):
+        folders = {_top_folder(path, input_dir) for path in chosen.files}
+        folder = folders.pop() if len(folders) == 1 else ""
+        name = folder if folder and studies_in_folder[folder] == {chosen.study_uid} else chosen.study_uid
+        check_case_name(algorithm, name, str(input_dir / name))
+        cases.append(Case(name, {slug: chosen.files[0].parent}, (chosen, spacing)))
+    log.info("DICOM input: %s", ", ".join(f"{c.name} ({c.dicom[0].modality}, {len(c.dicom[0].files)} slices)"
+                                          for c in cases))
+    return sorted(cases, key=lambda c: c.name)
+
+
+def write_dicom_results(algorithm: Algorithm, case: Case, prediction, output_dir: Path) -> list[Path]:
+    """The case's DICOM result objects, each as OUTPUT/dicom/<SOPInstanceUID>.dcm written atomically."""
+    written = []
+    for dataset in algorithm.dicom.write_results(case.dicom[0], prediction):
+        path = output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm"
+        with atomic_output(path, "wb") as handle:
+            dataset.save_as(handle, enforce_file_format=True)
+        written.append(path)
+    return written
 
 
 def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:
@@ -143,6 +219,8 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
         prediction = model.predict(case)
         for name, value in algorithm.case_outputs(case, prediction).items():
             write_json_atomic(output_dir / name, value)
+        if case.dicom is not None:
+            write_dicom_results(algorithm, case, prediction, output_dir)
         results.append((case, prediction))
         log.info("[%d/%d] %s: %s in %.1f s", number, len(cases), case.name, algorithm.describe(prediction),
                  time.perf_counter() - started)
