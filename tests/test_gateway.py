@@ -60,6 +60,9 @@ class GatewayProcess:
         self.process = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config)],
                                         stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env)
 
+    def wait_ready(self) -> None:
+        wait_for(lambda: "listening on" in self.log.read_text(), 60, "the gateway to listen")
+
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
         return self.process.wait(timeout=60)

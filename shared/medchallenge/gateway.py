@@ -17,7 +17,8 @@ On start, a study left in running/ (the gateway or its detector was killed) goes
 (at most `max_attempts` runs in all, then failed/). Results are never sent twice: every result SOP Instance UID sent is
 appended to `WORK/sent-uids.txt` (fsync'd) after the PACS confirmed it and is skipped afterwards; since the detectors
 derive result UIDs from the source series and their findings, a result whose confirmation was lost in a crash is
-sent again as the same object, which the PACS stores once.
+sent again as the same object, which the PACS stores once. Instances whose UID is in that ledger (our own results,
+when a PACS forwards a whole study again) are acknowledged and dropped, so they never start a detector.
 
 The configuration (TOML) is read and checked at start; every problem is one `error:` line naming the key.
 """
@@ -175,6 +176,7 @@ class WorkQueue:
             (root / state).mkdir(parents=True, exist_ok=True)
         self.ledger = root / SENT_LEDGER
         self.ledger.touch()
+        self.sent = set(self.ledger.read_text().split())
         self.lock = threading.Lock()  # between the storage handler (network threads) and the worker
 
     def folder(self, state: str, study_uid: str) -> Path:
@@ -200,13 +202,14 @@ class WorkQueue:
             os.utime(folder.parent)  # the study's last arrival
 
     def sent_uids(self) -> set[str]:
-        return set(self.ledger.read_text().split())
+        return set(self.sent)
 
     def record_sent(self, sop_uid: str) -> None:
         with open(self.ledger, "a") as handle:
             handle.write(sop_uid + "\n")
             handle.flush()
             os.fsync(handle.fileno())
+        self.sent.add(sop_uid)
 
     def processed_instances(self, study_uid: str) -> set[str]:
         record = self.folder("sent", study_uid) / "job.json"
@@ -312,6 +315,8 @@ class Gateway:
             log.error("refused an instance from %s without valid StudyInstanceUID/SOPInstanceUID",
                       event.assoc.requestor.ae_title)
             return 0xA900  # dataset does not match SOP class
+        if sop_uid in self.queue.sent:  # one of our results coming back (a PACS forwarding the whole study)
+            return 0x0000
         try:
             self.queue.store(study_uid, sop_uid, event.encoded_dataset())
         except OSError as exc:
