@@ -201,6 +201,7 @@ def test_results_confirmed_before_are_not_sent_again(tmp_path, pacs, studies):
     (lambda t: t.replace('host = "127.0.0.1"\nport = 4242', ''), "[pacs]: missing key 'host'"),
     (lambda t: t.replace('study_quiet_seconds = 1.0', 'study_quiet_seconds = "soon"'), "study_quiet_seconds = 'soon': expected"),
     (lambda t: t + "[[route\n", "not valid TOML"),
+    (lambda t: t.replace('timeout_seconds', 'inbox = "/x"\ntimeout_seconds'), "give either command"),
 ])
 def test_configuration_errors_are_one_line_at_start(tmp_path, capsys, edit, message):
     text = config_text(tmp_path / "work", 11112, 4242, ["true"])
@@ -213,3 +214,31 @@ def test_configuration_errors_are_one_line_at_start(tmp_path, capsys, edit, mess
     assert main(["--config", str(path), "--check"]) == 0
     with pytest.raises(InputError, match="cannot read the configuration"):
         load_config(tmp_path / "missing.toml")
+
+
+def test_a_detector_container_watching_an_inbox_killed_mid_study_finishes_it_after_restart(tmp_path, pacs, studies):
+    """The compose `hospital` layout: the detector has no network and watches a folder the gateway hands jobs to."""
+    port, inbox = free_port(), tmp_path / "inbox"
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", port, pacs.port, ["unused"])
+                      .replace('command = ["unused"]', f'inbox = "{inbox}"'))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+    worker_command = [sys.executable, str(INFERENCE), "--watch", str(inbox), "--device", "cpu"]
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    worker = subprocess.Popen(worker_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}
+        wait_for(lambda: (inbox / "running").is_dir() and any((inbox / "running").iterdir()), 60, "the job running")
+        worker.kill()
+        worker.wait(timeout=60)
+        assert not pacs.received
+        worker = subprocess.Popen(worker_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: len(pacs.received) == 1, 120, "the SR after the detector's restart")
+        wait_for(lambda: states(tmp_path / "work")["sent"] == 1, 30, "the study sent")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        assert gateway.stop() == 0
+    assert pacs.received[0].Modality == "SR"
+    assert all(not any((inbox / state).iterdir()) for state in ("pending", "running", "done"))
+    assert "Traceback" not in (tmp_path / "gateway.log").read_text()

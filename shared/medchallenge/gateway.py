@@ -56,13 +56,15 @@ POLL_SECONDS = 0.5
 
 @dataclass(frozen=True)
 class Route:
-    """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to `command`, run with
-    `--input DIR --output DIR` (an algorithm image's entry script, or `docker run ...` of one)."""
+    """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to a detector: either
+    `command`, run with `--input DIR --output DIR` (an algorithm's entry script), or `inbox`, the folder a detector
+    container without network watches (`inference.py --watch DIR`: jobs in pending/, results in done/)."""
 
     name: str
     modalities: tuple[str, ...]
     body_parts: tuple[str, ...]
     command: tuple[str, ...]
+    inbox: Path | None
     timeout_seconds: float
 
 
@@ -146,12 +148,16 @@ def load_config(path: Path) -> GatewayConfig:
         where = f"{path} [[route]] {number}"
         if not isinstance(table, dict):
             raise InputError(f"{where}: expected a table")
-        _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "timeout_seconds"}, where)
-        command = _strings(table, "command", where, required=True)
+        _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "inbox", "timeout_seconds"}, where)
+        if ("command" in table) == ("inbox" in table):
+            raise InputError(f"{where}: give either command (a detector run here) or inbox (a detector container's "
+                             "watched folder)")
+        command = _strings(table, "command", where, required=True) if "command" in table else ()
+        inbox = Path(_take(table, "inbox", str, where)) if "inbox" in table else None
         timeout = float(_take(table, "timeout_seconds", (int, float), where, 3600))
         routes.append(Route(_take(table, "name", str, where), tuple(m.upper() for m in _strings(table, "modalities",
                             where, True)), tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
-                            command, timeout))
+                            command, inbox, timeout))
     names = [r.name for r in routes]
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")
@@ -253,11 +259,54 @@ class DetectorKilled(Exception):
     """The detector died of a signal (killed, out of memory): the study runs again, up to `max_attempts`."""
 
 
+class GatewayStopping(Exception):
+    """The gateway is stopping while a detector container works on the study: it stays in running/ (and the job in
+    the inbox), and the next start takes it up again."""
+
+
 def die_with_parent() -> None:
     """In the detector's process: be killed when the gateway dies, so that no orphan writes into the queue."""
     import ctypes
 
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def run_command(route: Route, study: Path) -> None:
+    """The route's command on the study's input/ into its output/."""
+    command = [*route.command, "--input", str(study / "input"), "--output", str(study / "output")]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=route.timeout_seconds,
+                          preexec_fn=die_with_parent)
+    if done.returncode < 0:
+        raise DetectorKilled(f"detector {route.name} killed by signal {-done.returncode}")
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+        last = (errors or done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+        raise InputError(f"detector {route.name} failed: {last.removeprefix('error: ')}")
+
+
+def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
+    """Hand the study to the detector container watching `route.inbox` (a job already handed over, e.g. before a
+    restart of the gateway, is not handed over again) and take its output back."""
+    job = study.name
+    folders = {state: route.inbox / state / job for state in ("pending", "running", "done")}
+    if not any(folder.exists() for folder in folders.values()):
+        staging = route.inbox / "pending" / f".{job}.part"
+        shutil.rmtree(staging, ignore_errors=True)
+        shutil.copytree(study / "input", staging / "input")
+        os.rename(staging, folders["pending"])
+    deadline = time.monotonic() + route.timeout_seconds
+    while not folders["done"].exists():
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(str(route.inbox), route.timeout_seconds)
+        if stopping.wait(POLL_SECONDS):
+            raise GatewayStopping(job)
+    status = json.loads((folders["done"] / "status.json").read_text())
+    shutil.rmtree(study / "output", ignore_errors=True)
+    if (folders["done"] / "output").exists():
+        shutil.move(folders["done"] / "output", study / "output")
+    shutil.rmtree(folders["done"])
+    if status["returncode"] != 0:
+        raise InputError(f"detector {route.name} failed: {status['error']}")
 
 
 class Pacs:
@@ -376,6 +425,8 @@ class Gateway:
         study = self.queue.move(study, "running")
         try:
             self.run_study(study, route, job)
+        except GatewayStopping:
+            log.info("study %s: left to the detector; taken up again at the next start", study.name)
         except DetectorKilled as exc:
             if job["attempts"] >= self.config.max_attempts:
                 self.fail(study, f"{exc} ({job['attempts']} time(s))")
@@ -395,16 +446,11 @@ class Gateway:
         """Run the route's detector on the study and send its results (InputError, DetectorKilled or
         TimeoutExpired when that fails)."""
         started = time.perf_counter()
-        command = [*route.command, "--input", str(study / "input"), "--output", str(study / "output")]
-        done = subprocess.run(command, capture_output=True, text=True, timeout=route.timeout_seconds,
-                              preexec_fn=die_with_parent)
+        if route.inbox is None:
+            run_command(route, study)
+        else:
+            run_in_inbox(route, study, self.stopping)
         detector_seconds = time.perf_counter() - started
-        if done.returncode < 0:
-            raise DetectorKilled(f"detector {route.name} killed by signal {-done.returncode}")
-        if done.returncode != 0:
-            errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-            last = (errors or done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
-            raise InputError(f"detector {route.name} failed: {last.removeprefix('error: ')}")
         results = sorted((study / "output" / RESULT_FOLDER).glob("*.dcm"))
         sending = time.perf_counter()
         sent = self.pacs.send(self.queue, results)

@@ -14,6 +14,10 @@ Model: `<model dir>/<model file>` when that file exists, the model dir being `--
 /opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
 (/opt/app/model; the entry script passes the folder beside it, which is that folder in the image).
 Device: `--device auto|cpu|cuda`, default `$MEDCHALLENGE_DEVICE` or auto (CUDA if ONNX Runtime offers it).
+Watch mode (`--watch DIR`, the hospital gateway's detectors, which have no network): the model is loaded once, then
+every job folder `DIR/pending/<job>` (renamed there complete by the gateway) moves to `DIR/running/<job>`, its
+`input/` is run in batch mode into its `output/`, `status.json` says how that went ({"returncode", "error"}), and the
+job moves to `DIR/done/<job>`; on start, jobs left in running/ (a killed container) go back to pending/.
 Every output file is written atomically (complete or absent); bad input is one `error:` line and exit status 1.
 Output sockets and per-case files are JSON values so far; an image output needs its writer added here.
 """
@@ -231,12 +235,50 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
     log.info("wrote %s (%d cases)", ", ".join(map(str, written)), len(cases))
 
 
+WATCH_STATES = ("pending", "running", "done")
+WATCH_POLL_SECONDS = 1.0
+
+
+def run_watch(algorithm: Algorithm, model: Model, inbox: Path, stop: Callable[[], bool] = lambda: False) -> None:
+    """Watch mode: run every job put into `inbox/pending/` until `stop()` (a container runs until stopped)."""
+    import shutil
+
+    for state in WATCH_STATES:
+        (inbox / state).mkdir(parents=True, exist_ok=True)
+    for job in (inbox / "running").iterdir():
+        os.replace(job, inbox / "pending" / job.name)
+        log.info("job %s: was running when the detector stopped; queued again", job.name)
+    log.info("watching %s", inbox / "pending")
+    while not stop():
+        jobs = sorted((p for p in (inbox / "pending").iterdir() if not p.name.startswith(".")),
+                      key=lambda p: p.stat().st_mtime)
+        if not jobs:
+            time.sleep(WATCH_POLL_SECONDS)
+            continue
+        job = inbox / "running" / jobs[0].name
+        os.replace(jobs[0], job)
+        shutil.rmtree(job / "output", ignore_errors=True)
+        try:
+            run_batch(algorithm, model, batch_cases(algorithm, job / "input"), job / "output")
+            status = {"returncode": 0, "error": None}
+        except InputError as exc:
+            log.error("job %s: %s", job.name, exc)
+            status = {"returncode": 1, "error": str(exc)}
+        write_json_atomic(job / "status.json", status)
+        done = inbox / "done" / job.name
+        if done.exists():
+            shutil.rmtree(done)
+        os.replace(job, done)
+
+
 def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=algorithm.description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_path_arguments(parser, "input", "output", "model")
     parser.add_argument("--device", choices=DEVICES, default=os.environ.get(DEVICE_VARIABLE) or "auto",
                         help=f"ONNX Runtime device (default ${DEVICE_VARIABLE} or auto: CUDA if available)")
+    parser.add_argument("--watch", type=Path, default=os.environ.get("WATCH_DIR") or None, metavar="DIR",
+                        help="watch mode: run the jobs the hospital gateway puts into DIR/pending (default $WATCH_DIR)")
     return parser
 
 
@@ -248,6 +290,9 @@ def main(algorithm: Algorithm, argv: list[str] | None = None, baked_model_dir: P
     if args.device not in DEVICES:  # argparse does not check a default against the choices
         raise InputError(f"{DEVICE_VARIABLE}={args.device!r}: expected one of {', '.join(DEVICES)}")
     model_path = model_location(algorithm.model_file, args.model, baked_model_dir)
+    if args.watch is not None:
+        run_watch(algorithm, load_model(algorithm, model_path, args.device), args.watch)
+        return 0
     sockets = read_inputs_json(args.input)
     if sockets is None:
         cases = batch_cases(algorithm, args.input)
