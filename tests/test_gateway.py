@@ -242,3 +242,17 @@ def test_a_detector_container_watching_an_inbox_killed_mid_study_finishes_it_aft
     assert pacs.received[0].Modality == "SR"
     assert all(not any((inbox / state).iterdir()) for state in ("pending", "running", "done"))
     assert "Traceback" not in (tmp_path / "gateway.log").read_text()
+
+
+def test_the_hospital_compose_file_and_the_example_configuration_agree():
+    from test_registry import compose_services
+
+    config = load_config(REPO / "gateway" / "gateway.example.toml")
+    services = compose_services((REPO / "compose.hospital.yaml").read_text())
+    assert "networks: [pacs]" in services["gateway"] and "network_mode: none" not in services["gateway"]
+    detectors = {name: lines for name, lines in services.items() if name != "gateway"}
+    assert detectors and all("network_mode: none" in lines for lines in detectors.values())
+    assert all("profiles: [hospital]" in lines for lines in services.values())
+    watched = {line for lines in detectors.values() for line in lines if line.startswith("command:")}
+    for route in config.routes:  # every route's inbox is watched by a detector without network
+        assert route.inbox is not None and f'command: ["--watch", "{route.inbox}"]' in watched
