@@ -54,11 +54,11 @@ def _send(files: list[Path], port: int) -> float:
     datasets = [pydicom.dcmread(f) for f in files]
     ae = AE(ae_title="BENCHSENDER")
     ae.add_requested_context(str(datasets[0].SOPClassUID))
-    for _ in range(200):
-        association = ae.associate("127.0.0.1", port, ae_title="GATEWAY")
-        if association.is_established:
-            break
-        time.sleep(0.1)
+    deadline = time.monotonic() + 300
+    while not (association := ae.associate("127.0.0.1", port, ae_title="GATEWAY")).is_established:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the gateway did not accept an association on port {port}")
+        time.sleep(0.5)
     started = time.perf_counter()
     for ds in datasets:
         association.send_c_store(ds)
@@ -102,13 +102,15 @@ command = {json.dumps([sys.executable, str(INFERENCE), "--device", "cpu"])}
         server = _pacs(pacs_port, received)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
         gateway = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(tmp / "gateway.toml")],
-                                   env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                   env=env, stdout=open(tmp / "gateway.log", "w"), stderr=subprocess.STDOUT)
         try:
             started = _send(files, port)
             receive = time.perf_counter() - started
             deadline = time.monotonic() + 3600
-            while not received and time.monotonic() < deadline:
+            while not received and time.monotonic() < deadline and gateway.poll() is None:
                 time.sleep(0.1)
+            if not received:
+                raise RuntimeError(f"no result from the gateway: {(tmp / 'gateway.log').read_text()[-2000:]}")
             end_to_end = received[0][0] - started
         finally:
             gateway.terminate()
