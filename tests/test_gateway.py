@@ -256,3 +256,28 @@ def test_the_hospital_compose_file_and_the_example_configuration_agree():
     watched = {line for lines in detectors.values() for line in lines if line.startswith("command:")}
     for route in config.routes:  # every route's inbox is watched by a detector without network
         assert route.inbox is not None and f'command: ["--watch", "{route.inbox}"]' in watched
+
+
+def test_watch_mode_runs_every_job_requeues_an_interrupted_one_and_reports_failures(tmp_path, studies):
+    from medchallenge.algorithms.runner import load_model, run_watch
+    from medchallenge.algorithms.tb_caverns import ALGORITHM
+
+    inbox = tmp_path / "inbox"
+    # a worker killed while running "interrupted" (the TB study, half its output written)
+    for state, job, files in (("pending", "bad", studies["broken"]), ("running", "interrupted", studies["tb"]),
+                              ("pending", "good", studies["tb"])):
+        (inbox / state / job / "input").mkdir(parents=True)
+        for path in files:
+            (inbox / state / job / "input" / path.name).write_bytes(path.read_bytes())
+    (inbox / "running" / "interrupted" / "output").mkdir()
+    (inbox / "running" / "interrupted" / "output" / "half-written.json").write_text("{")
+    model = load_model(ALGORITHM, REPO / "algorithms" / "tb_caverns" / "model" / "tb_caverns.onnx", "cpu")
+    run_watch(ALGORITHM, model, inbox, stop=lambda: not any((inbox / "pending").iterdir()))
+    assert sorted(p.name for p in (inbox / "done").iterdir()) == ["bad", "good", "interrupted"]
+    assert not any((inbox / "running").iterdir())
+    bad = json.loads((inbox / "done" / "bad" / "status.json").read_text())
+    assert bad["returncode"] == 1 and "uneven slice spacing" in bad["error"]
+    for job in ("good", "interrupted"):
+        assert json.loads((inbox / "done" / job / "status.json").read_text()) == {"returncode": 0, "error": None}
+        assert len(list((inbox / "done" / job / "output" / "dicom").glob("*.dcm"))) == 1
+    assert not (inbox / "done" / "interrupted" / "output" / "half-written.json").exists()
