@@ -18,10 +18,10 @@ def free_port() -> int:
 class FakePacs:
     """Receives C-STOREs on loopback and keeps the datasets (by SOP Instance UID, as a PACS stores them)."""
 
-    def __init__(self, ae_title: str = "FAKEPACS"):
+    def __init__(self, ae_title: str = "FAKEPACS", host: str = "127.0.0.1", port: int | None = None):
         from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, evt
 
-        self.port = free_port()
+        self.port = port or free_port()
         self.received: list[pydicom.Dataset] = []
         ae = AE(ae_title=ae_title)
         for context in AllStoragePresentationContexts:
@@ -33,7 +33,7 @@ class FakePacs:
             self.received.append(ds)
             return 0x0000
 
-        self.server = ae.start_server(("127.0.0.1", self.port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)])
+        self.server = ae.start_server((host, self.port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)])
 
     def stored(self) -> dict[str, pydicom.Dataset]:
         return {str(ds.SOPInstanceUID): ds for ds in self.received}
