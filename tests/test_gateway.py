@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pydicom
@@ -97,10 +98,10 @@ def pacs():
     server.close()
 
 
-def start(tmp_path: Path, pacs: FakePacs, command: list[str]) -> tuple[GatewayProcess, int, Path]:
+def start(tmp_path: Path, pacs: FakePacs, command: list[str], quiet: float = 1.0) -> tuple[GatewayProcess, int, Path]:
     port = free_port()
     config = tmp_path / "gateway.toml"
-    config.write_text(config_text(tmp_path / "work", port, pacs.port, command))
+    config.write_text(config_text(tmp_path / "work", port, pacs.port, command, quiet))
     return GatewayProcess(config, tmp_path / "gateway.log"), port, config
 
 
@@ -281,3 +282,28 @@ def test_watch_mode_runs_every_job_requeues_an_interrupted_one_and_reports_failu
         assert json.loads((inbox / "done" / job / "status.json").read_text()) == {"returncode": 0, "error": None}
         assert len(list((inbox / "done" / job / "output" / "dicom").glob("*.dcm"))) == 1
     assert not (inbox / "done" / "interrupted" / "output" / "half-written.json").exists()
+
+
+def test_a_gateway_killed_while_receiving_a_study_processes_it_once_when_the_pacs_sends_it_again(tmp_path, pacs,
+                                                                                                  studies):
+    # the quiet period starts again at the restart; the PACS sends the study again within it
+    gateway, port, config = start(tmp_path, pacs, [sys.executable, str(INFERENCE), "--device", "cpu"], quiet=5.0)
+    work = tmp_path / "work"
+    half = studies["tb"][: len(studies["tb"]) // 2]
+    assert set(send_files(half, port)) == {0}
+    gateway.kill()  # before the quiet period ended: the study is incomplete in incoming/
+    (received,) = (work / "incoming").iterdir()
+    assert len(list((received / "input").glob("*.dcm"))) == len(half)
+    (received / "input" / ".1.2.3.dcm.abc.part").write_bytes(b"an instance being written when the gateway died")
+    an_hour_ago = time.time() - 3600  # the gateway was down for an hour: that is no quiet time of the study
+    os.utime(received, (an_hour_ago, an_hour_ago))
+    restarted = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}  # the PACS sends the whole study again
+        wait_for(lambda: states(work)["sent"] == 1, 120, "the study sent")
+    finally:
+        assert restarted.stop() == 0
+    assert len(pacs.received) == 1 and states(work)["duplicate"] == 0 and states(work)["failed"] == 0
+    (job,) = [json.loads(p.read_text()) for p in (work / "sent").glob("*/job.json")]
+    assert len(job["instances"]) == len(studies["tb"]) and job["attempts"] == 1
+    assert not list(work.rglob("*.part"))

@@ -223,7 +223,8 @@ class WorkQueue:
 
 
 def recover(queue: WorkQueue, max_attempts: int) -> None:
-    """After a restart: studies left running go back to received (or to failed after `max_attempts` runs)."""
+    """After a restart: studies left running go back to received (or to failed after `max_attempts` runs), partial
+    instance files are removed, and the quiet period of studies still being received starts again."""
     for study in queue.studies("running"):
         job = read_job(study)
         if job.get("attempts", 0) >= max_attempts:
@@ -237,6 +238,8 @@ def recover(queue: WorkQueue, max_attempts: int) -> None:
             log.info("study %s: was running when the gateway stopped; queued again", study.name)
     for part in queue.root.glob("incoming/*/input/.*.part"):
         part.unlink()
+    for study in queue.studies("incoming"):  # the time the gateway was down is no quiet time: the PACS may resend
+        os.utime(study)
 
 
 def read_job(study: Path) -> dict:
