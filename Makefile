@@ -12,7 +12,7 @@ export COMPOSE_BAKE := false
 GPU ?= 0
 COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
 
-.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser gc-pack lock clean
+.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack lock clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
@@ -47,10 +47,14 @@ docker-ready:
 browser:
 	@bash .ci/provision-browser.sh
 
+# DICOM tools (Debian's dicom3tools: dciodvfy; orthanc: the PACS of the gateway tests; root installs them).
+dicom-tools:
+	@bash .ci/provision-dicom.sh
+
 images: docker-ready wheels
 	$(COMPOSE) build
 
-test: docker-ready browser venv wheels wheels-gpu
+test: docker-ready browser dicom-tools venv wheels wheels-gpu
 	$(PY) -m pytest tests
 
 demo: docker-ready venv images

@@ -85,7 +85,8 @@ def test_spellings_are_derived_from_the_one_name():
 def test_every_dockerfile_is_written_from_the_registry(repo, capsys):
     assert dockerfiles.main(["--root", str(repo), "--check"]) == 0, capsys.readouterr().out
     assert sorted(dockerfiles.dockerfiles()) == sorted(
-        str(p.relative_to(repo)) for p in [*repo.glob("algorithms/*/Dockerfile"), *repo.glob("evaluators/*/Dockerfile")])
+        str(p.relative_to(repo)) for p in [*repo.glob("algorithms/*/Dockerfile"), *repo.glob("evaluators/*/Dockerfile"),
+                                           repo / "gateway" / "Dockerfile"])
 
 
 def test_a_hand_edited_dockerfile_is_named(tmp_path, capsys):

@@ -6,6 +6,7 @@
   gc-emulate CHALLENGE ... run an algorithm as grand-challenge does (python -m medchallenge.gc_emulator)
   demo                     every challenge end to end with docker compose
   leaderboard ...          rank a folder of submissions with intervals (python -m medchallenge.leaderboard)
+  gateway --config FILE    DICOM gateway between a PACS and the detectors (python -m medchallenge.gateway)
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run("medchallenge.demo", rest)
     if command == "leaderboard":
         return _run("medchallenge.leaderboard", rest)
+    if command == "gateway":
+        return _run("medchallenge.gateway", rest)
     modules = {"evaluate": EVALUATORS, "infer": ALGORITHMS}.get(command)
     if command == "infer" and rest and rest[0] in ALGORITHMS:
         from .algorithms import runner

@@ -1,6 +1,6 @@
 """The Dockerfiles of every image, written from one template and the challenge registry.
 
-    python -m medchallenge.dockerfiles          # rewrite algorithms/*/Dockerfile and evaluators/*/Dockerfile
+    python -m medchallenge.dockerfiles          # rewrite algorithms/*/, evaluators/*/ and gateway/Dockerfile
     python -m medchallenge.dockerfiles --check  # exit 1 naming each Dockerfile that differs (tests/test_registry.py)
 
 Each container folder keeps a plain Dockerfile of its own (as grand-challenge-forge's examples do); they differ only
@@ -109,9 +109,22 @@ def evaluator_dockerfile(challenge: Challenge) -> str:
                             script="evaluate.py"))
 
 
+GATEWAY_DESCRIPTION = "DICOM gateway between a hospital PACS and the detectors (pynetdicom Storage SCP, on-disk queue)"
+
+
+def gateway_dockerfile() -> str:
+    """The hospital gateway's image (compose.hospital.yaml): the package with its DICOM network extras."""
+    return (HEADER.format(title=_comment("The hospital DICOM gateway (medchallenge gateway); configuration in "
+                                         "/etc/medchallenge/gateway.toml."))
+            + MOUNTS + f" && {PIP} {_package(('dicom', 'gateway'))} \\\n && {USER}\n"
+            + "WORKDIR /opt/app\nCOPY gateway/gateway.py /opt/app/\n"
+            + FOOTER.format(image_title="medchallenge-gateway", description=GATEWAY_DESCRIPTION,
+                            version=__version__, script="gateway.py"))
+
+
 def dockerfiles() -> dict[str, str]:
     """Every Dockerfile of the repository, by path relative to its root."""
-    files = {}
+    files = {"gateway/Dockerfile": gateway_dockerfile()}
     for challenge in CHALLENGES.values():
         files[f"evaluators/{challenge.module}/Dockerfile"] = evaluator_dockerfile(challenge)
         if challenge.algorithm:

@@ -131,12 +131,14 @@ def require_finite(array, path: Path, what: str) -> None:
         raise InputError(f"{path}: {bad} NaN or infinite voxel(s) in the {what}; expected finite values")
 
 
-def read_ct(path: Path):
-    """The SimpleITK image and its (z, y, x) int16 array; an unreadable file is an InputError naming it."""
+def read_ct(path: Path, image=None):
+    """The SimpleITK image (read from `path` unless given, e.g. a DICOM series) and its (z, y, x) int16 array, a 3-D
+    single-channel volume of finite values; an unreadable file is an InputError naming it."""
     import numpy as np
     import SimpleITK as sitk
 
-    image = read_image(path, "CT image")
+    if image is None:
+        image = read_image(path, "CT image")
     if image.GetDimension() != 3 or image.GetNumberOfComponentsPerPixel() != 1:
         raise InputError(f"{path}: expected a 3-D single-channel CT, got {image.GetDimension()}-D with "
                          f"{image.GetNumberOfComponentsPerPixel()} component(s)")

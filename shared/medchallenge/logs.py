@@ -25,3 +25,4 @@ def setup_logging() -> None:
         handler.setFormatter(formatter)
         root.addHandler(handler)
     root.setLevel(os.environ.get("LOG_LEVEL", "INFO").upper())
+    logging.getLogger("highdicom").setLevel(logging.WARNING)  # it logs every attribute it copies at INFO

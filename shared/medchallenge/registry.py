@@ -74,7 +74,8 @@ class Algorithm:
 
     module: str
     description: str  # the image's description label
-    extras: tuple[str, ...] = ("ct", "onnx")  # the medchallenge extras its image installs (onnx: the CPU runtime)
+    # the medchallenge extras its image installs (onnx: the CPU runtime; dicom: DICOM studies in, SR/SEG out)
+    extras: tuple[str, ...] = ("ct", "onnx", "dicom")
     # the `python -m medchallenge.synth` command writing its input files with their ground truth (module
     # medchallenge.synth.<generator with _>); "" where the challenge's own generator does
     generator: str = ""

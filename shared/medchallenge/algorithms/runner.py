@@ -3,12 +3,21 @@
 Modes: `INPUT/inputs.json` present -> grand-challenge one-case mode: the set of input socket slugs selects one of the
 algorithm's interfaces (as grand-challenge-forge's inference template dispatches), and each output socket's value is
 written at its relative path under OUTPUT. Absent -> batch mode: every file of INPUT matching the algorithm's case
-patterns is a case; per-case files as each case is done, then the run file(s), go to OUTPUT.
+patterns is a case; per-case files as each case is done, then the run file(s), go to OUTPUT. DICOM input: when
+no file matches the case patterns and the algorithm has a DICOM contract (`Algorithm.dicom`), the DICOM files under
+INPUT are read instead (`medchallenge.dicom.series`: per study, its series of an accepted modality, checked and
+ordered); each study is a case, named after its folder under INPUT (its StudyInstanceUID when studies share a
+folder), and besides the challenge files its result objects (DICOM SR, SEG: the contract's writer) go to
+OUTPUT/dicom/<SOPInstanceUID>.dcm.
 
 Model: `<model dir>/<model file>` when that file exists, the model dir being `--model`, else `$MODEL_DIR`, else
 /opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
 (/opt/app/model; the entry script passes the folder beside it, which is that folder in the image).
 Device: `--device auto|cpu|cuda`, default `$MEDCHALLENGE_DEVICE` or auto (CUDA if ONNX Runtime offers it).
+Watch mode (`--watch DIR`, the hospital gateway's detectors, which have no network): the model is loaded once, then
+every job folder `DIR/pending/<job>` (renamed there complete by the gateway) moves to `DIR/running/<job>`, its
+`input/` is run in batch mode into its `output/`, `status.json` says how that went ({"returncode", "error"}), and the
+job moves to `DIR/done/<job>`; on start, jobs left in running/ (a killed container) go back to pending/.
 Every output file is written atomically (complete or absent); bad input is one `error:` line and exit status 1.
 Output socket values and per-case files are JSON values, or an `ImageOutput` (a SimpleITK image: a per-case file
 written in the format of its name, or, for an image socket, one file in the socket's folder).
@@ -20,14 +29,17 @@ import argparse
 import logging
 import os
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from ..contract import SocketValue, add_path_arguments, read_inputs_json
+from ..dicom.series import DicomSeries, dicom_files, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
-from ..io import write_image_atomic, write_json_atomic, write_text_atomic
+from ..imaging import read_image
+from ..io import atomic_output, write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
 from ..sockets import Interface
@@ -62,10 +74,18 @@ def write_output(path: Path, value: object) -> Path:
 
 @dataclass(frozen=True)
 class Case:
-    """One case: its name (the uploaded file's name, e.g. `TST_001.nii.gz`) and its input files by socket slug."""
+    """One case: its name (the uploaded file's name, e.g. `TST_001.nii.gz`) and its input files by socket slug; for
+    DICOM input, the study's chosen series (slices in position order) and its slice spacing."""
 
     name: str
     inputs: Mapping[str, Path]
+    dicom: tuple[DicomSeries, float] | None = None
+
+    def read_image(self, slug: str, what: str):
+        """The SimpleITK image of input `slug`: the DICOM series, else the file (with the header checks)."""
+        if self.dicom is not None:
+            return read_volume(*self.dicom)
+        return read_image(self.inputs[slug], what)
 
 
 class Model(Protocol[Prediction_co]):
@@ -74,6 +94,18 @@ class Model(Protocol[Prediction_co]):
     provider: str  # the ONNX Runtime execution provider in use, logged
 
     def predict(self, case: Case) -> Prediction_co: ...
+
+
+DICOM_OUTPUT_FOLDER = "dicom"
+
+
+@dataclass(frozen=True)
+class DicomContract(Generic[Prediction]):
+    """How an algorithm takes DICOM studies and gives DICOM results: the modalities of the series it reads, and the
+    writer of its result objects (pydicom Datasets referencing the source series: SR, SEG)."""
+
+    modalities: tuple[str, ...]
+    write_results: Callable[[DicomSeries, Prediction], list]
 
 
 @dataclass(frozen=True)
@@ -97,6 +129,7 @@ class Algorithm(Generic[Prediction]):
     # options of its own (e.g. an edition): added to the command line, their values passed to `load_model` as
     # keyword arguments named after their dests
     add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
+    dicom: DicomContract[Prediction] | None = None  # DICOM studies in, DICOM result objects out (batch mode)
 
     def __post_init__(self) -> None:
         if len(self.interfaces[0].inputs) != 1:
@@ -134,24 +167,72 @@ def gc_case(interfaces: tuple[Interface, ...], sockets: dict[str, SocketValue], 
     return interface, Case(first.image_name or inputs[first.slug].name, inputs)
 
 
+def check_case_name(algorithm: Algorithm, name: str, where: str) -> None:
+    """Refuse a case name the run file cannot carry."""
+    unsafe = sorted({c for c in name if c in algorithm.name_forbidden or not c.isprintable()})
+    if unsafe:
+        raise InputError(f"{where!r}: the case name {name!r} holds {', '.join(map(repr, unsafe))}, which the run "
+                         "file cannot carry (it would forge or break its lines); rename the case")
+
+
 def batch_cases(algorithm: Algorithm, input_dir: Path) -> list[Case]:
     """The cases of the algorithm's list file in `input_dir`, else every file matching the case patterns, named by
-    their path relative to `input_dir`, as cases of the first interface's input."""
+    their path relative to `input_dir`, as cases of the first interface's input; when there is no such file, the
+    DICOM studies under it (if the algorithm takes DICOM)."""
     if not input_dir.is_dir():
         raise InputError(f"{input_dir}: input folder does not exist")
     listed = algorithm.list_cases(input_dir) if algorithm.list_cases else None
     if listed is None:
         paths = sorted({p for pattern in algorithm.case_patterns for p in input_dir.glob(pattern) if p.is_file()})
         if not paths:
-            raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)} files (and no inputs.json)")
+            files = dicom_files(input_dir) if algorithm.dicom else []
+            if files:
+                return dicom_cases(algorithm, input_dir, files)
+            dicom = " or DICOM files" if algorithm.dicom else ""
+            raise InputError(f"{input_dir}: no {' or '.join(algorithm.case_patterns)}{dicom} files (and no "
+                             "inputs.json)")
         listed = [(path.relative_to(input_dir).as_posix(), path) for path in paths]
     for name, path in listed:
-        unsafe = sorted({c for c in name if c in algorithm.name_forbidden or not c.isprintable()})
-        if unsafe:
-            raise InputError(f"{str(path)!r}: the case name {name!r} holds {', '.join(map(repr, unsafe))}, which the "
-                             "run file cannot carry (it would forge or break its lines); rename the case")
+        check_case_name(algorithm, name, str(path))
     slug = algorithm.interfaces[0].inputs[0].slug
     return [Case(name, {slug: path}) for name, path in listed]
+
+
+def _top_folder(path: Path, input_dir: Path) -> str:
+    """The first folder of `path` under `input_dir` ('' for a file directly in it)."""
+    parts = path.relative_to(input_dir).parts
+    return parts[0] if len(parts) > 1 else ""
+
+
+def dicom_cases(algorithm: Algorithm, input_dir: Path, files: list[Path]) -> list[Case]:
+    """One case per DICOM study under `input_dir`, named after the study's own folder under it, else its UID."""
+    series = read_headers(files)
+    studies_in_folder: dict[str, set[str]] = defaultdict(set)
+    for s in series:
+        for path in s.files:
+            studies_in_folder[_top_folder(path, input_dir)].add(s.study_uid)
+    slug = algorithm.interfaces[0].inputs[0].slug
+    cases = []
+    for chosen, spacing in select_study_series(series, algorithm.dicom.modalities):
+        folders = {_top_folder(path, input_dir) for path in chosen.files}
+        folder = folders.pop() if len(folders) == 1 else ""
+        name = folder if folder and studies_in_folder[folder] == {chosen.study_uid} else chosen.study_uid
+        check_case_name(algorithm, name, str(input_dir / name))
+        cases.append(Case(name, {slug: chosen.files[0].parent}, (chosen, spacing)))
+    log.info("DICOM input: %s", ", ".join(f"{c.name} ({c.dicom[0].modality}, {len(c.dicom[0].files)} slices)"
+                                          for c in cases))
+    return sorted(cases, key=lambda c: c.name)
+
+
+def write_dicom_results(algorithm: Algorithm, case: Case, prediction, output_dir: Path) -> list[Path]:
+    """The case's DICOM result objects, each as OUTPUT/dicom/<SOPInstanceUID>.dcm written atomically."""
+    written = []
+    for dataset in algorithm.dicom.write_results(case.dicom[0], prediction):
+        path = output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm"
+        with atomic_output(path, "wb") as handle:
+            dataset.save_as(handle, enforce_file_format=True)
+        written.append(path)
+    return written
 
 
 def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:
@@ -172,6 +253,8 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
         prediction = model.predict(case)
         for name, value in algorithm.case_outputs(case, prediction).items():
             write_output(output_dir / name, value)
+        if case.dicom is not None:
+            write_dicom_results(algorithm, case, prediction, output_dir)
         results.append((case, prediction))
         log.info("[%d/%d] %s: %s in %.1f s", number, len(cases), case.name, algorithm.describe(prediction),
                  time.perf_counter() - started)
@@ -182,6 +265,42 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
     log.info("wrote %s (%d cases)", ", ".join(map(str, written)), len(cases))
 
 
+WATCH_STATES = ("pending", "running", "done")
+WATCH_POLL_SECONDS = 1.0
+
+
+def run_watch(algorithm: Algorithm, model: Model, inbox: Path, stop: Callable[[], bool] = lambda: False) -> None:
+    """Watch mode: run every job put into `inbox/pending/` until `stop()` (a container runs until stopped)."""
+    import shutil
+
+    for state in WATCH_STATES:
+        (inbox / state).mkdir(parents=True, exist_ok=True)
+    for job in (inbox / "running").iterdir():
+        os.replace(job, inbox / "pending" / job.name)
+        log.info("job %s: was running when the detector stopped; queued again", job.name)
+    log.info("watching %s", inbox / "pending")
+    while not stop():
+        jobs = sorted((p for p in (inbox / "pending").iterdir() if not p.name.startswith(".")),
+                      key=lambda p: p.stat().st_mtime)
+        if not jobs:
+            time.sleep(WATCH_POLL_SECONDS)
+            continue
+        job = inbox / "running" / jobs[0].name
+        os.replace(jobs[0], job)
+        shutil.rmtree(job / "output", ignore_errors=True)
+        try:
+            run_batch(algorithm, model, batch_cases(algorithm, job / "input"), job / "output")
+            status = {"returncode": 0, "error": None}
+        except InputError as exc:
+            log.error("job %s: %s", job.name, exc)
+            status = {"returncode": 1, "error": str(exc)}
+        write_json_atomic(job / "status.json", status)
+        done = inbox / "done" / job.name
+        if done.exists():
+            shutil.rmtree(done)
+        os.replace(job, done)
+
+
 def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=algorithm.description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -190,10 +309,12 @@ def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
                         help=f"ONNX Runtime device (default ${DEVICE_VARIABLE} or auto: CUDA if available)")
     if algorithm.add_arguments is not None:
         algorithm.add_arguments(parser.add_argument_group("model options"))
+    parser.add_argument("--watch", type=Path, default=os.environ.get("WATCH_DIR") or None, metavar="DIR",
+                        help="watch mode: run the jobs the hospital gateway puts into DIR/pending (default $WATCH_DIR)")
     return parser
 
 
-RUNNER_OPTIONS = ("input", "output", "model", "device")
+RUNNER_OPTIONS = ("input", "output", "model", "device", "watch")
 
 
 def model_options(args: argparse.Namespace) -> dict[str, object]:
@@ -210,6 +331,9 @@ def main(algorithm: Algorithm, argv: list[str] | None = None, baked_model_dir: P
     if args.device not in DEVICES:  # argparse does not check a default against the choices
         raise InputError(f"{DEVICE_VARIABLE}={args.device!r}: expected one of {', '.join(DEVICES)}")
     model_path = model_location(algorithm.model_file, args.model, baked_model_dir)
+    if args.watch is not None:
+        run_watch(algorithm, load_model(algorithm, model_path, args.device, options), args.watch)
+        return 0
     sockets = read_inputs_json(args.input)
     if sockets is None:
         cases = batch_cases(algorithm, args.input)

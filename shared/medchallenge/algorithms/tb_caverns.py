@@ -7,7 +7,8 @@ trilinear up-sampling of its probabilities. Every parameter comes from the ONNX 
 
 `ALGORITHM` plugs it into the algorithm runner (`runner.py`, the container contract): grand-challenge one-case mode
 (socket `ct-image` -> `tb-cavern-boxes.json`), or batch mode over every `*.nii.gz` of the input folder
-(`submission.txt` in the official run-file format plus one JSON per case).
+(`submission.txt` in the official run-file format plus one JSON per case), or over the DICOM CT studies of the input
+folder, which adds one DICOM SR per study (TID 1500: a volumetric ROI per box with its probability, `dicom/sr.py`).
 
 Boxes use the challenge's convention: X is the first voxel index (ITK index i, nibabel's first axis), corners are
 inclusive voxel indices inside the volume, X1 < X2, Y1 < Y2, Z1 < Z2.
@@ -26,7 +27,9 @@ from ..errors import InputError
 from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
 from ..imaging import read_ct
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
-from .runner import Algorithm, Case
+from ..dicom.series import DicomSeries
+from ..dicom.sr import BoxFinding, FindingKind, box_report
+from .runner import Algorithm, Case, DicomContract
 
 log = logging.getLogger("medchallenge.tb_caverns")
 
@@ -246,7 +249,7 @@ class CavernDetector:
 
     def predict(self, case: Case) -> CaseDetections:
         """The case's detections and its per-case JSON."""
-        image, array = read_ct(case.inputs[CT_IMAGE.slug])
+        image, array = read_ct(case.inputs[CT_IMAGE.slug], case.read_image(CT_IMAGE.slug, "CT image"))
         detections = self.detect_image(image, array)
         return CaseDetections(detections, case_result(case.name, image, detections))
 
@@ -319,6 +322,18 @@ def run_files(results: list[tuple[Case, CaseDetections]]) -> dict[str, str]:
                                            for case, prediction in results for detection in prediction.detections)}
 
 
+# A TB cavern has no code of its own in DICOM's coding schemes: a private one (99 prefix), on the lung (SNOMED CT).
+CAVERN_FINDING = FindingKind(finding_type=("tb-cavern", "99MEDCHALLENGE", "Tuberculous lung cavern"),
+                             finding_site=("39607008", "SCT", "Lung"), algorithm_name="medchallenge tb-caverns",
+                             algorithm_version=str(OUTPUT_VERSION), series_description="TB cavern detection (AI)")
+
+
+def dicom_results(series: DicomSeries, prediction: CaseDetections) -> list:
+    """DICOM mode: the boxes as one SR on the CT series."""
+    findings = [BoxFinding(tuple(d.corners()), d.probability) for d in prediction.detections]
+    return [box_report(series, findings, CAVERN_FINDING)]
+
+
 def describe(prediction: CaseDetections) -> str:
     return f"{len(prediction.detections)} box(es)"
 
@@ -334,4 +349,5 @@ ALGORITHM = Algorithm(
     run_files=run_files,
     describe=describe,
     name_forbidden=RUN_FILE_FORBIDDEN,
+    dicom=DicomContract(modalities=("CT",), write_results=dicom_results),
 )

@@ -1,7 +1,8 @@
 """Synthetic chest CT cohort with TB caverns, in the ImageCLEF 2022 TB caverns detection layout.
 
-`python -m medchallenge.synth tb-caverns --out DIR --cases N --seed S [--shape X Y Z]` writes
-`DIR/input/TST_001.nii.gz ...` (int16 HU CT), `DIR/lung_masks/v1|v2/TST_001.nii.gz` and
+`python -m medchallenge.synth tb-caverns --out DIR --cases N --seed S [--shape X Y Z] [--format nifti|dicom]` writes
+`DIR/input/TST_001.nii.gz ...` (int16 HU CT; with `--format dicom` a CT series `DIR/input/TST_001/*.dcm` per case,
+one study each, geometry from the NIfTI affine: `medchallenge.dicom.synthetic`), `DIR/lung_masks/v1|v2/TST_001.nii.gz` and
 `DIR/ground_truth/gt_boxes.csv` + `DIR/ground_truth/all_ids.csv` (the evaluator's ground-truth folder).
 
 Anatomy is drawn in millimetres: a body outline, two lungs (about -860 HU with noise and vessels), mediastinum,
@@ -499,8 +500,9 @@ def gt_rows(cid: str, boxes: list[CavernBox]) -> list[str]:
 
 
 def write_cohort(out: Path, cases: int, seed: int, shape: tuple[int, int, int] = DEFAULT_SHAPE,
-                 spacing: tuple[float, float, float] = DEFAULT_SPACING) -> list[str]:
-    """Generate and write `cases` cases; return the case ids."""
+                 spacing: tuple[float, float, float] = DEFAULT_SPACING, image_format: str = "nifti") -> list[str]:
+    """Generate and write `cases` cases (CTs as NIfTI or as DICOM series); return the case ids."""
+    from ..dicom.synthetic import SyntheticStudy, write_ct_series
     from ..io import write_text_atomic
 
     out = Path(out)
@@ -508,7 +510,10 @@ def write_cohort(out: Path, cases: int, seed: int, shape: tuple[int, int, int] =
     for index in range(cases):
         cid = case_id(index)
         case = generate_case(case_rng(seed, index), shape, spacing)
-        save_nifti(out / "input" / f"{cid}.nii.gz", case.ct, case.affine)
+        if image_format == "dicom":
+            write_ct_series(out / "input" / cid, case.ct, case.affine, SyntheticStudy(f"tb-caverns-{seed}-{index}", cid))
+        else:
+            save_nifti(out / "input" / f"{cid}.nii.gz", case.ct, case.affine)
         save_nifti(out / "lung_masks" / "v1" / f"{cid}.nii.gz", case.lung_mask_v1, case.affine)
         save_nifti(out / "lung_masks" / "v2" / f"{cid}.nii.gz", case.lung_mask_v2, case.affine)
         rows += gt_rows(cid, case.boxes)
@@ -527,11 +532,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="voxels per case (default 512 512 100)")
     parser.add_argument("--spacing", type=float, nargs=3, default=list(DEFAULT_SPACING), metavar=("SX", "SY", "SZ"),
                         help="voxel size in mm (default 0.7 0.7 2.5)")
+    parser.add_argument("--format", choices=("nifti", "dicom"), default="nifti",
+                        help="CT files: NIfTI (the challenge's) or a DICOM CT series per case (default nifti)")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.cases < 1:
         raise SystemExit("--cases must be at least 1")
-    ids = write_cohort(args.out, args.cases, args.seed, tuple(args.shape), tuple(args.spacing))
+    ids = write_cohort(args.out, args.cases, args.seed, tuple(args.shape), tuple(args.spacing), args.format)
     log.info("wrote %d cases to %s", len(ids), args.out)
     return 0

@@ -1,0 +1,107 @@
+"""Synthetic DICOM CT series from a volume and its NIfTI affine (for tests, the demo and the gateway's PACS tests).
+
+Realistic tags: patient, study and series modules with UIDs derived from a seed (the same seed gives the same
+UIDs), CT Image module (KVP, kernel, rescale slope/intercept: values stored as unsigned HU + 1024), and the geometry
+of the NIfTI (RAS) converted to DICOM's LPS: ImagePositionPatient per slice, ImageOrientationPatient, PixelSpacing.
+Files are named after their SOP Instance UID, so the file name says nothing about the slice order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ..io import atomic_output
+
+RAS_TO_LPS = np.diag([-1.0, -1.0, 1.0])
+CT_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
+RESCALE_INTERCEPT = -1024
+
+
+@dataclass(frozen=True)
+class SyntheticStudy:
+    """Who and what a synthetic study is about; the UIDs derive from `key` (stable for a seed and case)."""
+
+    key: str
+    patient_id: str
+    patient_name: str = "SYNTHETIC^PATIENT"
+    body_part: str = "CHEST"
+    study_description: str = "CT CHEST (synthetic)"
+    study_date: str = "20260101"
+
+    def uid(self, what: str) -> str:
+        from pydicom.uid import generate_uid
+
+        return generate_uid(entropy_srcs=[self.key, what])
+
+
+def lps_geometry(affine: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(origin, axes (3x3, columns = voxel steps of i, j, k), spacing) in LPS mm from a RAS voxel->world affine."""
+    lps = RAS_TO_LPS @ np.asarray(affine, dtype=np.float64)[:3]
+    axes = lps[:, :3]
+    return lps[:, 3], axes, np.linalg.norm(axes, axis=0)
+
+
+def ct_datasets(volume_xyz: np.ndarray, affine: np.ndarray, study: SyntheticStudy, modality: str = "CT"):
+    """One pydicom Dataset per slice k of an (x, y, z) int16 HU volume (rows = y, columns = x)."""
+    from pydicom.dataset import Dataset, FileMetaDataset
+    from pydicom.uid import ExplicitVRLittleEndian, PYDICOM_IMPLEMENTATION_UID
+
+    origin, axes, spacing = lps_geometry(affine)
+    row_direction, column_direction = axes[:, 0] / spacing[0], axes[:, 1] / spacing[1]
+    series_uid, frame_uid = study.uid("series"), study.uid("frame-of-reference")
+    stored = np.clip(volume_xyz.astype(np.int32) - RESCALE_INTERCEPT, 0, 4095).astype(np.uint16)
+    for k in range(volume_xyz.shape[2]):
+        ds = Dataset()
+        ds.file_meta = FileMetaDataset()
+        ds.file_meta.MediaStorageSOPClassUID = CT_IMAGE_STORAGE
+        ds.file_meta.MediaStorageSOPInstanceUID = sop_uid = study.uid(f"instance-{k}")
+        ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+        ds.file_meta.ImplementationClassUID = PYDICOM_IMPLEMENTATION_UID
+        ds.SpecificCharacterSet = "ISO_IR 100"
+        ds.ImageType = ["ORIGINAL", "PRIMARY", "AXIAL"]
+        ds.SOPClassUID, ds.SOPInstanceUID = CT_IMAGE_STORAGE, sop_uid
+        ds.StudyDate = ds.SeriesDate = ds.ContentDate = study.study_date
+        ds.StudyTime = ds.SeriesTime = ds.ContentTime = "120000"
+        ds.AccessionNumber = study.patient_id.replace("_", "")[:16]
+        ds.Modality = modality
+        ds.Manufacturer = "medchallenge synthetic"
+        ds.ReferringPhysicianName = ""
+        ds.StudyDescription = study.study_description
+        ds.SeriesDescription = "synthetic chest CT"
+        ds.PatientName, ds.PatientID = study.patient_name, study.patient_id
+        ds.PatientBirthDate, ds.PatientSex = "19700101", "O"
+        ds.BodyPartExamined = study.body_part
+        ds.SliceThickness = f"{spacing[2]:.4g}"
+        ds.KVP = "120"
+        ds.ConvolutionKernel = "STANDARD"
+        ds.PatientPosition = "FFS"
+        ds.StudyInstanceUID, ds.SeriesInstanceUID = study.uid("study"), series_uid
+        ds.StudyID, ds.SeriesNumber, ds.AcquisitionNumber, ds.InstanceNumber = "1", 1, 1, k + 1
+        position = origin + k * axes[:, 2]
+        ds.ImagePositionPatient = [f"{v:.6g}" for v in position]
+        ds.ImageOrientationPatient = [f"{v:.6g}" for v in (*row_direction, *column_direction)]
+        ds.FrameOfReferenceUID = frame_uid
+        ds.PositionReferenceIndicator = ""
+        ds.SliceLocation = f"{position[2]:.6g}"
+        ds.SamplesPerPixel, ds.PhotometricInterpretation = 1, "MONOCHROME2"
+        ds.Rows, ds.Columns = volume_xyz.shape[1], volume_xyz.shape[0]
+        ds.PixelSpacing = [f"{spacing[1]:.6g}", f"{spacing[0]:.6g}"]
+        ds.BitsAllocated, ds.BitsStored, ds.HighBit, ds.PixelRepresentation = 16, 12, 11, 0
+        ds.RescaleIntercept, ds.RescaleSlope, ds.RescaleType = str(RESCALE_INTERCEPT), "1", "HU"
+        ds.WindowCenter, ds.WindowWidth = "-600", "1500"
+        ds.PixelData = np.ascontiguousarray(stored[:, :, k].T).tobytes()
+        yield ds
+
+
+def write_ct_series(folder: Path, volume_xyz: np.ndarray, affine: np.ndarray, study: SyntheticStudy) -> list[Path]:
+    """Write the series into `folder` (one `<SOPInstanceUID>.dcm` per slice, each atomically); return the paths."""
+    paths = []
+    for ds in ct_datasets(volume_xyz, affine, study):
+        path = Path(folder) / f"{ds.SOPInstanceUID}.dcm"
+        with atomic_output(path, "wb") as handle:
+            ds.save_as(handle, enforce_file_format=True)
+        paths.append(path)
+    return paths

@@ -1,0 +1,311 @@
+"""The DICOM gateway against a PACS stand-in: a study in, its SR out; the same study twice, an unroutable study, a
+broken series, the gateway killed while its detector runs; the configuration checked at start."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pydicom
+import pytest
+from dicom_helpers import write_tiny_series
+from gateway_helpers import FakePacs, free_port, send_files, wait_for
+
+from medchallenge.dicom.series import find_series, select_study_series
+from medchallenge.dicom.sr import read_box_report
+from medchallenge.dicom.synthetic import SyntheticStudy, write_ct_series
+from medchallenge.gateway import WorkQueue, load_config, main
+from medchallenge.errors import InputError
+from medchallenge.synth.tb_caverns import case_rng, generate_case
+
+REPO = Path(__file__).resolve().parents[1]
+INFERENCE = REPO / "algorithms" / "tb_caverns" / "inference.py"
+MR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.4"
+
+
+def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0) -> str:
+    return f"""
+[gateway]
+ae_title = "GATEWAY"
+host = "127.0.0.1"
+port = {port}
+work_dir = "{work}"
+study_quiet_seconds = {quiet}
+max_attempts = 2
+
+[pacs]
+ae_title = "FAKEPACS"
+host = "127.0.0.1"
+port = {pacs_port}
+
+[[route]]
+name = "tb-caverns"
+modalities = ["CT"]
+body_parts = ["CHEST"]
+command = {json.dumps(command)}
+timeout_seconds = 300
+"""
+
+
+class GatewayProcess:
+    """`python -m medchallenge.gateway` in its own process, its log in a file."""
+
+    def __init__(self, config: Path, log: Path):
+        env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+        self.log = log
+        self.process = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config)],
+                                        stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env)
+
+    def wait_ready(self) -> None:
+        wait_for(lambda: "listening on" in self.log.read_text(), 60, "the gateway to listen")
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=60)
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory):
+    """A chest CT with a planted cavern, an MR study, and a CT series with a missing slice."""
+    root = tmp_path_factory.mktemp("gateway_studies")
+    case = generate_case(case_rng(7, 0), (200, 180, 40), n_caverns=1, cavern_radius_mm=(12.0, 15.0))
+    tb = write_ct_series(root / "tb", case.ct, case.affine, SyntheticStudy("gateway-tb", "GW_TB"))
+    _, _, mr = write_tiny_series(root / "mr", key="gateway-mr")
+    for path in mr:
+        ds = pydicom.dcmread(path)
+        ds.Modality, ds.BodyPartExamined = "MR", "BRAIN"
+        ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID = MR_IMAGE_STORAGE
+        ds.save_as(path)
+    _, _, broken = write_tiny_series(root / "broken", key="gateway-broken", shape=(40, 40, 8))
+    ((ordered, _),) = select_study_series(find_series(root / "broken"), ("CT",))
+    ordered.files[3].unlink()
+    return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "root": root}
+
+
+@pytest.fixture
+def pacs():
+    server = FakePacs()
+    yield server
+    server.close()
+
+
+def start(tmp_path: Path, pacs: FakePacs, command: list[str], quiet: float = 1.0) -> tuple[GatewayProcess, int, Path]:
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", port, pacs.port, command, quiet))
+    return GatewayProcess(config, tmp_path / "gateway.log"), port, config
+
+
+def states(work: Path) -> dict[str, int]:
+    return {state: len(list((work / state).iterdir())) for state in
+            ("incoming", "received", "running", "sent", "failed", "unroutable", "duplicate")}
+
+
+def test_studies_in_results_out_duplicates_unroutable_and_broken(tmp_path, pacs, studies):
+    gateway, port, _ = start(tmp_path, pacs, [sys.executable, str(INFERENCE), "--device", "cpu"])
+    work = tmp_path / "work"
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}
+        wait_for(lambda: len(pacs.received) == 1, 120, "the SR in the PACS")
+        sr = pacs.received[0]
+        source = pydicom.dcmread(studies["tb"][0])
+        assert sr.Modality == "SR" and sr.StudyInstanceUID == source.StudyInstanceUID
+        ((series, _),) = select_study_series(find_series(studies["root"] / "tb"), ("CT",))
+        sr_path = tmp_path / "sr.dcm"
+        sr.save_as(sr_path, enforce_file_format=True)
+        findings = read_box_report(sr_path, series)
+        # the study moves to sent/ just after its SR is stored in the PACS
+        wait_for(lambda: any((work / "sent").glob("*/job.json")), 60, "the study in sent/")
+        (job,) = [json.loads(p.read_text()) for p in (work / "sent").glob("*/job.json")]
+        assert len(findings) == 1 and job["results"] == [sr.SOPInstanceUID] and job["sent"] == 1
+        assert len(job["instances"]) == len(studies["tb"]) and not (work / "sent" / series.study_uid / "input").exists()
+
+        assert set(send_files(studies["tb"], port)) == {0}  # the same study again
+        wait_for(lambda: states(work)["duplicate"] == 1, 60, "the duplicate")
+        assert set(send_files(studies["mr"], port)) == {0}
+        wait_for(lambda: states(work)["unroutable"] == 1, 60, "the unroutable study")
+        assert set(send_files(studies["broken"], port)) == {0}
+        wait_for(lambda: states(work)["failed"] == 1, 60, "the broken study")
+        assert len(pacs.received) == 1  # nothing sent twice, nothing for the others
+        assert states(work) == {"incoming": 0, "received": 0, "running": 0, "sent": 1, "failed": 1,
+                                "unroutable": 1, "duplicate": 1}
+        (error,) = [p.read_text() for p in (work / "failed").glob("*/error.txt")]
+        assert "uneven slice spacing" in error and error.count("\n") == 1
+        assert "no route takes this study (MR/BRAIN (5))" in next((work / "unroutable").glob("*/error.txt")).read_text()
+    finally:
+        assert gateway.stop() == 0
+    log = (tmp_path / "gateway.log").read_text()
+    assert "Traceback" not in log
+    assert log.count("moved to failed") == 1 and log.count("moved to unroutable") == 1
+    assert "all 40 instance(s) were processed before; not run again" in log
+
+
+DETECTOR_KILLED_ONCE = """
+import os, sys, time
+runs = os.environ["RUNS_FILE"]
+with open(runs, "a") as handle:
+    handle.write("run\\n")
+if sum(1 for _ in open(runs)) == 1:
+    time.sleep(300)  # the first run hangs until the gateway is killed (and with it this process)
+os.execv(sys.executable, [sys.executable, *sys.argv[1:]])
+"""
+
+
+def test_a_gateway_killed_while_its_detector_runs_finishes_the_study_after_restart(tmp_path, pacs, studies,
+                                                                                   monkeypatch):
+    wrapper = tmp_path / "detector.py"
+    wrapper.write_text(DETECTOR_KILLED_ONCE)
+    monkeypatch.setenv("RUNS_FILE", str(tmp_path / "runs.txt"))
+    command = [sys.executable, str(wrapper), str(INFERENCE), "--device", "cpu"]
+    gateway, port, config = start(tmp_path, pacs, command)
+    work = tmp_path / "work"
+    assert set(send_files(studies["tb"], port)) == {0}
+    wait_for(lambda: states(work)["running"] == 1 and (tmp_path / "runs.txt").exists(), 60, "the detector run")
+    gateway.kill()
+    assert states(work)["running"] == 1 and not pacs.received
+    restarted = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        wait_for(lambda: states(work)["sent"] == 1, 120, "the study finished after the restart")
+    finally:
+        assert restarted.stop() == 0
+    assert len(pacs.received) == 1 and (tmp_path / "runs.txt").read_text().count("run") == 2
+    (job,) = [json.loads(p.read_text()) for p in (work / "sent").glob("*/job.json")]
+    assert job["attempts"] == 2
+    assert "was running when the gateway stopped; queued again" in (tmp_path / "gateway.log").read_text()
+
+
+def test_results_confirmed_before_are_not_sent_again(tmp_path, pacs, studies):
+    from medchallenge.gateway import Pacs
+
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", free_port(), pacs.port, ["true"]))
+    queue = WorkQueue(tmp_path / "work")
+    sender = Pacs(load_config(config))
+    files = studies["mr"][:2]
+    assert sender.send(queue, files) == 2
+    assert sender.send(queue, files) == 0  # e.g. after a restart between sending and moving the study to sent/
+    assert len(pacs.received) == 2 and queue.sent_uids() == {pydicom.dcmread(f).SOPInstanceUID for f in files}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('port = 11112', 'port = 70000'), "[gateway]: port = 70000: expected 1 to 65535"),
+    (lambda t: t.replace('ae_title = "GATEWAY"', 'ae_title = "A_VERY_LONG_AE_TITLE"'), "ae_title = 'A_VERY_LONG_AE_TITLE'"),
+    (lambda t: t.replace('modalities = ["CT"]', 'modalities = []'), "[[route]] 1: modalities = []: expected a non-empty"),
+    (lambda t: t.replace('[pacs]', '[pacs]\nretries = 3'), "[pacs]: unknown key(s) retries"),
+    (lambda t: t.replace('host = "127.0.0.1"\nport = 4242', ''), "[pacs]: missing key 'host'"),
+    (lambda t: t.replace('study_quiet_seconds = 1.0', 'study_quiet_seconds = "soon"'), "study_quiet_seconds = 'soon': expected"),
+    (lambda t: t + "[[route\n", "not valid TOML"),
+    (lambda t: t.replace('timeout_seconds', 'inbox = "/x"\ntimeout_seconds'), "give either command"),
+])
+def test_configuration_errors_are_one_line_at_start(tmp_path, capsys, edit, message):
+    text = config_text(tmp_path / "work", 11112, 4242, ["true"])
+    path = tmp_path / "gateway.toml"
+    path.write_text(edit(text))
+    assert main(["--config", str(path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {path}") and message in err
+    path.write_text(text)
+    assert main(["--config", str(path), "--check"]) == 0
+    with pytest.raises(InputError, match="cannot read the configuration"):
+        load_config(tmp_path / "missing.toml")
+
+
+def test_a_detector_container_watching_an_inbox_killed_mid_study_finishes_it_after_restart(tmp_path, pacs, studies):
+    """The compose `hospital` layout: the detector has no network and watches a folder the gateway hands jobs to."""
+    port, inbox = free_port(), tmp_path / "inbox"
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", port, pacs.port, ["unused"])
+                      .replace('command = ["unused"]', f'inbox = "{inbox}"'))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+    worker_command = [sys.executable, str(INFERENCE), "--watch", str(inbox), "--device", "cpu"]
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    worker = subprocess.Popen(worker_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}
+        wait_for(lambda: (inbox / "running").is_dir() and any((inbox / "running").iterdir()), 60, "the job running")
+        worker.kill()
+        worker.wait(timeout=60)
+        assert not pacs.received
+        worker = subprocess.Popen(worker_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(lambda: len(pacs.received) == 1, 120, "the SR after the detector's restart")
+        wait_for(lambda: states(tmp_path / "work")["sent"] == 1, 30, "the study sent")
+    finally:
+        worker.terminate()
+        worker.wait(timeout=60)
+        assert gateway.stop() == 0
+    assert pacs.received[0].Modality == "SR"
+    assert all(not any((inbox / state).iterdir()) for state in ("pending", "running", "done"))
+    assert "Traceback" not in (tmp_path / "gateway.log").read_text()
+
+
+def test_the_hospital_compose_file_and_the_example_configuration_agree():
+    from test_registry import compose_services
+
+    config = load_config(REPO / "gateway" / "gateway.example.toml")
+    services = compose_services((REPO / "compose.hospital.yaml").read_text())
+    assert "networks: [pacs]" in services["gateway"] and "network_mode: none" not in services["gateway"]
+    detectors = {name: lines for name, lines in services.items() if name != "gateway"}
+    assert detectors and all("network_mode: none" in lines for lines in detectors.values())
+    assert all("profiles: [hospital]" in lines for lines in services.values())
+    watched = {line for lines in detectors.values() for line in lines if line.startswith("command:")}
+    for route in config.routes:  # every route's inbox is watched by a detector without network
+        assert route.inbox is not None and f'command: ["--watch", "{route.inbox}"]' in watched
+
+
+def test_watch_mode_runs_every_job_requeues_an_interrupted_one_and_reports_failures(tmp_path, studies):
+    from medchallenge.algorithms.runner import load_model, run_watch
+    from medchallenge.algorithms.tb_caverns import ALGORITHM
+
+    inbox = tmp_path / "inbox"
+    # a worker killed while running "interrupted" (the TB study, half its output written)
+    for state, job, files in (("pending", "bad", studies["broken"]), ("running", "interrupted", studies["tb"]),
+                              ("pending", "good", studies["tb"])):
+        (inbox / state / job / "input").mkdir(parents=True)
+        for path in files:
+            (inbox / state / job / "input" / path.name).write_bytes(path.read_bytes())
+    (inbox / "running" / "interrupted" / "output").mkdir()
+    (inbox / "running" / "interrupted" / "output" / "half-written.json").write_text("{")
+    model = load_model(ALGORITHM, REPO / "algorithms" / "tb_caverns" / "model" / "tb_caverns.onnx", "cpu")
+    run_watch(ALGORITHM, model, inbox, stop=lambda: not any((inbox / "pending").iterdir()))
+    assert sorted(p.name for p in (inbox / "done").iterdir()) == ["bad", "good", "interrupted"]
+    assert not any((inbox / "running").iterdir())
+    bad = json.loads((inbox / "done" / "bad" / "status.json").read_text())
+    assert bad["returncode"] == 1 and "uneven slice spacing" in bad["error"]
+    for job in ("good", "interrupted"):
+        assert json.loads((inbox / "done" / job / "status.json").read_text()) == {"returncode": 0, "error": None}
+        assert len(list((inbox / "done" / job / "output" / "dicom").glob("*.dcm"))) == 1
+    assert not (inbox / "done" / "interrupted" / "output" / "half-written.json").exists()
+
+
+def test_a_gateway_killed_while_receiving_a_study_processes_it_once_when_the_pacs_sends_it_again(tmp_path, pacs,
+                                                                                                  studies):
+    # the quiet period starts again at the restart; the PACS sends the study again within it
+    gateway, port, config = start(tmp_path, pacs, [sys.executable, str(INFERENCE), "--device", "cpu"], quiet=5.0)
+    work = tmp_path / "work"
+    half = studies["tb"][: len(studies["tb"]) // 2]
+    assert set(send_files(half, port)) == {0}
+    gateway.kill()  # before the quiet period ended: the study is incomplete in incoming/
+    (received,) = (work / "incoming").iterdir()
+    assert len(list((received / "input").glob("*.dcm"))) == len(half)
+    (received / "input" / ".1.2.3.dcm.abc.part").write_bytes(b"an instance being written when the gateway died")
+    an_hour_ago = time.time() - 3600  # the gateway was down for an hour: that is no quiet time of the study
+    os.utime(received, (an_hour_ago, an_hour_ago))
+    restarted = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}  # the PACS sends the whole study again
+        wait_for(lambda: states(work)["sent"] == 1, 120, "the study sent")
+    finally:
+        assert restarted.stop() == 0
+    assert len(pacs.received) == 1 and states(work)["duplicate"] == 0 and states(work)["failed"] == 0
+    (job,) = [json.loads(p.read_text()) for p in (work / "sent").glob("*/job.json")]
+    assert len(job["instances"]) == len(studies["tb"]) and job["attempts"] == 1
+    assert not list(work.rglob("*.part"))

@@ -1,0 +1,124 @@
+"""End to end against a real PACS: Orthanc (Debian's package, on loopback, started here) receives synthetic CTs, its
+auto-routing (a Lua OnStableStudy script) sends each stable study to the gateway, the gateway's results appear in
+Orthanc (checked through its REST API), validate with dciodvfy and read back to the detector's boxes. With them: an
+MR study no route takes, a series with a missing slice, and the same study again (Orthanc forwards a study again once
+the SR has made it change: the gateway drops its own SR and does not run the study twice)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pydicom
+from dicom_helpers import dciodvfy_errors
+from gateway_helpers import free_port, wait_for
+from test_gateway import INFERENCE, GatewayProcess, config_text, states, studies  # noqa: F401  (the fixture)
+
+from medchallenge.dicom.series import find_series, select_study_series
+from medchallenge.dicom.sr import read_box_report
+
+AUTO_ROUTING = """
+function OnStableStudy(studyId, tags, metadata)
+  RestApiPost('/modalities/gateway/store', studyId)
+end
+"""
+
+
+class Orthanc:
+    """An Orthanc of its own: loopback HTTP, DICOM stores accepted only from the gateway's AE title and host."""
+
+    def __init__(self, root: Path, gateway_port: int):
+        root.mkdir(parents=True)
+        self.http, self.dicom = free_port(), free_port()
+        (root / "route.lua").write_text(AUTO_ROUTING)
+        (root / "orthanc.json").write_text(json.dumps({
+            "Name": "medchallenge-test", "StorageDirectory": str(root / "db"), "IndexDirectory": str(root / "db"),
+            "HttpPort": self.http, "DicomPort": self.dicom, "DicomAet": "ORTHANC", "RemoteAccessAllowed": False,
+            "AuthenticationEnabled": False, "HttpServerEnabled": True, "DicomServerEnabled": True,
+            "DicomAlwaysAllowStore": False, "DicomAlwaysAllowEcho": False, "DicomCheckModalityHost": True,
+            "DicomModalities": {"gateway": ["GATEWAY", "127.0.0.1", gateway_port]}, "StableAge": 2,
+            "LuaScripts": [str(root / "route.lua")], "Plugins": [],
+        }))
+        self.log = open(root / "orthanc.log", "w")
+        self.process = subprocess.Popen([shutil.which("Orthanc") or "Orthanc", str(root / "orthanc.json")],
+                                        stdout=self.log, stderr=subprocess.STDOUT)
+        wait_for(lambda: self._alive(), 60, "Orthanc's REST API")
+
+    def _alive(self) -> bool:
+        try:
+            return bool(self.get("/system"))
+        except OSError:
+            return False
+
+    def request(self, method: str, path: str, body: bytes | None = None):
+        request = urllib.request.Request(f"http://127.0.0.1:{self.http}{path}", data=body, method=method)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            data = response.read()
+        return json.loads(data) if response.headers.get_content_type() == "application/json" else data
+
+    def get(self, path: str):
+        return self.request("GET", path)
+
+    def upload(self, files: list[Path]) -> None:
+        for path in files:
+            self.request("POST", "/instances", path.read_bytes())
+
+    def study_series(self, study_uid: str) -> list[dict]:
+        (match,) = self.request("POST", "/tools/lookup", study_uid.encode())
+        return self.get(f"/studies/{match['ID']}/series?expand")
+
+    def close(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=60)
+        self.log.close()
+
+
+def sr_series(orthanc: Orthanc, study_uid: str) -> list[dict]:
+    return [s for s in orthanc.study_series(study_uid) if s["MainDicomTags"].get("Modality") == "SR"]
+
+
+def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):  # noqa: F811
+    gateway_port = free_port()
+    orthanc = Orthanc(tmp_path / "orthanc", gateway_port)
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", gateway_port, orthanc.dicom,
+                                  [sys.executable, str(INFERENCE), "--device", "cpu"], quiet=1.0)
+                      .replace('ae_title = "FAKEPACS"', 'ae_title = "ORTHANC"'))
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    work = tmp_path / "work"
+    try:
+        gateway.wait_ready()
+        started = time.monotonic()
+        orthanc.upload(studies["tb"])
+        tb_uid = pydicom.dcmread(studies["tb"][0]).StudyInstanceUID
+        (sr_entry,) = wait_for(lambda: sr_series(orthanc, tb_uid), 180, "the SR in Orthanc")
+        seconds = time.monotonic() - started
+        (instance,) = sr_entry["Instances"]
+        sr_path = tmp_path / "sr.dcm"
+        sr_path.write_bytes(orthanc.get(f"/instances/{instance}/file"))
+        assert dciodvfy_errors(sr_path) == []
+        ((series, _),) = select_study_series(find_series(studies["root"] / "tb"), ("CT",))
+        findings = read_box_report(sr_path, series)
+        assert len(findings) == 1 and findings[0].probability >= 0.5
+        # Orthanc forwards the study again once the SR made it change: the gateway drops its own SR and the CT
+        # instances it processed already, so the study is a duplicate and nothing is sent twice
+        wait_for(lambda: states(work)["duplicate"] == 1, 60, "the study forwarded again")
+        orthanc.upload(studies["mr"])
+        orthanc.upload(studies["broken"])
+        wait_for(lambda: states(work)["unroutable"] == 1 and states(work)["failed"] == 1, 120,
+                 "the MR study and the broken series")
+        assert len(sr_series(orthanc, tb_uid)) == 1 and len(orthanc.get("/instances")) == \
+            len(studies["tb"]) + 1 + len(studies["mr"]) + len(studies["broken"])
+        counts = states(work)
+        assert counts == {"incoming": 0, "received": 0, "running": 0, "sent": 1, "failed": 1, "unroutable": 1,
+                          "duplicate": 1}
+        print(f"\nOrthanc -> gateway -> Orthanc: SR in Orthanc {seconds:.1f} s after the upload; queue {counts}")
+    finally:
+        assert gateway.stop() == 0
+        orthanc.close()
+    assert "Traceback" not in (tmp_path / "gateway.log").read_text()
