@@ -80,7 +80,8 @@ models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_tb_caverns.py --seed 0 --out algorithms/tb_caverns/model/tb_caverns.onnx
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_imageclef_caption.py --seed 0 \
 	  --out algorithms/imageclef_caption/model/imageclef_caption.onnx
-	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --steps 604 --out algorithms/ribfrac/model/ribfrac.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --steps 3011 --val-every 300 \
+	  --threshold 0.5 --min-voxels 60 --confidence-mass-voxels 100 --out algorithms/ribfrac/model/ribfrac.onnx
 $(TRAIN_VENV)/.installed: requirements/train.txt requirements/runtime.txt
 	test -x $(TRAIN_VENV)/bin/python || $(PYTHON) -m venv $(TRAIN_VENV)
 	$(TRAIN_VENV)/bin/pip install -q -r requirements/runtime.txt -r requirements/train.txt

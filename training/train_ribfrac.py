@@ -268,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--val-every", type=int, default=250,
                         help="validate every this many steps; the best checkpoint (proxy FROC) is exported")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="fix the post-processing (with --min-voxels, --confidence-mass-voxels) instead of the "
+                             "one chosen on the validation cases")
+    parser.add_argument("--min-voxels", type=int, default=20)
+    parser.add_argument("--confidence-mass-voxels", type=float, default=0.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(args.threads)
@@ -311,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     post, val_score, best_step, state = best
     model.load_state_dict(state)
     log.info("best checkpoint: step %d, validation FROC average (proxy) %.4f with %s", best_step, val_score, post)
+    if args.threshold is not None:
+        post = Postprocessing(threshold=args.threshold, min_voxels=args.min_voxels,
+                              confidence_mass_voxels=args.confidence_mass_voxels)
+        log.info("post-processing fixed by the command line: %s", post)
     training = {
         "generator": "medchallenge.synth.ribfrac_ct", "shape_xyz": list(TRAIN_SHAPE),
         "train_seed": TRAIN_SEED_OFFSET + args.seed, "train_cases": args.train_cases,
