@@ -15,6 +15,7 @@ scapulae; 35 %) and anywhere in the work mask (15 %); flips on every axis. Needs
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import time
@@ -188,6 +189,9 @@ def case_detections(labels_pred: np.ndarray, detections, labels_gt: np.ndarray) 
 
 @torch.no_grad()
 def validate(model: FractureUNet, cases: list[dict], pre: Preprocessing) -> tuple[Postprocessing, float]:
+    """The post-processing with the best proxy FROC average on `cases`, and that score; logs the mean fracture
+    probability on fracture voxels and on other bone (does the model tell them apart at all?)."""
+    was_training = model.training
     model.eval()
 
     def run(batch: np.ndarray):
@@ -199,9 +203,14 @@ def validate(model: FractureUNet, cases: list[dict], pre: Preprocessing) -> tupl
         hu = case["hu"]
         mask = work_mask(hu, pre)
         maps.append((*sliding_window(run, normalise(hu, pre), mask, pre), hu >= pre.bone_hu, case))
+    on_fracture = np.concatenate([fracture[case["labels"] > 0] for fracture, _, _, case in maps])
+    on_bone = np.concatenate([fracture[bone & (case["labels"] == 0)] for fracture, _, bone, case in maps])
+    log.info("validation mean probability: fracture voxels %.3f, other bone %.3f", on_fracture.mean(),
+             on_bone.mean())
+    model.train(was_training)
     num_gt = sum(int(c["labels"].max()) for c in cases)
     best = (Postprocessing(), -1.0)
-    for threshold in (0.3, 0.4, 0.5, 0.6, 0.7):
+    for threshold in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
         for min_voxels in (10, 30, 60):
             post = Postprocessing(threshold=threshold, min_voxels=min_voxels)
             per_case = []
@@ -213,6 +222,13 @@ def validate(model: FractureUNet, cases: list[dict], pre: Preprocessing) -> tupl
             if score > best[1]:
                 best = (post, score)
     return best
+
+
+def keep_best(best: tuple, model: FractureUNet, val: list[dict], pre: Preprocessing, step: int) -> tuple:
+    """(post-processing, proxy FROC, step, weights) of the better of `best` and the model now (ties: the later)."""
+    post, score = validate(model, val, pre)
+    log.info("step %d: validation FROC average (proxy) %.4f with %s", step, score, post)
+    return (post, score, step, copy.deepcopy(model.state_dict())) if score >= best[1] else best
 
 
 def export_onnx(model: FractureUNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
@@ -250,6 +266,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--patch", type=int, default=16, help="training patch edge (model grid voxels)")
     parser.add_argument("--base-channels", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--val-every", type=int, default=250,
+                        help="validate every this many steps; the best checkpoint (proxy FROC) is exported")
+    parser.add_argument("--threshold", type=float, default=None,
+                        help="fix the post-processing (with --min-voxels, --confidence-mass-voxels) instead of the "
+                             "one chosen on the validation cases")
+    parser.add_argument("--min-voxels", type=int, default=20)
+    parser.add_argument("--confidence-mass-voxels", type=float, default=0.0)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(args.threads)
@@ -272,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
     train_started = time.perf_counter()
     model.train()
     running, step = 0.0, 0
+    best: tuple = (Postprocessing(), -1.0, 0, copy.deepcopy(model.state_dict()))
     while (step < args.steps) if args.steps else (time.perf_counter() - train_started < budget):
         step += 1
         progress = step / args.steps if args.steps else (time.perf_counter() - train_started) / budget
@@ -285,14 +309,22 @@ def main(argv: list[str] | None = None) -> int:
         running = 0.95 * running + 0.05 * loss.item() if step > 1 else loss.item()
         if step % 25 == 0:
             log.info("step %d loss %.4f (%.0f s)", step, running, time.perf_counter() - started)
+        if step % args.val_every == 0:
+            best = keep_best(best, model, val, pre, step)
 
-    post, val_score = validate(model, val, pre)
-    log.info("validation FROC average (proxy) %.4f with %s", val_score, post)
+    best = keep_best(best, model, val, pre, step)
+    post, val_score, best_step, state = best
+    model.load_state_dict(state)
+    log.info("best checkpoint: step %d, validation FROC average (proxy) %.4f with %s", best_step, val_score, post)
+    if args.threshold is not None:
+        post = Postprocessing(threshold=args.threshold, min_voxels=args.min_voxels,
+                              confidence_mass_voxels=args.confidence_mass_voxels)
+        log.info("post-processing fixed by the command line: %s", post)
     training = {
         "generator": "medchallenge.synth.ribfrac_ct", "shape_xyz": list(TRAIN_SHAPE),
         "train_seed": TRAIN_SEED_OFFSET + args.seed, "train_cases": args.train_cases,
         "validation_seed": VALIDATION_SEED_OFFSET + args.seed, "validation_cases": args.val_cases,
-        "validation_froc_average_proxy": round(val_score, 4), "steps": step, "batch": args.batch,
+        "validation_froc_average_proxy": round(val_score, 4), "steps": step, "best_step": best_step, "batch": args.batch,
         "patch": args.patch, "base_channels": args.base_channels, "torch": torch.__version__,
         "seconds": round(time.perf_counter() - started),
     }

@@ -60,6 +60,23 @@ def test_instances_by_descending_confidence_with_types_and_size_filter():
     assert np.array_equal(labels == 1, strong) and np.array_equal(labels == 2, weak) and not labels[tiny].any()
 
 
+def test_confidence_weighted_by_mass_ranks_large_components_first():
+    shape = (30, 40, 40)
+    fracture = np.zeros(shape, dtype=np.float32)
+    small, large = blob(shape, (10, 10, 10), 2), blob(shape, (18, 28, 28), 5)
+    fracture[small], fracture[large] = 1.0, 0.9
+    appearance = np.zeros((3, *shape), dtype=np.float32)
+    bone = np.zeros(shape, bool)
+    _, by_peak = find_instances(fracture, appearance, bone, Postprocessing(min_voxels=5), 1.25)
+    assert [d.confidence for d in by_peak] == [1.0, 0.9]
+    post = Postprocessing(min_voxels=5, confidence_mass_voxels=100.0)
+    labels, by_mass = find_instances(fracture, appearance, bone, post, 1.25)
+    expected_large = 0.9 * (1 - np.exp(-0.9 * large.sum() / 100.0))
+    expected_small = 1.0 * (1 - np.exp(-small.sum() / 100.0))
+    assert [d.confidence for d in by_mass] == pytest.approx([expected_large, expected_small], abs=1e-5)
+    assert np.array_equal(labels == 1, large) and np.array_equal(labels == 2, small)
+
+
 @pytest.mark.parametrize("bridged", [True, False])
 def test_two_complete_fractures_joined_by_bone_are_segmental(bridged):
     shape = (20, 20, 60)

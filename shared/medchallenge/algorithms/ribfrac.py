@@ -4,7 +4,8 @@ Pipeline: read the CT (SimpleITK; arrays in z, y, x order), resample it to the m
 where ribs can be (bone above a threshold, dilated) and run the network only on the patches that hold such voxels
 (batched, Gaussian-weighted blending of overlapping patches). The network gives a fracture probability per voxel
 and the probabilities of three appearances (buckle, nondisplaced, displaced). Probabilities above a threshold
-form instances (cc3d, 26-connectivity); an instance's confidence is its highest probability, its type the
+form instances (cc3d, 26-connectivity); an instance's confidence is its highest probability (optionally weighted
+by its summed probability, `Postprocessing.confidence_mass_voxels`), its type the
 appearance with the largest summed probability; two complete (nondisplaced or displaced) fractures of one rib
 (joined by bone within their bounding box) are both segmental. Instances are mapped back to the CT's voxel grid
 (nearest neighbour). Every parameter comes from the ONNX model's metadata.
@@ -69,6 +70,9 @@ class Postprocessing:
     threshold: float = 0.5  # voxels at or above it form instances
     min_voxels: int = 20  # smaller components (model grid) are dropped
     min_confidence: float = 0.1
+    # 0: an instance's confidence is its peak probability; > 0: peak x (1 - exp(-summed probability / this)), so
+    # that large, sure components rank above small ones (model-grid voxels)
+    confidence_mass_voxels: float = 0.0
     segmental_distance_mm: tuple[float, float] = (20.0, 90.0)  # centroid distance of two fractures of one rib
 
     @classmethod
@@ -207,7 +211,11 @@ def find_instances(fracture: np.ndarray, appearance: np.ndarray, bone: np.ndarra
     for k in range(1, count + 1):
         if sizes[k] >= post.min_voxels and peak[k] >= post.min_confidence:
             found.append(k)
-    found.sort(key=lambda k: -float(peak[k]))
+    confidence = peak
+    if post.confidence_mass_voxels > 0:
+        mass = np.bincount(flat, weights=fracture.ravel()[voxels], minlength=count + 1)
+        confidence = peak * (1 - np.exp(-mass / post.confidence_mass_voxels))
+    found.sort(key=lambda k: -float(confidence[k]))
     found = found[:MAX_INSTANCES]
     sums = np.stack([np.bincount(flat, weights=a.ravel()[voxels], minlength=count + 1) for a in appearance])
     codes = {k: APPEARANCE_CODES[int(np.argmax(sums[:, k]))] for k in found}
@@ -216,7 +224,7 @@ def find_instances(fracture: np.ndarray, appearance: np.ndarray, bone: np.ndarra
     detections = []
     for label, k in enumerate(found, start=1):
         lookup[k] = label
-        detections.append(Detection(label, round(float(peak[k]), 6), codes[k]))
+        detections.append(Detection(label, round(float(confidence[k]), 6), codes[k]))
     return lookup[components], detections
 
 
