@@ -33,6 +33,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from onnx_export import export_onnx
+
 from medchallenge.algorithms.imageclef_caption import (
     META_BANK,
     META_CONCEPTS,
@@ -258,19 +260,10 @@ def tune_retrieval(valid: dict, probabilities: np.ndarray, similarity: np.ndarra
 
 
 def export(model: FigureEncoder, bank_embeddings: np.ndarray, metadata: dict, out: Path) -> None:
-    import onnx
-
-    exported = ExportedModel(model, torch.from_numpy(bank_embeddings)).eval()
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(exported, torch.zeros(1, 3, SIZE, SIZE), str(out), input_names=["figure"],
-                      output_names=["concept_probabilities", "bank_similarity"],
-                      dynamic_axes={"figure": {0: "batch"}, "concept_probabilities": {0: "batch"},
-                                    "bank_similarity": {0: "batch"}}, opset_version=17, dynamo=False)
-    proto = onnx.load(str(out))
-    for key, value in metadata.items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value, ensure_ascii=False, separators=(",", ":"))
-    onnx.save(proto, str(out))
+    exported = ExportedModel(model, torch.from_numpy(bank_embeddings))
+    outputs = ["concept_probabilities", "bank_similarity"]
+    export_onnx(exported, torch.zeros(1, 3, SIZE, SIZE), out, ["figure"], outputs, metadata,
+                dynamic_axes={name: {0: "batch"} for name in ["figure", *outputs]})
     log.info("wrote %s (%.1f MB)", out, out.stat().st_size / 1e6)
 
 

@@ -25,6 +25,8 @@ import torch
 from PIL import Image, ImageDraw
 from torch import nn
 
+from onnx_export import export_onnx
+
 from medchallenge.algorithms.object_cxr import (META_POSTPROCESSING, META_PREPROCESSING, Postprocessing,
                                                 Preprocessing, network_input, read_radiograph)
 
@@ -167,23 +169,9 @@ def focal_loss(logits: torch.Tensor, target: torch.Tensor, alpha: float = 0.75, 
     return (weight * bce).sum() / torch.clamp(target.sum(), min=float(len(target)))
 
 
-def export_onnx(model: HeatmapNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
-    import onnx
-
-    model.eval()
-    dummy = torch.zeros(1, 1, *pre.input_size)
-    tmp = out.with_suffix(".tmp.onnx")
-    torch.onnx.export(model, (dummy,), str(tmp), input_names=["radiograph"], output_names=["heatmap"],
-                      opset_version=17, dynamo=False)
-    proto = onnx.load(str(tmp))
-    tmp.unlink()
-    for key, value in {META_PREPROCESSING: pre.__dict__, META_POSTPROCESSING: post.__dict__,
-                       "training": training}.items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value)
-    onnx.checker.check_model(proto)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    onnx.save(proto, str(out))
+def export_model(model: HeatmapNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
+    export_onnx(model, torch.zeros(1, 1, *pre.input_size), out, ["radiograph"], ["heatmap"],
+                {META_PREPROCESSING: pre.__dict__, META_POSTPROCESSING: post.__dict__, "training": training})
 
 
 def _training_of(path: Path) -> str:
@@ -248,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
                 "minutes": round((time.time() - started) / 60, 1), "final_loss": round(float(np.mean(losses[-50:])), 4),
                 "data": [str(p) for p in args.data], "width": args.width, "lr": args.lr,
                 "resumed_from": json.loads(_training_of(args.resume)) if args.resume else None}
-    export_onnx(model, args.out, pre, post, training)
+    export_model(model, args.out, pre, post, training)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): {json.dumps(training)}")
     return 0
 

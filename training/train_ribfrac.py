@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import logging
 import time
 from dataclasses import asdict
@@ -27,6 +26,8 @@ import SimpleITK as sitk
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from onnx_export import export_onnx
 
 from medchallenge.algorithms.ribfrac import (
     APPEARANCE_CODES,
@@ -231,26 +232,12 @@ def keep_best(best: tuple, model: FractureUNet, val: list[dict], pre: Preprocess
     return (post, score, step, copy.deepcopy(model.state_dict())) if score >= best[1] else best
 
 
-def export_onnx(model: FractureUNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
-    import onnx
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    model.eval()
-    tmp = out.with_suffix(".tmp.onnx")
-    torch.onnx.export(model, torch.zeros(1, 1, 32, 32, 32), str(tmp), input_names=["ct"],
-                      output_names=["fracture_probability", "appearance_probability"],
-                      dynamic_axes={name: {0: "batch", 2: "z", 3: "y", 4: "x"}
-                                    for name in ("ct", "fracture_probability", "appearance_probability")},
-                      opset_version=17, dynamo=False)
-    proto = onnx.load(str(tmp))
-    tmp.unlink()
-    for key, value in ((META_PREPROCESSING, asdict(pre)), (META_POSTPROCESSING, asdict(post)),
-                       ("training", training)):
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value)
-    proto.doc_string = "medchallenge RibFrac detector: fracture probability and appearance per voxel (1.6 mm grid)"
-    onnx.checker.check_model(proto)
-    onnx.save(proto, str(out))
+def export_model(model: FractureUNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
+    names = ("ct", "fracture_probability", "appearance_probability")
+    export_onnx(model, torch.zeros(1, 1, 32, 32, 32), out, [names[0]], list(names[1:]),
+                {META_PREPROCESSING: asdict(pre), META_POSTPROCESSING: asdict(post), "training": training},
+                dynamic_axes={name: {0: "batch", 2: "z", 3: "y", 4: "x"} for name in names},
+                doc_string="medchallenge RibFrac detector: fracture probability and appearance per voxel (1.6 mm grid)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -328,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "patch": args.patch, "base_channels": args.base_channels, "torch": torch.__version__,
         "seconds": round(time.perf_counter() - started),
     }
-    export_onnx(model, args.out, pre, post, training)
+    export_model(model, args.out, pre, post, training)
     log.info("wrote %s (%.2f MB) after %.0f s", args.out, args.out.stat().st_size / 1e6, time.perf_counter() - started)
     return 0
 

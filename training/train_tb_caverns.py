@@ -12,7 +12,6 @@ training never sees. Needs torch, onnx, numpy and scipy.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import time
 from dataclasses import asdict
@@ -23,6 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from onnx_export import export_onnx
+
 from medchallenge.algorithms.tb_caverns import (
     META_POSTPROCESSING,
     META_PREPROCESSING,
@@ -31,7 +32,7 @@ from medchallenge.algorithms.tb_caverns import (
     block_features,
     probabilities_to_detections,
 )
-from medchallenge.metrics.tb_caverns import case_record
+from medchallenge.metrics.tb_caverns import case_counts, sequential_mean, threshold_score
 from medchallenge.synth.tb_caverns import DEFAULT_SHAPE, DEFAULT_SPACING, case_rng, generate_case
 
 log = logging.getLogger("train_tb_caverns")
@@ -139,7 +140,8 @@ def loss_fn(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
 
 def case_score(gt: list, pred: list) -> float:
     """The official per-case score (greedy first-come matching; empty-case rules), from the project's metric."""
-    return case_record(gt, pred, in_all_ids=True, has_ground_truth=bool(gt))["case_score"]
+    _, counts = case_counts(gt, pred)
+    return sequential_mean([threshold_score(*count) for count in counts])
 
 
 @torch.no_grad()
@@ -163,28 +165,12 @@ def tune_postprocessing(probs: list[np.ndarray], cases: list[dict], pre: Preproc
     return best
 
 
-def export_onnx(model: CavernUNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
-    import onnx
-
-    out.parent.mkdir(parents=True, exist_ok=True)
-    model.eval()
-    dummy = torch.zeros(1, 3, 8, 16, 16)
-    tmp = out.with_suffix(".tmp.onnx")
-    torch.onnx.export(
-        model, dummy, str(tmp), input_names=["features"], output_names=["cavern_probability"],
-        dynamic_axes={"features": {0: "batch", 2: "z", 3: "y", 4: "x"},
-                      "cavern_probability": {0: "batch", 2: "z", 3: "y", 4: "x"}},
-        opset_version=17, dynamo=False,
-    )
-    proto = onnx.load(str(tmp))
-    tmp.unlink()
-    for key, value in ((META_PREPROCESSING, asdict(pre)), (META_POSTPROCESSING, asdict(post)),
-                       ("training", training)):
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value)
-    proto.doc_string = "medchallenge TB caverns detector: cavern probability per coarse voxel"
-    onnx.checker.check_model(proto)
-    onnx.save(proto, str(out))
+def export_model(model: CavernUNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
+    axes = {0: "batch", 2: "z", 3: "y", 4: "x"}
+    export_onnx(model, torch.zeros(1, 3, 8, 16, 16), out, ["features"], ["cavern_probability"],
+                {META_PREPROCESSING: asdict(pre), META_POSTPROCESSING: asdict(post), "training": training},
+                dynamic_axes={"features": axes, "cavern_probability": axes},
+                doc_string="medchallenge TB caverns detector: cavern probability per coarse voxel")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -241,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
         "patch_zyx": args.patch, "base_channels": args.base_channels, "torch": torch.__version__,
         "seconds": round(time.perf_counter() - started),
     }
-    export_onnx(model, args.out, pre, post, training)
+    export_model(model, args.out, pre, post, training)
     log.info("wrote %s (%.2f MB) after %.0f s", args.out, args.out.stat().st_size / 1e6, time.perf_counter() - started)
     return 0
 

@@ -1,0 +1,34 @@
+"""Export a trained PyTorch model to ONNX with its parameters in the model's metadata (shared by every training script).
+
+The algorithm plug-ins read their pre- and post-processing from these metadata entries (JSON strings), so a model file
+carries everything needed to run it.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import torch
+
+
+def export_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path, input_names: list[str],
+                output_names: list[str], metadata: dict[str, object],
+                dynamic_axes: dict[str, dict[int, str]] | None = None, doc_string: str = "") -> None:
+    """Write `model` to `out` (opset 17) with each metadata value as JSON; checked with onnx, replaced atomically."""
+    import onnx
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.eval()
+    tmp = out.with_name(out.name + ".tmp")
+    torch.onnx.export(model, (example,), str(tmp), input_names=input_names, output_names=output_names,
+                      dynamic_axes=dynamic_axes, opset_version=17, dynamo=False)
+    proto = onnx.load(str(tmp))
+    for key, value in metadata.items():
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    if doc_string:
+        proto.doc_string = doc_string
+    onnx.checker.check_model(proto)
+    onnx.save(proto, str(tmp))
+    os.replace(tmp, out)
