@@ -51,3 +51,11 @@ def inputs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     from helpers import small_cohorts
 
     return small_cohorts(tmp_path_factory.mktemp("cohorts"))
+
+
+@pytest.fixture(scope="module")
+def studies(tmp_path_factory) -> dict:
+    """The gateway tests' DICOM studies (see gateway_helpers.write_gateway_studies)."""
+    from gateway_helpers import write_gateway_studies
+
+    return write_gateway_studies(tmp_path_factory.mktemp("gateway_studies"))

@@ -1,12 +1,23 @@
-"""A PACS stand-in (pynetdicom Storage SCP keeping what it receives), a C-STORE sender, free ports."""
+"""Gateway test helpers: a PACS stand-in (pynetdicom Storage SCP keeping what it receives), a C-STORE sender, free
+ports, the gateway in its own process with its configuration, and the test studies."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pydicom
+from dicom_helpers import write_tiny_series
+
+from medchallenge.dicom.series import find_series, select_study_series
+from medchallenge.dicom.synthetic import SyntheticStudy, write_ct_series
+from medchallenge.synth.tb_caverns import case_rng, generate_case
 
 
 def free_port() -> int:
@@ -71,3 +82,76 @@ def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
             return value
         time.sleep(0.2)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+REPO = Path(__file__).resolve().parents[1]
+INFERENCE = REPO / "algorithms" / "tb_caverns" / "inference.py"
+MR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.4"
+
+
+def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0) -> str:
+    return f"""
+[gateway]
+ae_title = "GATEWAY"
+host = "127.0.0.1"
+port = {port}
+work_dir = "{work}"
+study_quiet_seconds = {quiet}
+max_attempts = 2
+
+[pacs]
+ae_title = "FAKEPACS"
+host = "127.0.0.1"
+port = {pacs_port}
+
+[[route]]
+name = "tb-caverns"
+modalities = ["CT"]
+body_parts = ["CHEST"]
+command = {json.dumps(command)}
+timeout_seconds = 300
+"""
+
+
+class GatewayProcess:
+    """`python -m medchallenge.gateway` in its own process, its log in a file."""
+
+    def __init__(self, config: Path, log: Path):
+        env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+        self.log = log
+        self.process = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config)],
+                                        stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env)
+
+    def wait_ready(self) -> None:
+        wait_for(lambda: "listening on" in self.log.read_text(), 60, "the gateway to listen")
+
+    def stop(self) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout=60)
+
+    def kill(self) -> None:
+        self.process.kill()
+        self.process.wait(timeout=60)
+
+
+def states(work: Path) -> dict[str, int]:
+    return {state: len(list((work / state).iterdir())) for state in
+            ("incoming", "received", "running", "sent", "failed", "unroutable", "duplicate")}
+
+
+def write_gateway_studies(root: Path) -> dict:
+    """A chest CT with a planted cavern, an MR study, and a CT series with a missing slice, under `root`."""
+    case = generate_case(case_rng(7, 0), (200, 180, 40), n_caverns=1, cavern_radius_mm=(12.0, 15.0))
+    tb = write_ct_series(root / "tb", case.ct, case.affine, SyntheticStudy("gateway-tb", "GW_TB"))
+    _, _, mr = write_tiny_series(root / "mr", key="gateway-mr")
+    for path in mr:
+        ds = pydicom.dcmread(path)
+        ds.Modality, ds.BodyPartExamined = "MR", "BRAIN"
+        ds.SOPClassUID = ds.file_meta.MediaStorageSOPClassUID = MR_IMAGE_STORAGE
+        ds.save_as(path)
+    _, _, broken = write_tiny_series(root / "broken", key="gateway-broken", shape=(40, 40, 8))
+    ((ordered, _),) = select_study_series(find_series(root / "broken"), ("CT",))
+    ordered.files[3].unlink()
+    return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "root": root}
+
+

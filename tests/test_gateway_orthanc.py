@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pydicom
 from dicom_helpers import dciodvfy_errors
-from gateway_helpers import free_port, wait_for
-from test_gateway import INFERENCE, GatewayProcess, config_text, states, studies  # noqa: F401  (the fixture)
+from gateway_helpers import INFERENCE, GatewayProcess, config_text, free_port, states, wait_for
 
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.sr import read_box_report
@@ -82,7 +81,7 @@ def sr_series(orthanc: Orthanc, study_uid: str) -> list[dict]:
     return [s for s in orthanc.study_series(study_uid) if s["MainDicomTags"].get("Modality") == "SR"]
 
 
-def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):  # noqa: F811
+def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
     gateway_port = free_port()
     orthanc = Orthanc(tmp_path / "orthanc", gateway_port)
     config = tmp_path / "gateway.toml"
