@@ -40,6 +40,17 @@ def test_compose_has_exactly_the_registry_services(compose):
     assert sorted(compose) == sorted(service.name for service in SERVICES)
 
 
+def test_every_algorithm_service_has_its_gpu_variant(repo):
+    """compose.gpu.yaml overrides each algorithm service: the -gpu image, onnxruntime-gpu, CUDA strictly, one GPU."""
+    gpu = compose_services((repo / "compose.gpu.yaml").read_text())
+    algorithms = [service for service in SERVICES if service.name.endswith("-algorithm")]
+    assert algorithms and sorted(gpu) == sorted(service.name for service in algorithms)
+    for service in algorithms:
+        assert gpu[service.name][0] == f"image: {service.image}-gpu:${{MEDCHALLENGE_VERSION:-{__version__}}}"
+        assert {"args: {ONNXRUNTIME_VARIANT: gpu}", "MEDCHALLENGE_DEVICE: cuda",
+                "devices: [{driver: nvidia, count: 1, capabilities: [gpu]}]"} <= set(gpu[service.name])
+
+
 @pytest.mark.parametrize("service", SERVICES, ids=[s.name for s in SERVICES])
 def test_compose_service_matches_the_registry(compose, service: Service):
     block = compose[service.name]
