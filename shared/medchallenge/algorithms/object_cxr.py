@@ -255,7 +255,8 @@ class ForeignObjectDetector:
     def __init__(self, model_path: Path, device: str = "auto"):
         from ..onnx_session import create_session, model_metadata
 
-        self.session = create_session(model_path, device)
+        # no busy-waiting threads: the network runs for milliseconds while the next image is decoded beside it
+        self.session = create_session(model_path, device, spinning=False)
         meta = model_metadata(self.session)
         try:
             self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
@@ -265,12 +266,14 @@ class ForeignObjectDetector:
         self.input_name = self.session.get_inputs()[0].name
         self.provider = self.session.get_providers()[0]
 
-    def heatmap(self, radiograph: Radiograph) -> np.ndarray:
-        (heat,) = self.session.run(None, {self.input_name: network_input(radiograph, self.pre)})
+    def heatmap(self, x: np.ndarray) -> np.ndarray:
+        """The heat map of a network input (`network_input`)."""
+        (heat,) = self.session.run(None, {self.input_name: x})
         return heat[0, 0]
 
-    def detect(self, radiograph: Radiograph) -> ForeignObjectPrediction:
-        heat = self.heatmap(radiograph)
+    def detect(self, radiograph: Radiograph, x: np.ndarray | None = None) -> ForeignObjectPrediction:
+        """The radiograph's prediction (`x`: its network input, if already made)."""
+        heat = self.heatmap(network_input(radiograph, self.pre) if x is None else x)
         b = self.post.border_cells
         if b:
             heat = heat.copy()
@@ -287,8 +290,16 @@ class ForeignObjectDetector:
         points = [(score, *xy) for (score, _, _), xy in zip(peaks, coordinates)]
         return ForeignObjectPrediction(float(heat.max()), points)
 
+    def read(self, case: Case) -> tuple[Radiograph, np.ndarray]:
+        """The case's radiograph, decoded, and its network input (the runner reads the next case meanwhile)."""
+        radiograph = read_radiograph(case.inputs[CHEST_X_RAY.slug], self.pre.input_size[::-1])
+        return radiograph, network_input(radiograph, self.pre)
+
+    def predict_read(self, case: Case, data: tuple[Radiograph, np.ndarray]) -> ForeignObjectPrediction:
+        return self.detect(*data)
+
     def predict(self, case: Case) -> ForeignObjectPrediction:
-        return self.detect(read_radiograph(case.inputs[CHEST_X_RAY.slug], self.pre.input_size[::-1]))
+        return self.predict_read(case, self.read(case))
 
 
 def image_list_cases(input_dir: Path) -> list[tuple[str, Path]] | None:

@@ -30,10 +30,11 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 from ..contract import SocketValue, add_path_arguments, read_inputs_json
 from ..dicom.series import DicomSeries, dicom_files, read_headers, read_volume, select_study_series
@@ -94,6 +95,17 @@ class Model(Protocol[Prediction_co]):
     provider: str  # the ONNX Runtime execution provider in use, logged
 
     def predict(self, case: Case) -> Prediction_co: ...
+
+
+@runtime_checkable
+class ReadAheadModel(Model[Prediction_co], Protocol):
+    """A model whose reading of a case (decoding, pre-processing) is separate from its prediction: batch mode reads
+    the next case in a second thread while the current one is predicted (Pillow, NumPy and ONNX Runtime release the
+    GIL), so that a run of small cases keeps two cores busy."""
+
+    def read(self, case: Case) -> object: ...
+
+    def predict_read(self, case: Case, data: object) -> Prediction_co: ...
 
 
 DICOM_OUTPUT_FOLDER = "dicom"
@@ -245,12 +257,28 @@ def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: 
              time.perf_counter() - started, ", ".join(map(str, written)))
 
 
+def _predictors(model: Model, cases: list[Case]) -> Iterator[tuple[Case, Callable[[], object]]]:
+    """(case, its prediction to make): `model.predict`, or for a ReadAheadModel its prediction from the case's data
+    read in a second thread while the case before it was predicted (an error reading it is raised here, in order)."""
+    if not isinstance(model, ReadAheadModel):
+        yield from ((case, partial(model.predict, case)) for case in cases)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        ahead = pool.submit(model.read, cases[0]) if cases else None
+        for index, case in enumerate(cases):
+            data = ahead.result()
+            ahead = pool.submit(model.read, cases[index + 1]) if index + 1 < len(cases) else None
+            yield case, partial(model.predict_read, case, data)
+
+
 def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir: Path) -> None:
     """Predict every case, writing its files as it is done, then the run file(s)."""
     results = []
-    for number, case in enumerate(cases, start=1):
+    for number, (case, predict) in enumerate(_predictors(model, cases), start=1):
         started = time.perf_counter()
-        prediction = model.predict(case)
+        prediction = predict()
         for name, value in algorithm.case_outputs(case, prediction).items():
             write_output(output_dir / name, value)
         if case.dicom is not None:
