@@ -82,11 +82,17 @@ class Postprocessing:
     # cells along the image's edges that are ignored (points and image probability): foreign objects are annotated
     # over the lung fields, never at the edge, where collimation borders and cut-off anatomy are
     border_cells: int = 4
+    # test-time augmentation: the heat map is the mean of the image's and its left-right mirror's
+    flip_average: bool = False
+    # the image probability is the mean of the heat map's `image_top_cells` highest cells (1: its maximum)
+    image_top_cells: int = 1
 
     @classmethod
     def from_dict(cls, values: dict) -> "Postprocessing":
         return cls(stride=int(values["stride"]), min_score=float(values["min_score"]),
-                   max_points=int(values["max_points"]), border_cells=int(values.get("border_cells", 0)))
+                   max_points=int(values["max_points"]), border_cells=int(values.get("border_cells", 0)),
+                   flip_average=bool(values.get("flip_average", False)),
+                   image_top_cells=int(values.get("image_top_cells", 1)))
 
 
 @dataclass
@@ -267,8 +273,11 @@ class ForeignObjectDetector:
         self.provider = self.session.get_providers()[0]
 
     def heatmap(self, x: np.ndarray) -> np.ndarray:
-        """The heat map of a network input (`network_input`)."""
+        """The heat map of a network input (`network_input`), averaged with its mirror's if `flip_average`."""
         (heat,) = self.session.run(None, {self.input_name: x})
+        if self.post.flip_average:
+            (mirrored,) = self.session.run(None, {self.input_name: np.ascontiguousarray(x[..., ::-1])})
+            return (heat[0, 0] + mirrored[0, 0, :, ::-1]) / 2
         return heat[0, 0]
 
     def detect(self, radiograph: Radiograph, x: np.ndarray | None = None) -> ForeignObjectPrediction:
@@ -288,7 +297,8 @@ class ForeignObjectDetector:
         x, y = np.clip(x, 0, w - 1), np.clip(y, 0, h - 1)
         coordinates = radiograph.to_output(x, y) if peaks else []
         points = [(score, *xy) for (score, _, _), xy in zip(peaks, coordinates)]
-        return ForeignObjectPrediction(float(heat.max()), points)
+        top = np.partition(heat.ravel(), -self.post.image_top_cells)[-self.post.image_top_cells:]
+        return ForeignObjectPrediction(float(top.mean()), points)
 
     def read(self, case: Case) -> tuple[Radiograph, np.ndarray]:
         """The case's radiograph, decoded, and its network input (the runner reads the next case meanwhile)."""
