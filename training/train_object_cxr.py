@@ -9,8 +9,11 @@ reader and pre-processing (`medchallenge.algorithms.object_cxr`), so training an
 The network is a small fully convolutional heat-map model (CenterNet-style, one channel at stride 4): an encoder to
 stride 32 with a dilated context block, a decoder adding skip connections back to stride 4, and a sigmoid head. Its
 target is each annotation's shape (rectangle, ellipse, polygon) drawn at heat-map resolution: a point anywhere inside
-an annotation detects it (object-cxr.md §3), so the network learns "inside a foreign object". The image probability is
-the heat map's maximum. Seeded; needs torch, onnx, numpy and pillow. Training stops after --minutes.
+an annotation detects it (object-cxr.md §3), so the network learns "inside a foreign object". With --resume and
+--hard-fraction, part of the crops are centred on the resumed model's strongest false maxima (hard negatives: ECG
+snaps, collimation corners). The image probability (mean of the heat map's highest cells, flip averaging) is chosen
+afterwards on a validation cohort by `training/tune_object_cxr.py`. Seeded; needs torch, onnx, numpy and pillow.
+Training stops after --minutes, or after --steps.
 """
 
 from __future__ import annotations
