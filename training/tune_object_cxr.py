@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+
+from onnx_export import update_metadata
 
 from medchallenge.algorithms.object_cxr import (META_POSTPROCESSING, ForeignObjectDetector, Postprocessing,
                                                 network_input, prediction_from_heatmap, read_radiograph, run_files)
@@ -41,22 +42,6 @@ def score(detector: ForeignObjectDetector, cohort: Path, heat_maps: list, post: 
         raise RuntimeError("the evaluator failed on the validation predictions")
     aggregates = json.loads((work / "metrics" / "metrics.json").read_text())["aggregates"]
     return {"auc": round(aggregates["auc"], 4), "froc": round(aggregates["froc"], 4)}
-
-
-def write_metadata(path: Path, entries: dict[str, object]) -> None:
-    """Replace (or add) metadata entries of an ONNX model (JSON values), atomically."""
-    import onnx
-
-    proto = onnx.load(str(path))
-    kept = [(p.key, p.value) for p in proto.metadata_props if p.key not in entries]
-    del proto.metadata_props[:]
-    for key, value in kept + [(k, json.dumps(v, separators=(",", ":"))) for k, v in entries.items()]:
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, value
-    onnx.checker.check_model(proto)
-    tmp = path.with_name(path.name + ".tmp")
-    onnx.save(proto, str(tmp))
-    os.replace(tmp, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(json.dumps(candidates[-1]), flush=True)
     best = max(candidates, key=lambda c: (c["auc"] + c["froc"], -c["flip_average"], -c["image_top_cells"]))
     post = replace(detector.post, flip_average=best["flip_average"], image_top_cells=best["image_top_cells"])
-    write_metadata(args.model, {META_POSTPROCESSING: post.__dict__,
+    update_metadata(args.model, {META_POSTPROCESSING: post.__dict__,
                                 "tuning": {"data": str(args.data), "images": len(lines), "chosen": best,
                                            "candidates": candidates}})
     print(f"chose {json.dumps(best)}; wrote {args.model}")
