@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from .series import DicomSeries
-from .sr import SR_MANUFACTURER, FindingKind, coded, declare_private_schemes, result_uid
+from .sr import SR_MANUFACTURER, FindingKind, coded, declare_private_schemes, evidence, result_uid
 
 SEG_SERIES_NUMBER = 902
 MORPHOLOGICALLY_ABNORMAL_STRUCTURE = ("49755003", "SCT", "Morphologically Abnormal Structure")
@@ -76,7 +76,7 @@ def label_segmentation(series: DicomSeries, labels_zyx: np.ndarray, segments: li
     for number, segment in enumerate(segments, start=1):
         lookup[segment.label] = number
     seg = hd.seg.Segmentation(
-        source_images=list(series.headers), pixel_array=lookup[labels_zyx],
+        source_images=evidence(series), pixel_array=lookup[labels_zyx],
         segmentation_type=hd.seg.SegmentationTypeValues.BINARY,
         segment_descriptions=[_description(n, s, kind, series, content) for n, s in enumerate(segments, start=1)],
         series_instance_uid=result_uid(series, kind, content, "seg-series"), series_number=SEG_SERIES_NUMBER,

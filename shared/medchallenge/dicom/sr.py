@@ -15,6 +15,7 @@ corner of the top-left pixel.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,25 @@ def result_uid(series: DicomSeries, kind: FindingKind, content: object, what: st
 
     return generate_uid(entropy_srcs=[series.series_uid, kind.algorithm_name, kind.algorithm_version,
                                       json.dumps(content), what])
+
+
+# Patient and General Study attributes of type 2 (present, maybe empty) that highdicom copies from the source
+PATIENT_STUDY_TYPE2 = ("PatientID", "PatientName", "PatientBirthDate", "PatientSex", "AccessionNumber", "StudyID",
+                       "StudyDate", "StudyTime", "ReferringPhysicianName")
+
+
+def evidence(series: DicomSeries) -> list:
+    """The series' headers as the source of a result object: a type-2 patient or study attribute a source lacks
+    (an image written by a careless exporter) is present and empty, as DICOM has it."""
+    headers = []
+    for header in series.headers:
+        missing = [keyword for keyword in PATIENT_STUDY_TYPE2 if keyword not in header]
+        if missing:
+            header = copy.copy(header)
+            for keyword in missing:
+                setattr(header, keyword, "")
+        headers.append(header)
+    return headers
 
 
 def _box_content(findings: list[BoxFinding]) -> list:
@@ -126,7 +146,7 @@ def measurement_report(series: DicomSeries, groups: list, kind: FindingKind, con
         observation_context=hd.sr.ObservationContext(observer_device_context=observer),
         procedure_reported=coded(kind.procedure), imaging_measurements=groups)
     sr = hd.sr.ComprehensiveSR(
-        evidence=list(series.headers), content=report[0],
+        evidence=evidence(series), content=report[0],
         series_instance_uid=result_uid(series, kind, content, "series"), series_number=SR_SERIES_NUMBER,
         sop_instance_uid=result_uid(series, kind, content, "instance"), instance_number=1,
         manufacturer=SR_MANUFACTURER, is_complete=True, series_description=kind.series_description)
