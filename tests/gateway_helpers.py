@@ -16,7 +16,8 @@ import pydicom
 from dicom_helpers import write_tiny_series
 
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, write_ct_series, write_dataset
+from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, write_ct_series
+from medchallenge.io import write_dicom_atomic
 from medchallenge.synth.object_cxr_images import generate_image
 from medchallenge.synth.tb_caverns import case_rng, generate_case
 
@@ -168,8 +169,8 @@ def write_gateway_studies(root: Path) -> dict:
     ((ordered, _),) = select_study_series(find_series(root / "broken"), ("CT",))
     ordered.files[3].unlink()
     radiograph = generate_image(5, 0, 256, positive_fraction=1.0)
-    cxr = write_dataset(root / "cxr" / "cxr.dcm", radiograph_dataset(radiograph.pixels, SyntheticStudy("gateway-cxr",
-                                                                                                       "GW_CXR")))
+    cxr_study = SyntheticStudy("gateway-cxr", "GW_CXR")
+    cxr = write_dicom_atomic(root / "cxr" / "cxr.dcm", radiograph_dataset(radiograph.pixels, cxr_study))
     return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "cxr": [cxr], "root": root}
 
 

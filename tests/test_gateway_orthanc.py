@@ -2,11 +2,13 @@
 auto-routing (a Lua OnStableStudy script) sends each stable study to the gateway, the gateway's results appear in
 Orthanc (checked through its REST API), validate with dciodvfy and read back to the detector's boxes; a CR chest
 radiograph goes the same way to the object-CXR detector and its SR reads back to its official CSVs. With them: an
-MR study no route takes, a series with a missing slice, and the same study again (Orthanc forwards a study again once
+MR study no route takes, a series with a missing slice (its failure note, an SR, appears in Orthanc), and the same
+study again (Orthanc forwards a study again once
 the SR has made it change: the gateway drops its own SR and does not run the study twice)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -21,7 +23,7 @@ from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, GatewayProcess, co
                              states, wait_for)
 
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.sr import read_box_report, read_point_report
+from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
 
 AUTO_ROUTING = """
 function OnStableStudy(studyId, tags, metadata)
@@ -130,12 +132,18 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
         orthanc.upload(studies["broken"])
         wait_for(lambda: states(work)["unroutable"] == 1 and states(work)["failed"] == 1, 120,
                  "the MR study and the broken series")
+        # the broken study's failure note in Orthanc; Orthanc forwards that study again: a duplicate, not run again
+        broken_uid = pydicom.dcmread(studies["broken"][0]).StudyInstanceUID
+        (note_entry,) = wait_for(lambda: sr_series(orthanc, broken_uid), 60, "the failure note in Orthanc")
+        note = pydicom.dcmread(io.BytesIO(orthanc.get(f"/instances/{note_entry['Instances'][0]}/file")))
+        assert "uneven slice spacing" in read_failure_note(note)
+        wait_for(lambda: states(work)["duplicate"] == 3, 60, "the failed study forwarded again")
         assert len(sr_series(orthanc, tb_uid)) == 1 and len(sr_series(orthanc, cxr.StudyInstanceUID)) == 1
         assert len(orthanc.get("/instances")) == len(studies["tb"]) + 1 + 1 + 1 + len(studies["mr"]) + \
-            len(studies["broken"])
+            len(studies["broken"]) + 1
         counts = states(work)
         assert counts == {"incoming": 0, "received": 0, "running": 0, "sent": 2, "failed": 1, "unroutable": 1,
-                          "duplicate": 2}
+                          "duplicate": 3}
         print(f"\nOrthanc -> gateway -> Orthanc: SR in Orthanc {seconds:.1f} s after the upload; queue {counts}")
     finally:
         assert gateway.stop() == 0

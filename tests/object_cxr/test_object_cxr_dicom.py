@@ -13,7 +13,8 @@ from PIL import Image
 from medchallenge.algorithms.object_cxr import ALGORITHM
 from medchallenge.algorithms.runner import main
 from medchallenge.dicom.sr import read_point_report
-from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, write_dataset
+from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset
+from medchallenge.io import write_dicom_atomic
 from medchallenge.synth.__main__ import main as synth
 from medchallenge.synth.object_cxr_images import generate_image
 
@@ -58,7 +59,7 @@ def test_the_sr_of_each_radiograph_reads_back_to_the_official_csvs(tmp_path):
                   "--format", "dicom", "--positive-fraction", "1"]) == 0
     square = radiograph_dataset(square_radiograph(), SyntheticStudy("square", "SQUARE"))
     del square.PatientBirthDate, square.StudyID, square.AccessionNumber  # type 2, left out by a careless exporter
-    write_dataset(inputs / "square.dcm", square)
+    write_dicom_atomic(inputs / "square.dcm", square)
     Image.fromarray(square_radiograph()).save(inputs / "square.png")  # a PNG case gets no SR
     assert main(ALGORITHM, ["--input", str(inputs), "--output", str(tmp_path / "out"), "--model", str(model),
                             "--device", "cpu"]) == 0

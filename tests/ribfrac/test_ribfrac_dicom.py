@@ -106,7 +106,8 @@ def test_the_seg_is_valid_and_references_the_source_series(runs):
         assert result.SeriesInstanceUID != series.series_uid and result.SOPInstanceUID not in series.sop_instance_uids
         if result.Modality != "SEG":
             continue
-        referenced = {item.ReferencedSOPInstanceUID for item in result.ReferencedSeriesSequence[0].ReferencedInstanceSequence}
+        referenced = {item.ReferencedSOPInstanceUID
+                      for item in result.ReferencedSeriesSequence[0].ReferencedInstanceSequence}
         assert result.ReferencedSeriesSequence[0].SeriesInstanceUID == series.series_uid
         assert referenced == set(series.sop_instance_uids)
         frame_sources = {frame.DerivationImageSequence[0].SourceImageSequence[0].ReferencedSOPInstanceUID

@@ -40,7 +40,7 @@ from ..contract import SocketValue, add_path_arguments, read_inputs_json
 from ..dicom.series import DicomSeries, dicom_files, is_dicom_file, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
 from ..imaging import read_image
-from ..io import atomic_output, write_image_atomic, write_json_atomic, write_text_atomic
+from ..io import write_dicom_atomic, write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
 from ..sockets import Interface
@@ -240,10 +240,7 @@ def write_dicom_results(algorithm: Algorithm, source: DicomSeries, prediction, o
     """The case's DICOM result objects, each as OUTPUT/dicom/<SOPInstanceUID>.dcm written atomically."""
     written = []
     for dataset in algorithm.dicom.write_results(source, prediction):
-        path = output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm"
-        with atomic_output(path, "wb") as handle:
-            dataset.save_as(handle, enforce_file_format=True)
-        written.append(path)
+        written.append(write_dicom_atomic(output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset))
     return written
 
 

@@ -246,3 +246,39 @@ def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:
         (score,) = group.get_measurements(name=codes.DCM.Probability)
         points.append(PointFinding(float(x) - 0.5, float(y) - 0.5, float(score.value)))
     return float(probability.value), points
+
+
+FAILURE_SERIES_NUMBER = 903
+
+
+def failure_note(series: list[DicomSeries], detector: str, message: str):
+    """A Comprehensive SR telling the PACS that `detector` could not process the study of `series` (a Diagnostic
+    Imaging Report with one Comment: the error line), marked partial, every instance of the study as evidence. Its
+    UIDs derive from the study, the detector and the message."""
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+    from pydicom.uid import generate_uid
+
+    study_uid = series[0].study_uid
+    root = hd.sr.ContainerContentItem(name=codes.LN.DiagnosticImagingReport)
+    root.ContentSequence = [hd.sr.TextContentItem(
+        name=codes.DCM.Comment, value=f"AI detector {detector} could not process this study: {message}",
+        relationship_type=hd.sr.RelationshipTypeValues.CONTAINS)]
+    headers = [header for s in series for header in evidence(s)]
+
+    def uid(what: str) -> str:
+        return generate_uid(entropy_srcs=[study_uid, detector, message, what])
+
+    return hd.sr.ComprehensiveSR(
+        evidence=headers, content=root, series_instance_uid=uid("failure-series"),
+        series_number=FAILURE_SERIES_NUMBER, sop_instance_uid=uid("failure-instance"), instance_number=1,
+        manufacturer=SR_MANUFACTURER, is_complete=False, series_description=f"AI {detector}: failed"[:64])
+
+
+def read_failure_note(path_or_dataset) -> str:
+    """The message of a failure note."""
+    import pydicom
+
+    sr = pydicom.dcmread(path_or_dataset) if isinstance(path_or_dataset, (str, Path)) else path_or_dataset
+    (comment,) = sr.ContentSequence
+    return str(comment.TextValue)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_output
+from ..io import write_dicom_atomic
 
 RAS_TO_LPS = np.diag([-1.0, -1.0, 1.0])
 CT_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.2"
@@ -119,13 +119,7 @@ def radiograph_dataset(pixels: np.ndarray, study: SyntheticStudy, view: str = "P
     return ds
 
 
-def write_dataset(path: Path, ds) -> Path:
-    """Write `ds` as a DICOM file atomically."""
-    with atomic_output(path, "wb") as handle:
-        ds.save_as(handle, enforce_file_format=True)
-    return path
-
-
 def write_ct_series(folder: Path, volume_xyz: np.ndarray, affine: np.ndarray, study: SyntheticStudy) -> list[Path]:
     """Write the series into `folder` (one `<SOPInstanceUID>.dcm` per slice, each atomically); return the paths."""
-    return [write_dataset(Path(folder) / f"{ds.SOPInstanceUID}.dcm", ds) for ds in ct_datasets(volume_xyz, affine, study)]
+    return [write_dicom_atomic(Path(folder) / f"{ds.SOPInstanceUID}.dcm", ds)
+            for ds in ct_datasets(volume_xyz, affine, study)]

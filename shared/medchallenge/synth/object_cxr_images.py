@@ -700,11 +700,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def write_dicom_radiograph(path: Path, radiograph: Radiograph, seed: int, index: int) -> None:
     """The radiograph as a CR chest X-ray, its own study (UIDs from the seed and index)."""
-    from ..dicom.synthetic import SyntheticStudy, radiograph_dataset, write_dataset
+    from ..dicom.synthetic import SyntheticStudy, radiograph_dataset
+    from ..io import write_dicom_atomic
 
     stem = path.name.split(".")[0]
     study = SyntheticStudy(f"object-cxr-{seed}-{index}", stem, study_description="XR CHEST (synthetic)")
-    write_dataset(path, radiograph_dataset(radiograph.pixels, study, radiograph.view))
+    write_dicom_atomic(path, radiograph_dataset(radiograph.pixels, study, radiograph.view))
 
 
 def run(args: argparse.Namespace) -> int:
