@@ -14,7 +14,7 @@ The work queue is folders, and a study moves between them by atomic renames:
                                                          the PACS)
                            -> unroutable/               (no route takes it)
                            -> duplicate/                (every instance of it was run before, sent or failed: not
-                                                         run again; remove failed/<study> to try one again)
+                                                         run again; move failed/<study> to received/ to retry)
 
 On start, a study left in running/ (the gateway or its detector was killed) goes back to received/ and runs again
 (at most `max_attempts` runs in all, then failed/). Results are never sent twice: every result SOP Instance UID sent is
@@ -222,8 +222,8 @@ class WorkQueue:
         self.sent.add(sop_uid)
 
     def processed_instances(self, study_uid: str) -> set[str]:
-        """The instances of the study that were run before, whether its results were sent or it failed (remove
-        failed/<study> to have the same study tried again)."""
+        """The instances of the study that were run before, whether its results were sent or it failed (a failed
+        study moved back to received/ is tried again)."""
         done = set()
         for state in ("sent", "failed"):
             record = self.folder(state, study_uid) / "job.json"
