@@ -18,20 +18,13 @@ from medchallenge.dicom.detectors import RIB_FRACTURE, rib_fracture_type
 from medchallenge.dicom.seg import SegmentFinding, label_segmentation, read_label_segmentation
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.sr import read_box_report
-from medchallenge.dicom.synthetic import SyntheticStudy, write_ct_series
+from medchallenge.dicom.synthetic import SyntheticStudy, ras_affine, write_ct_series
 from medchallenge.synth.ribfrac_ct import case_rng, generate_case, write_image
 
 MODEL = Path(__file__).resolve().parents[2] / "algorithms" / "ribfrac" / "model" / "ribfrac.onnx"
 SHAPE = (112, 104, 40)
 SPACING = (0.75, 0.75, 1.25)
 SEG_STORAGE = "1.2.840.10008.5.1.4.1.1.66.4"
-
-
-def ras_affine(spacing, origin_lps) -> np.ndarray:
-    """The NIfTI (RAS) affine of a volume with identity direction in LPS, as SimpleITK writes it."""
-    affine = np.diag([-spacing[0], -spacing[1], spacing[2], 1.0])
-    affine[:3, 3] = [-origin_lps[0], -origin_lps[1], origin_lps[2]]
-    return affine
 
 
 def run_ribfrac(input_dir: Path, output_dir: Path) -> int:

@@ -75,6 +75,13 @@ def base_dataset(study: SyntheticStudy, sop_class: str, sop_uid: str, modality: 
     return ds
 
 
+def ras_affine(spacing: tuple[float, float, float], origin_lps: tuple[float, float, float]) -> np.ndarray:
+    """The NIfTI (RAS) affine of a volume with identity direction in LPS (as SimpleITK writes NIfTI)."""
+    affine = np.diag([-spacing[0], -spacing[1], spacing[2], 1.0])
+    affine[:3, 3] = [-origin_lps[0], -origin_lps[1], origin_lps[2]]
+    return affine
+
+
 def ct_datasets(volume_xyz: np.ndarray, affine: np.ndarray, study: SyntheticStudy, modality: str = "CT"):
     """One pydicom Dataset per slice k of an (x, y, z) int16 HU volume (rows = y, columns = x)."""
     origin, axes, spacing = lps_geometry(affine)
