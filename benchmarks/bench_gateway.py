@@ -150,8 +150,8 @@ def run() -> dict:
         received: list = []
         server = _pacs(pacs_port, received)
         env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
-        gateway = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(tmp / "gateway.toml")],
-                                   env=env, stdout=open(tmp / "gateway.log", "w"), stderr=subprocess.STDOUT)
+        command = [sys.executable, "-m", "medchallenge.gateway", "--config", str(tmp / "gateway.toml")]
+        gateway = subprocess.Popen(command, env=env, stdout=open(tmp / "gateway.log", "w"), stderr=subprocess.STDOUT)
         try:
             for name, files in studies.items():  # one after the other: each study's times are its own
                 before = len(received)

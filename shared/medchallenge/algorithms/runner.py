@@ -238,10 +238,8 @@ def dicom_source(algorithm: Algorithm, case: Case) -> DicomSeries | None:
 
 def write_dicom_results(algorithm: Algorithm, source: DicomSeries, prediction, output_dir: Path) -> list[Path]:
     """The case's DICOM result objects, each as OUTPUT/dicom/<SOPInstanceUID>.dcm written atomically."""
-    written = []
-    for dataset in algorithm.dicom.write_results(source, prediction):
-        written.append(write_dicom_atomic(output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset))
-    return written
+    return [write_dicom_atomic(output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
+            for dataset in algorithm.dicom.write_results(source, prediction)]
 
 
 def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:

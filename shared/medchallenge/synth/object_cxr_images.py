@@ -2,10 +2,10 @@
 
 `python -m medchallenge.synth object-cxr-images --out DIR --images N --seed S [--size PX] [--format jpeg|dicom]`
 writes `DIR/input/08001.jpg ...` (8-bit grey JPEG, longer side 1,500-3,000 px, or PX; with `--format dicom`
-`08001.dcm`, a CR chest radiograph in a study of its own: `medchallenge.dicom.synthetic`) and `DIR/ground_truth/annotations.csv`
-in the official format (`image_name,annotation`; objects `0 x1 y1 x2 y2` rectangle, `1 x1 y1 x2 y2` ellipse in its
-box, `2 x1 y1 ... xn yn` polygon, integer pixels, joined by `;`), the image names being the file names under
-`DIR/input`. Half of the images (`--positive-fraction`) hold foreign objects.
+`08001.dcm`, a CR chest radiograph in a study of its own: `medchallenge.dicom.synthetic`) and
+`DIR/ground_truth/annotations.csv` in the official format (`image_name,annotation`; objects `0 x1 y1 x2 y2`
+rectangle, `1 x1 y1 x2 y2` ellipse in its box, `2 x1 y1 ... xn yn` polygon, integer pixels, joined by `;`), the
+image names being the file names under `DIR/input`. Half of the images (`--positive-fraction`) hold foreign objects.
 
 Each radiograph is a projection of a synthetic 3-D thorax through an attenuation model. Every structure is a solid
 whose chord length along the beam is closed-form (ellipsoids: body, lungs, heart, aortic knob, breasts, vertebrae)
