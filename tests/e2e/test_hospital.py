@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_hospital_profile_pacs_to_detector_and_back(docker_compose, tmp_path):
     data = tmp_path / "hospital"
-    for folder in (data / "work", data / "inbox" / "tb-caverns"):
+    for folder in (data / "work", *(data / "inbox" / name for name in ("tb-caverns", "ribfrac", "object-cxr"))):
         folder.mkdir(parents=True)
     for path in [data, *data.rglob("*")]:
         path.chmod(0o777)
