@@ -55,6 +55,7 @@ def _send(files: list[Path], port: int) -> float:
 
     datasets = [pydicom.dcmread(f) for f in files]
     ae = AE(ae_title="BENCHSENDER")
+    ae.acse_timeout = ae.dimse_timeout = ae.network_timeout = 600  # a loaded shared machine answers slowly
     ae.add_requested_context(str(datasets[0].SOPClassUID))
     deadline = time.monotonic() + 300
     while not (association := ae.associate("127.0.0.1", port, ae_title="GATEWAY")).is_established:
@@ -63,7 +64,9 @@ def _send(files: list[Path], port: int) -> float:
         time.sleep(0.5)
     started = time.perf_counter()
     for ds in datasets:
-        association.send_c_store(ds)
+        status = association.send_c_store(ds) if association.is_established else None
+        if getattr(status, "Status", None) != 0x0000:
+            raise RuntimeError(f"C-STORE of {ds.SOPInstanceUID} to the gateway failed ({status})")
     association.release()
     return started
 
