@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import open_dir
+from helpers import open_dir, readable
 from medchallenge.registry import CONFIGURATIONS, Configuration
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -29,8 +29,7 @@ def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, confi
     data = tmp_path / "data"
     subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.name, "--out", str(data),
                     *challenge.test_size, *configuration.edition.synth_arguments, "--seed", "5"], check=True)
-    for path in [data, *data.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
+    readable(data)
     docker_compose("build", service.name)
     metrics_dir = open_dir(tmp_path / "metrics")
     env = service.environment(predictions=data / "predictions", ground_truth=data / "ground_truth",
