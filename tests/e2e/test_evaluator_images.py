@@ -17,7 +17,7 @@ from medchallenge.registry import CONFIGURATIONS, Configuration
 TESTS = Path(__file__).resolve().parents[1]
 
 # Every evaluator image whose generator writes predictions: those without an algorithm, and those whose algorithm
-# has a generator of its own inputs (the TB evaluator scores its algorithm's: test_compose.py)
+# has a generator of its own inputs (the TB evaluator scores its algorithm's: test_algorithm_compose.py)
 EVALUATORS = [c for c in CONFIGURATIONS if c.challenge.algorithm is None or c.challenge.algorithm.generator]
 EXTRA_ARGUMENTS = {"caption-2022-evaluator": ["--lemmatize"]}  # of both runs
 
