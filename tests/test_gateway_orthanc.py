@@ -117,7 +117,8 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
         cxr_sr = tmp_path / "cxr-sr.dcm"
         cxr_sr.write_bytes(orthanc.get(f"/instances/{cxr_entry['Instances'][0]}/file"))
         assert dciodvfy_errors(cxr_sr) == []
-        output = work / "sent" / cxr.StudyInstanceUID / "output"
+        output = work / "sent" / cxr.StudyInstanceUID / "output"  # the study moves to sent/ just after its SR
+        wait_for(lambda: (output / "localization.csv").exists(), 60, "the radiograph's study in sent/")
         (classification,) = (output / "classification.csv").read_text().splitlines()[1:]
         (localization,) = (output / "localization.csv").read_text().splitlines()[1:]
         probability, points = read_point_report(cxr_sr)
