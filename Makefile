@@ -11,6 +11,8 @@ export COMPOSE_BAKE := false
 # GPU=1: the GPU variant of the algorithm images (compose.gpu.yaml; onnxruntime-gpu with CUDA 12).
 GPU ?= 0
 COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
+# the hospital deployment (README "In a hospital"): the gateway and the detectors, whose images compose.yaml builds
+HOSPITAL := docker compose -f compose.hospital.yaml --profile hospital
 
 .PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack lock clean
 
@@ -53,6 +55,7 @@ dicom-tools:
 
 images: docker-ready wheels
 	$(COMPOSE) build
+	$(HOSPITAL) build gateway
 
 test: docker-ready browser dicom-tools venv wheels wheels-gpu
 	$(PY) -m pytest tests
@@ -66,7 +69,7 @@ bench: docker-ready venv images
 # The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
 save: images
 	mkdir -p dist
-	set -o pipefail; for image in $$($(COMPOSE) config --images | sort -u); do \
+	set -o pipefail; for image in $$( ($(COMPOSE) config --images; $(HOSPITAL) config --images gateway) | sort -u); do \
 	  name=$${image#*/}; name=$${name%%:*}; \
 	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" || exit 1; \
 	  mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \

@@ -273,7 +273,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         evaluator_extras=("plots", "classification"),
         algorithm=Algorithm("medchallenge.algorithms.object_cxr", "object-CXR foreign objects on chest X-rays: "
                             "synthetic-data heat-map detector (ONNX Runtime), classification.csv + localization.csv",
-                            extras=("xray", "onnx"), generator="object-cxr-images",
+                            extras=("xray", "onnx", "dicom"), generator="object-cxr-images",
                             demo_size=("--images", "60", "--size", "1024"),
                             test_size=("--images", "6", "--size", "320")),
     ),

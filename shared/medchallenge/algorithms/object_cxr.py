@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..sockets import CHEST_X_RAY, FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS, OBJECT_CXR_INTERFACE
-from .runner import Algorithm, Case
+from ..dicom.detectors import foreign_object_results
+from .runner import Algorithm, Case, DicomContract
 
 log = logging.getLogger("medchallenge.object_cxr")
 
@@ -363,4 +364,5 @@ ALGORITHM = Algorithm(
     describe=describe,
     name_forbidden=",",
     list_cases=image_list_cases,
+    dicom=DicomContract(modalities=("CR", "DX"), write_results=foreign_object_results),
 )

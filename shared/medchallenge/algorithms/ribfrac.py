@@ -28,7 +28,8 @@ from ..errors import InputError
 from ..formats.ribfrac import case_id_from_gc_image_name
 from ..imaging import read_ct
 from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES, RIBFRAC_INTERFACE
-from .runner import Algorithm, Case, ImageOutput
+from ..dicom.detectors import rib_fracture_results
+from .runner import Algorithm, Case, DicomContract, ImageOutput
 
 log = logging.getLogger("medchallenge.ribfrac")
 
@@ -289,7 +290,7 @@ class FractureDetector:
         import SimpleITK as sitk
 
         path = case.inputs[CT_IMAGE.slug]
-        image, array = read_ct(path)
+        image, array = read_ct(path, case.read_image(CT_IMAGE.slug, "CT image"))
         check_hu_like(array, path, self.pre)
         resampled = resample_isotropic(image, self.pre.spacing_mm)
         labels, detections = self.predict_array(sitk.GetArrayViewFromImage(resampled), str(path))
@@ -379,4 +380,5 @@ ALGORITHM = Algorithm(
     run_files=run_files,
     describe=describe,
     name_forbidden=',"',
+    dicom=DicomContract(modalities=("CT",), write_results=rib_fracture_results),
 )

@@ -8,7 +8,8 @@ no file matches the case patterns and the algorithm has a DICOM contract (`Algor
 INPUT are read instead (`medchallenge.dicom.series`: per study, its series of an accepted modality, checked and
 ordered); each study is a case, named after its folder under INPUT (its StudyInstanceUID when studies share a
 folder), and besides the challenge files its result objects (DICOM SR, SEG: the contract's writer) go to
-OUTPUT/dicom/<SOPInstanceUID>.dcm.
+OUTPUT/dicom/<SOPInstanceUID>.dcm. A case whose input is one DICOM file (a radiograph matching the case patterns)
+gets its result objects the same way, on that image.
 
 Model: `<model dir>/<model file>` when that file exists, the model dir being `--model`, else `$MODEL_DIR`, else
 /opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
@@ -36,10 +37,10 @@ from pathlib import Path
 from typing import Generic, Protocol, TypeVar
 
 from ..contract import SocketValue, add_path_arguments, read_inputs_json
-from ..dicom.series import DicomSeries, dicom_files, read_headers, read_volume, select_study_series
+from ..dicom.series import DicomSeries, dicom_files, is_dicom_file, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
 from ..imaging import read_image
-from ..io import atomic_output, write_image_atomic, write_json_atomic, write_text_atomic
+from ..io import write_dicom_atomic, write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
 from ..sockets import Interface
@@ -224,15 +225,21 @@ def dicom_cases(algorithm: Algorithm, input_dir: Path, files: list[Path]) -> lis
     return sorted(cases, key=lambda c: c.name)
 
 
-def write_dicom_results(algorithm: Algorithm, case: Case, prediction, output_dir: Path) -> list[Path]:
+def dicom_source(algorithm: Algorithm, case: Case) -> DicomSeries | None:
+    """What a case's DICOM results refer to: its study's series, or its input file when that is one DICOM image;
+    None without a DICOM contract or DICOM input."""
+    if algorithm.dicom is None:
+        return None
+    if case.dicom is not None:
+        return case.dicom[0]
+    paths = list(case.inputs.values())
+    return read_headers(paths)[0] if len(paths) == 1 and is_dicom_file(paths[0]) else None
+
+
+def write_dicom_results(algorithm: Algorithm, source: DicomSeries, prediction, output_dir: Path) -> list[Path]:
     """The case's DICOM result objects, each as OUTPUT/dicom/<SOPInstanceUID>.dcm written atomically."""
-    written = []
-    for dataset in algorithm.dicom.write_results(case.dicom[0], prediction):
-        path = output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm"
-        with atomic_output(path, "wb") as handle:
-            dataset.save_as(handle, enforce_file_format=True)
-        written.append(path)
-    return written
+    return [write_dicom_atomic(output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
+            for dataset in algorithm.dicom.write_results(source, prediction)]
 
 
 def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:
@@ -253,8 +260,9 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
         prediction = model.predict(case)
         for name, value in algorithm.case_outputs(case, prediction).items():
             write_output(output_dir / name, value)
-        if case.dicom is not None:
-            write_dicom_results(algorithm, case, prediction, output_dir)
+        source = dicom_source(algorithm, case)
+        if source is not None:
+            write_dicom_results(algorithm, source, prediction, output_dir)
         results.append((case, prediction))
         log.info("[%d/%d] %s: %s in %.1f s", number, len(cases), case.name, algorithm.describe(prediction),
                  time.perf_counter() - started)
