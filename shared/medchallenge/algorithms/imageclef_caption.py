@@ -258,8 +258,8 @@ class CaptionModel:
             editions = np.asarray(bank["editions"])
             self.retrieval = Retrieval.from_dict(meta[META_RETRIEVAL][self.edition])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{model_path}: model metadata lacks the concepts, thresholds or caption bank "
-                             f"({exc!r})") from None
+            raise InputError(f"{model_path}: model metadata lacks the concepts, thresholds, caption bank or "
+                             f"{self.edition} retrieval parameters ({exc!r})") from None
         self.candidates = np.flatnonzero(editions == self.edition)
         if not len(self.candidates):
             raise InputError(f"{model_path}: the caption bank holds no {self.edition} caption")
@@ -295,7 +295,9 @@ class CaptionModel:
         unreadable figure raises its InputError at its turn)."""
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(len(os.sched_getaffinity(0))) as pool:
+        from ..onnx_session import physical_cores
+
+        with ThreadPoolExecutor(physical_cores()) as pool:
             pending: deque[list] = deque()
             for start in range(0, len(cases), BATCH):
                 pending.append([pool.submit(self._square, case) for case in cases[start:start + BATCH]])
