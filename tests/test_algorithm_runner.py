@@ -110,6 +110,27 @@ def test_batch_mode_writes_per_case_files_then_the_run_file(tmp_path, baked, cap
                                                                   "[2/2] b.txt: 3 word(s) in T s"]
 
 
+class BatchedWordCounter(WordCounter):
+    """A word counter that predicts all cases at once (`predict_all`), each count times 10 to tell it apart."""
+
+    seen: list[list[str]] = []
+
+    def predict(self, case: Case) -> int:
+        raise AssertionError("batch mode must use predict_all")
+
+    def predict_all(self, cases: list[Case]):
+        BatchedWordCounter.seen.append([case.name for case in cases])
+        return (10 * WordCounter.predict(self, case) for case in cases)
+
+
+def test_batch_mode_uses_predict_all_when_the_model_has_it(tmp_path, baked):
+    cases = write_cases(tmp_path / "input", {"b.txt": "three little words", "a.txt": "two words"})
+    algorithm = replace(WORD_COUNTER, load_model=BatchedWordCounter)
+    assert run(["--input", str(cases), "--output", str(tmp_path / "out")], baked, algorithm) == 0
+    assert (tmp_path / "out" / "run.csv").read_text() == "a.txt,20\nb.txt,30\n"
+    assert BatchedWordCounter.seen == [["a.txt", "b.txt"]]
+
+
 def test_batch_mode_without_cases_is_one_error_line(tmp_path, baked, capsys):
     cases = write_cases(tmp_path / "input", {"notes.md": "x"})
     assert run(["--input", str(cases), "--output", str(tmp_path / "out")], baked) == 1

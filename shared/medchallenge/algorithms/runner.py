@@ -96,6 +96,9 @@ class Model(Protocol[Prediction_co]):
 
     def predict(self, case: Case) -> Prediction_co: ...
 
+    # Optional, batch mode: `predict_all(cases) -> Iterator[prediction]`, the predictions of all cases in order, for a
+    # model that reads ahead or batches its network (used instead of `predict` case by case when present).
+
 
 DICOM_OUTPUT_FOLDER = "dicom"
 
@@ -255,9 +258,11 @@ def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: 
 def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir: Path) -> None:
     """Predict every case, writing its files as it is done, then the run file(s)."""
     results = []
+    predict_all = getattr(model, "predict_all", None)
+    predictions = iter(predict_all(cases) if predict_all else map(model.predict, cases))
     for number, case in enumerate(cases, start=1):
         started = time.perf_counter()
-        prediction = model.predict(case)
+        prediction = next(predictions)
         for name, value in algorithm.case_outputs(case, prediction).items():
             write_output(output_dir / name, value)
         source = dicom_source(algorithm, case)
