@@ -42,8 +42,8 @@ from medchallenge.io import write_text_atomic
 from medchallenge.sockets import CT_IMAGE
 from medchallenge.synth.ribfrac_ct import write_cohort
 
-GRID = {"threshold": (0.3, 0.4, 0.5), "min_voxels": (20, 60), "min_fracture_probability": (0.3, 0.5, 0.7, 0.85),
-        "classifier_weight": (0.5, 0.75, 1.0)}
+GRID = {"threshold": (0.3, 0.5), "min_voxels": (20, 60), "min_fracture_probability": (0.3, 0.5, 0.7, 0.85),
+        "classifier_weight": (0.5, 1.0)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
                 write_text_atomic(out / name, text)
             evaluate(["--input", str(out), "--ground-truth", str(tmp / "val" / "ground_truth"), "--output",
                       str(tmp / "metrics"), "--no-progress", "--no-plots"])
-            aggregates = json.loads((tmp / "metrics" / "metrics.json").read_text())["aggregates"]
-            row = {**dict(zip(GRID, values)), **{k: round(aggregates[k], 4) for k in ("froc_average", "macro_f1")}}
+            metrics = json.loads((tmp / "metrics" / "metrics.json").read_text())
+            row = {**dict(zip(GRID, values)),
+                   **{k: round(metrics["aggregates"][k], 4) for k in ("froc_average", "macro_f1")},
+                   "confusion_matrix": metrics["meta"]["details"]["confusion_matrix"]["data"]}
             print(json.dumps(row), flush=True)
             results.append(row)
     best = max(results, key=lambda r: r["froc_average"] + r["macro_f1"])

@@ -1,14 +1,15 @@
-"""MICCAI 2020 RibFrac: CT -> rib-fracture instances and their types, with a small 3-D U-Net (ONNX), FracNet-like.
+"""MICCAI 2020 RibFrac: CT -> rib-fracture instances and their types, with a small 3-D U-Net detector and an
+instance classifier (one ONNX model, FracNet-like).
 
-Pipeline: read the CT (SimpleITK; arrays in z, y, x order), resample it to the model's isotropic spacing, find
-where ribs can be (bone above a threshold, dilated) and run the network only on the patches that hold such voxels
-(batched, Gaussian-weighted blending of overlapping patches). The network gives a fracture probability per voxel
-and the probabilities of three appearances (buckle, nondisplaced, displaced). Probabilities above a threshold
-form instances (cc3d, 26-connectivity); an instance's confidence is its highest probability (optionally weighted
-by its summed probability, `Postprocessing.confidence_mass_voxels`), its type the
-appearance with the largest summed probability; two complete (nondisplaced or displaced) fractures of one rib
-(joined by bone within their bounding box) are both segmental. Instances are mapped back to the CT's voxel grid
-(nearest neighbour). Every parameter comes from the ONNX model's metadata.
+Pipeline: read the CT (SimpleITK; arrays in z, y, x order), resample it to the detector's isotropic spacing, find
+where ribs can be (bone above a threshold, dilated) and run the detector only on the patches that hold such voxels
+(batched, Gaussian-weighted blending of overlapping patches): a fracture probability per voxel. Voxels above a
+threshold form candidates (cc3d, 26-connectivity). The classifier looks at a finer crop of the CT around each
+candidate's centroid and gives the probabilities of not a fracture, buckle, nondisplaced and displaced: candidates
+that are probably no fracture are dropped, the others get a confidence from the detector and the classifier and
+the most probable type; two complete (nondisplaced or displaced) fractures of one rib (joined by bone within their
+bounding box) are both segmental. Instances are mapped back to the CT's voxel grid (nearest neighbour). Every
+parameter comes from the ONNX model's metadata.
 
 `ALGORITHM` plugs it into the algorithm runner (`runner.py`): grand-challenge one-case mode (socket `ct-image` ->
 `images/rib-fracture-instances/output.mha` + `rib-fracture-detections.json`), or batch mode over every
