@@ -39,7 +39,6 @@ from onnx_export import export_onnx
 from train_ribfrac import TRAIN_SHAPE, conv_block
 
 from medchallenge.algorithms.ribfrac import (
-    APPEARANCE_CODES,
     CLASSIFIER_INPUT,
     CLASSIFIER_OUTPUT,
     DETECTOR_INPUT,
