@@ -11,6 +11,8 @@ export COMPOSE_BAKE := false
 # GPU=1: the GPU variant of the algorithm images (compose.gpu.yaml; onnxruntime-gpu with CUDA 12).
 GPU ?= 0
 COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
+# the hospital deployment (README "In a hospital"): the gateway and the detectors, whose images compose.yaml builds
+HOSPITAL := docker compose -f compose.hospital.yaml --profile hospital
 
 .PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack lock clean
 
@@ -53,6 +55,7 @@ dicom-tools:
 
 images: docker-ready wheels
 	$(COMPOSE) build
+	$(HOSPITAL) build gateway
 
 test: docker-ready browser dicom-tools venv wheels wheels-gpu
 	$(PY) -m pytest tests
@@ -66,7 +69,7 @@ bench: docker-ready venv images
 # The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
 save: images
 	mkdir -p dist
-	set -o pipefail; for image in $$($(COMPOSE) config --images | sort -u); do \
+	set -o pipefail; for image in $$( ($(COMPOSE) config --images; $(HOSPITAL) config --images gateway) | sort -u); do \
 	  name=$${image#*/}; name=$${name%%:*}; \
 	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" || exit 1; \
 	  mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \
@@ -89,7 +92,11 @@ models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_imageclef_caption.py --seed 0 \
 	  --out algorithms/imageclef_caption/model/imageclef_caption.onnx
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac.py --seed 0 --steps 3011 --val-every 300 \
-	  --threshold 0.5 --min-voxels 60 --confidence-mass-voxels 100 --out algorithms/ribfrac/model/ribfrac.onnx
+	  --out build/ribfrac-detector.onnx
+	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac_classifier.py --seed 0 --cases 60 --steps 1000 \
+	  --batch 16 --base-channels 4 --detector build/ribfrac-detector.onnx --out algorithms/ribfrac/model/ribfrac.onnx \
+	  --threshold 0.5 --min-voxels 60 --confidence-mass-voxels 100 --min-fracture-probability 0.7 \
+	  --classifier-weight 0.5
 	PYTHONPATH=shared $(PY) -m medchallenge.synth object-cxr-images --out build/object_cxr_train --images 400 --seed 1000 --size 512
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_object_cxr.py --data build/object_cxr_train --seed 0 \
 		--steps $(word 1,$(OBJECT_CXR_STEPS)) --out build/object_cxr_stage1.onnx

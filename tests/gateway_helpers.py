@@ -16,7 +16,9 @@ import pydicom
 from dicom_helpers import write_tiny_series
 
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.synthetic import SyntheticStudy, write_ct_series
+from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, write_ct_series
+from medchallenge.io import write_dicom_atomic
+from medchallenge.synth.object_cxr_images import generate_image
 from medchallenge.synth.tb_caverns import case_rng, generate_case
 
 
@@ -86,7 +88,20 @@ def wait_for(condition, timeout: float = 60.0, what: str = "condition"):
 
 REPO = Path(__file__).resolve().parents[1]
 INFERENCE = REPO / "algorithms" / "tb_caverns" / "inference.py"
+OBJECT_CXR_INFERENCE = REPO / "algorithms" / "object_cxr" / "inference.py"
 MR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.4"
+
+
+def route_text(name: str, modalities: list[str], body_parts: list[str], command: list[str]) -> str:
+    """One more [[route]] table, run as a command."""
+    return f"""
+[[route]]
+name = "{name}"
+modalities = {json.dumps(modalities)}
+body_parts = {json.dumps(body_parts)}
+command = {json.dumps(command)}
+timeout_seconds = 300
+"""
 
 
 def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0) -> str:
@@ -140,7 +155,8 @@ def states(work: Path) -> dict[str, int]:
 
 
 def write_gateway_studies(root: Path) -> dict:
-    """A chest CT with a planted cavern, an MR study, and a CT series with a missing slice, under `root`."""
+    """A chest CT with a planted cavern, an MR study, a CT series with a missing slice, and a CR chest radiograph
+    with a foreign object (256 pixels), under `root`."""
     case = generate_case(case_rng(7, 0), (200, 180, 40), n_caverns=1, cavern_radius_mm=(12.0, 15.0))
     tb = write_ct_series(root / "tb", case.ct, case.affine, SyntheticStudy("gateway-tb", "GW_TB"))
     _, _, mr = write_tiny_series(root / "mr", key="gateway-mr")
@@ -152,6 +168,9 @@ def write_gateway_studies(root: Path) -> dict:
     _, _, broken = write_tiny_series(root / "broken", key="gateway-broken", shape=(40, 40, 8))
     ((ordered, _),) = select_study_series(find_series(root / "broken"), ("CT",))
     ordered.files[3].unlink()
-    return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "root": root}
+    radiograph = generate_image(5, 0, 256, positive_fraction=1.0)
+    cxr_study = SyntheticStudy("gateway-cxr", "GW_CXR")
+    cxr = write_dicom_atomic(root / "cxr" / "cxr.dcm", radiograph_dataset(radiograph.pixels, cxr_study))
+    return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "cxr": [cxr], "root": root}
 
 

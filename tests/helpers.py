@@ -13,6 +13,13 @@ def open_dir(path: Path) -> Path:
     return path
 
 
+def readable(root: Path) -> Path:
+    """Make a generated folder readable (and its folders writable) by the containers' uid 1000."""
+    for path in [root, *root.rglob("*")]:
+        path.chmod(0o777 if path.is_dir() else 0o644)
+    return root
+
+
 def record_or_die(case_id: str) -> dict:
     """A per-case step whose worker process is killed (as by the OOM killer) on case "die"."""
     import signal

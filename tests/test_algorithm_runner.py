@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-import threading
-from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -112,66 +110,31 @@ def test_batch_mode_writes_per_case_files_then_the_run_file(tmp_path, baked, cap
                                                                   "[2/2] b.txt: 3 word(s) in T s"]
 
 
+class BatchedWordCounter(WordCounter):
+    """A word counter that predicts all cases at once (`predict_all`), each count times 10 to tell it apart."""
+
+    seen: list[list[str]] = []
+
+    def predict(self, case: Case) -> int:
+        raise AssertionError("batch mode must use predict_all")
+
+    def predict_all(self, cases: list[Case]):
+        BatchedWordCounter.seen.append([case.name for case in cases])
+        return (10 * WordCounter.predict(self, case) for case in cases)
+
+
+def test_batch_mode_uses_predict_all_when_the_model_has_it(tmp_path, baked):
+    cases = write_cases(tmp_path / "input", {"b.txt": "three little words", "a.txt": "two words"})
+    algorithm = replace(WORD_COUNTER, load_model=BatchedWordCounter)
+    assert run(["--input", str(cases), "--output", str(tmp_path / "out")], baked, algorithm) == 0
+    assert (tmp_path / "out" / "run.csv").read_text() == "a.txt,20\nb.txt,30\n"
+    assert BatchedWordCounter.seen == [["a.txt", "b.txt"]]
+
+
 def test_batch_mode_without_cases_is_one_error_line(tmp_path, baked, capsys):
     cases = write_cases(tmp_path / "input", {"notes.md": "x"})
     assert run(["--input", str(cases), "--output", str(tmp_path / "out")], baked) == 1
     assert error_lines(capsys) == [f"error: {cases}: no *.txt files (and no inputs.json)"]
-
-
-class ReadAheadWordCounter(WordCounter):
-    """Reads a case (its text) apart from predicting it, recording the thread and order of both."""
-
-    def __init__(self, model_path: Path, device: str):
-        super().__init__(model_path, device)
-        self.events: list[tuple[str, str, str]] = []
-        self.reading = defaultdict(threading.Event)  # case name -> its reading has begun
-        READ_AHEAD_MODELS.append(self)
-
-    def read(self, case: Case) -> str:
-        self.events.append(("read", case.name, threading.current_thread().name))
-        self.reading[case.name].set()
-        text = case.inputs[TEXT.slug].read_text()
-        if text == "fail":
-            raise InputError(f"{case.inputs[TEXT.slug]}: cannot read")
-        return text
-
-    def predict_read(self, case: Case, text: str) -> int:
-        self.events.append(("predict", case.name, threading.current_thread().name))
-        following = {"a.txt": "b.txt", "b.txt": "c.txt"}.get(case.name)
-        if following:  # the next case is read while this one is predicted (a sequential runner would time out)
-            self.events.append(("overlapped", following, str(self.reading[following].wait(timeout=5))))
-        return len(text.split())
-
-    def predict(self, case: Case) -> int:
-        raise AssertionError("batch mode reads ahead: predict_read, not predict")
-
-
-READ_AHEAD_MODELS: list[ReadAheadWordCounter] = []
-
-
-def test_batch_mode_reads_the_next_case_in_a_second_thread(tmp_path, baked):
-    READ_AHEAD_MODELS.clear()
-    cases = write_cases(tmp_path / "input", {"a.txt": "one", "b.txt": "two words", "c.txt": "three little words"})
-    assert run(["--input", str(cases), "--output", str(tmp_path / "out")], baked,
-               replace(WORD_COUNTER, load_model=ReadAheadWordCounter)) == 0
-    assert (tmp_path / "out" / "run.csv").read_text() == "a.txt,1\nb.txt,2\nc.txt,3\n"
-    [model] = READ_AHEAD_MODELS
-    main_thread = threading.main_thread().name
-    assert [(kind, name) for kind, name, _ in model.events if kind == "predict"] == [
-        ("predict", "a.txt"), ("predict", "b.txt"), ("predict", "c.txt")]
-    assert all(thread == main_thread for kind, _, thread in model.events if kind == "predict")
-    assert sorted(name for kind, name, _ in model.events if kind == "read") == ["a.txt", "b.txt", "c.txt"]
-    assert all(thread != main_thread for kind, _, thread in model.events if kind == "read")
-    assert [e for e in model.events if e[0] == "overlapped"] == [("overlapped", "b.txt", "True"),
-                                                                  ("overlapped", "c.txt", "True")]
-
-
-def test_an_error_reading_ahead_is_one_error_line_and_nothing_is_written(tmp_path, baked, capsys):
-    cases = write_cases(tmp_path / "input", {"a.txt": "one", "b.txt": "fail", "c.txt": "x"})
-    assert run(["--input", str(cases), "--output", str(tmp_path / "out")], baked,
-               replace(WORD_COUNTER, load_model=ReadAheadWordCounter)) == 1
-    assert error_lines(capsys) == [f"error: {cases / 'b.txt'}: cannot read"]
-    assert not (tmp_path / "out" / "run.csv").exists()
 
 
 @pytest.mark.parametrize("name", ["a,1\nforged.txt", "tab\there.txt", "x,y.txt"])

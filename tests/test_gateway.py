@@ -1,5 +1,6 @@
 """The DICOM gateway against a PACS stand-in: a study in, its SR out; the same study twice, an unroutable study, a
-broken series, the gateway killed while its detector runs; the configuration checked at start."""
+broken series (its failure note in the PACS), the gateway killed while its detector runs; the configuration checked
+at start."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from pathlib import Path
 
 import pydicom
 import pytest
+from dicom_helpers import dciodvfy_errors
 from gateway_helpers import (INFERENCE, REPO, FakePacs, GatewayProcess, config_text, free_port, send_files, states,
                              wait_for)
 
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.sr import read_box_report
+from medchallenge.dicom.sr import read_box_report, read_failure_note
 from medchallenge.gateway import WorkQueue, load_config, main
 from medchallenge.errors import InputError
 
@@ -59,10 +61,24 @@ def test_studies_in_results_out_duplicates_unroutable_and_broken(tmp_path, pacs,
         assert set(send_files(studies["mr"], port)) == {0}
         wait_for(lambda: states(work)["unroutable"] == 1, 60, "the unroutable study")
         assert set(send_files(studies["broken"], port)) == {0}
-        wait_for(lambda: states(work)["failed"] == 1, 60, "the broken study")
-        assert len(pacs.received) == 1  # nothing sent twice, nothing for the others
+        wait_for(lambda: states(work)["failed"] == 1 and len(pacs.received) == 2, 60, "the broken study's note")
+        assert set(send_files(studies["broken"], port)) == {0}  # a failed study again: not run again
+        wait_for(lambda: states(work)["duplicate"] == 2, 60, "the failed study again")
+        # nothing sent twice; for the broken study a failure note, an SR with the error line, in that study
+        assert len(pacs.received) == 2
+        note = pacs.received[1]
+        broken = pydicom.dcmread(studies["broken"][0])
+        assert note.Modality == "SR" and note.StudyInstanceUID == broken.StudyInstanceUID
+        assert note.CompletionFlag == "PARTIAL" and note.SeriesInstanceUID != broken.SeriesInstanceUID
+        message = read_failure_note(note)
+        assert message.startswith("AI detector tb-caverns could not process this study: ") and \
+            "uneven slice spacing" in message
+        referenced = note.CurrentRequestedProcedureEvidenceSequence[0].ReferencedSeriesSequence[0]
+        assert len(referenced.ReferencedSOPSequence) == len(studies["broken"])
+        note.save_as(tmp_path / "note.dcm", enforce_file_format=True)
+        assert dciodvfy_errors(tmp_path / "note.dcm") == []
         assert states(work) == {"incoming": 0, "received": 0, "running": 0, "sent": 1, "failed": 1,
-                                "unroutable": 1, "duplicate": 1}
+                                "unroutable": 1, "duplicate": 2}
         (error,) = [p.read_text() for p in (work / "failed").glob("*/error.txt")]
         assert "uneven slice spacing" in error and error.count("\n") == 1
         assert "no route takes this study (MR/BRAIN (5))" in next((work / "unroutable").glob("*/error.txt")).read_text()

@@ -1,11 +1,14 @@
 """End to end against a real PACS: Orthanc (Debian's package, on loopback, started here) receives synthetic CTs, its
 auto-routing (a Lua OnStableStudy script) sends each stable study to the gateway, the gateway's results appear in
-Orthanc (checked through its REST API), validate with dciodvfy and read back to the detector's boxes. With them: an
-MR study no route takes, a series with a missing slice, and the same study again (Orthanc forwards a study again once
+Orthanc (checked through its REST API), validate with dciodvfy and read back to the detector's boxes; a CR chest
+radiograph goes the same way to the object-CXR detector and its SR reads back to its official CSVs. With them: an
+MR study no route takes, a series with a missing slice (its failure note, an SR, appears in Orthanc), and the same
+study again (Orthanc forwards a study again once
 the SR has made it change: the gateway drops its own SR and does not run the study twice)."""
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
 import subprocess
@@ -16,10 +19,11 @@ from pathlib import Path
 
 import pydicom
 from dicom_helpers import dciodvfy_errors
-from gateway_helpers import INFERENCE, GatewayProcess, config_text, free_port, states, wait_for
+from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, GatewayProcess, config_text, free_port, route_text,
+                             states, wait_for)
 
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.sr import read_box_report
+from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
 
 AUTO_ROUTING = """
 function OnStableStudy(studyId, tags, metadata)
@@ -87,14 +91,18 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
     config = tmp_path / "gateway.toml"
     config.write_text(config_text(tmp_path / "work", gateway_port, orthanc.dicom,
                                   [sys.executable, str(INFERENCE), "--device", "cpu"], quiet=1.0)
-                      .replace('ae_title = "FAKEPACS"', 'ae_title = "ORTHANC"'))
+                      .replace('ae_title = "FAKEPACS"', 'ae_title = "ORTHANC"')
+                      + route_text("object-cxr", ["CR", "DX"], ["CHEST"],
+                                   [sys.executable, str(OBJECT_CXR_INFERENCE), "--device", "cpu"]))
     gateway = GatewayProcess(config, tmp_path / "gateway.log")
     work = tmp_path / "work"
     try:
         gateway.wait_ready()
         started = time.monotonic()
         orthanc.upload(studies["tb"])
+        orthanc.upload(studies["cxr"])
         tb_uid = pydicom.dcmread(studies["tb"][0]).StudyInstanceUID
+        cxr = pydicom.dcmread(studies["cxr"][0])
         (sr_entry,) = wait_for(lambda: sr_series(orthanc, tb_uid), 180, "the SR in Orthanc")
         seconds = time.monotonic() - started
         (instance,) = sr_entry["Instances"]
@@ -104,18 +112,39 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
         ((series, _),) = select_study_series(find_series(studies["root"] / "tb"), ("CT",))
         findings = read_box_report(sr_path, series)
         assert len(findings) == 1 and findings[0].probability >= 0.5
+        # the radiograph: its SR in Orthanc reads back to the official CSVs the detector wrote for it
+        (cxr_entry,) = wait_for(lambda: sr_series(orthanc, cxr.StudyInstanceUID), 120, "the radiograph's SR")
+        cxr_sr = tmp_path / "cxr-sr.dcm"
+        cxr_sr.write_bytes(orthanc.get(f"/instances/{cxr_entry['Instances'][0]}/file"))
+        assert dciodvfy_errors(cxr_sr) == []
+        output = work / "sent" / cxr.StudyInstanceUID / "output"  # the study moves to sent/ just after its SR
+        wait_for(lambda: (output / "localization.csv").exists(), 60, "the radiograph's study in sent/")
+        (classification,) = (output / "classification.csv").read_text().splitlines()[1:]
+        (localization,) = (output / "localization.csv").read_text().splitlines()[1:]
+        probability, points = read_point_report(cxr_sr)
+        name, value = classification.split(",")
+        assert name == f"{cxr.SOPInstanceUID}.dcm" and float(value) == round(probability, 6)
+        expected = [tuple(map(float, t.split(" "))) for t in localization.split(",")[1].split(";") if t]
+        assert expected and [(round(p.probability, 6), round(p.x, 1), round(p.y, 1)) for p in points] == expected
         # Orthanc forwards the study again once the SR made it change: the gateway drops its own SR and the CT
         # instances it processed already, so the study is a duplicate and nothing is sent twice
-        wait_for(lambda: states(work)["duplicate"] == 1, 60, "the study forwarded again")
+        wait_for(lambda: states(work)["duplicate"] == 2, 60, "the studies forwarded again")
         orthanc.upload(studies["mr"])
         orthanc.upload(studies["broken"])
         wait_for(lambda: states(work)["unroutable"] == 1 and states(work)["failed"] == 1, 120,
                  "the MR study and the broken series")
-        assert len(sr_series(orthanc, tb_uid)) == 1 and len(orthanc.get("/instances")) == \
-            len(studies["tb"]) + 1 + len(studies["mr"]) + len(studies["broken"])
+        # the broken study's failure note in Orthanc; Orthanc forwards that study again: a duplicate, not run again
+        broken_uid = pydicom.dcmread(studies["broken"][0]).StudyInstanceUID
+        (note_entry,) = wait_for(lambda: sr_series(orthanc, broken_uid), 60, "the failure note in Orthanc")
+        note = pydicom.dcmread(io.BytesIO(orthanc.get(f"/instances/{note_entry['Instances'][0]}/file")))
+        assert "uneven slice spacing" in read_failure_note(note)
+        wait_for(lambda: states(work)["duplicate"] == 3, 60, "the failed study forwarded again")
+        assert len(sr_series(orthanc, tb_uid)) == 1 and len(sr_series(orthanc, cxr.StudyInstanceUID)) == 1
+        assert len(orthanc.get("/instances")) == len(studies["tb"]) + 1 + 1 + 1 + len(studies["mr"]) + \
+            len(studies["broken"]) + 1
         counts = states(work)
-        assert counts == {"incoming": 0, "received": 0, "running": 0, "sent": 1, "failed": 1, "unroutable": 1,
-                          "duplicate": 1}
+        assert counts == {"incoming": 0, "received": 0, "running": 0, "sent": 2, "failed": 1, "unroutable": 1,
+                          "duplicate": 3}
         print(f"\nOrthanc -> gateway -> Orthanc: SR in Orthanc {seconds:.1f} s after the upload; queue {counts}")
     finally:
         assert gateway.stop() == 0

@@ -31,6 +31,8 @@ from onnx_export import export_onnx
 
 from medchallenge.algorithms.ribfrac import (
     APPEARANCE_CODES,
+    DETECTOR_INPUT,
+    DETECTOR_OUTPUT,
     META_POSTPROCESSING,
     META_PREPROCESSING,
     Postprocessing,
@@ -188,6 +190,11 @@ def case_detections(labels_pred: np.ndarray, detections, labels_gt: np.ndarray) 
     return out
 
 
+def every_candidate(centres: np.ndarray) -> np.ndarray:
+    """A stand-in classifier for validating the detector alone: every candidate is a (displaced) fracture."""
+    return np.tile(np.eye(1 + len(APPEARANCE_CODES))[-1], (len(centres), 1))
+
+
 @torch.no_grad()
 def validate(model: FractureUNet, cases: list[dict], pre: Preprocessing) -> tuple[Postprocessing, float]:
     """The post-processing with the best proxy FROC average on `cases`, and that score; logs the mean fracture
@@ -195,17 +202,16 @@ def validate(model: FractureUNet, cases: list[dict], pre: Preprocessing) -> tupl
     was_training = model.training
     model.eval()
 
-    def run(batch: np.ndarray):
-        fracture, appearance = model(torch.from_numpy(batch))
-        return fracture.numpy(), appearance.numpy()
+    def run(batch: np.ndarray) -> np.ndarray:
+        return model(torch.from_numpy(batch))[0].numpy()
 
     maps = []
     for case in cases:
         hu = case["hu"]
         mask = work_mask(hu, pre)
-        maps.append((*sliding_window(run, normalise(hu, pre), mask, pre), hu >= pre.bone_hu, case))
-    on_fracture = np.concatenate([fracture[case["labels"] > 0] for fracture, _, _, case in maps])
-    on_bone = np.concatenate([fracture[bone & (case["labels"] == 0)] for fracture, _, bone, case in maps])
+        maps.append((sliding_window(run, normalise(hu, pre), mask, pre), hu >= pre.bone_hu, case))
+    on_fracture = np.concatenate([fracture[case["labels"] > 0] for fracture, _, case in maps])
+    on_bone = np.concatenate([fracture[bone & (case["labels"] == 0)] for fracture, bone, case in maps])
     log.info("validation mean probability: fracture voxels %.3f, other bone %.3f", on_fracture.mean(),
              on_bone.mean())
     model.train(was_training)
@@ -215,8 +221,8 @@ def validate(model: FractureUNet, cases: list[dict], pre: Preprocessing) -> tupl
         for min_voxels in (10, 30, 60):
             post = Postprocessing(threshold=threshold, min_voxels=min_voxels)
             per_case = []
-            for fracture, appearance, bone, case in maps:
-                labels, detections = find_instances(fracture, appearance, bone, post, pre.spacing_mm)
+            for fracture, bone, case in maps:
+                labels, detections = find_instances(fracture, bone, post, pre.spacing_mm, every_candidate)
                 per_case.append(case_detections(labels, detections, case["labels"]))
             score = froc_average(per_case, num_gt)
             log.info("validation threshold %.2f min_voxels %d: FROC average %.3f", threshold, min_voxels, score)
@@ -233,7 +239,7 @@ def keep_best(best: tuple, model: FractureUNet, val: list[dict], pre: Preprocess
 
 
 def export_model(model: FractureUNet, out: Path, pre: Preprocessing, post: Postprocessing, training: dict) -> None:
-    names = ("ct", "fracture_probability", "appearance_probability")
+    names = (DETECTOR_INPUT, DETECTOR_OUTPUT, "appearance_probability")
     export_onnx(model, torch.zeros(1, 1, 32, 32, 32), out, [names[0]], list(names[1:]),
                 {META_PREPROCESSING: asdict(pre), META_POSTPROCESSING: asdict(post), "training": training},
                 dynamic_axes={name: {0: "batch", 2: "z", 3: "y", 4: "x"} for name in names},

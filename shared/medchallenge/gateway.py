@@ -9,9 +9,12 @@ sent back to the PACS with C-STORE.
 The work queue is folders, and a study moves between them by atomic renames:
 
     incoming/ -> received/ -> running/ -> sent/         (done: its instance and result UIDs kept, the images removed)
-                                       -> failed/       (the detector failed or timed out: `error.txt` says why)
+                                       -> failed/       (the detector failed or timed out: `error.txt` says why,
+                                                         and a failure note, a DICOM SR with that line, goes to
+                                                         the PACS)
                            -> unroutable/               (no route takes it)
-                           -> duplicate/                (every instance of it was processed before: not run again)
+                           -> duplicate/                (every instance of it was run before, sent or failed: not
+                                                         run again; move failed/<study> to received/ to retry)
 
 On start, a study left in running/ (the gateway or its detector was killed) goes back to received/ and runs again
 (at most `max_attempts` runs in all, then failed/). Results are never sent twice: every result SOP Instance UID sent is
@@ -41,7 +44,7 @@ from pathlib import Path
 
 from .dicom.series import dicom_files, read_headers
 from .errors import InputError, report_errors
-from .io import atomic_output, write_json_atomic, write_text_atomic
+from .io import atomic_output, write_dicom_atomic, write_json_atomic, write_text_atomic
 from .logs import setup_logging
 
 log = logging.getLogger("medchallenge.gateway")
@@ -51,6 +54,7 @@ SENT_LEDGER = "sent-uids.txt"
 UID = re.compile(r"[0-9]+(\.[0-9]+)*")
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
 RESULT_FOLDER = "dicom"
+FAILURE_NOTE_FOLDER = "note"
 POLL_SECONDS = 0.5
 
 
@@ -218,8 +222,14 @@ class WorkQueue:
         self.sent.add(sop_uid)
 
     def processed_instances(self, study_uid: str) -> set[str]:
-        record = self.folder("sent", study_uid) / "job.json"
-        return set(json.loads(record.read_text())["instances"]) if record.exists() else set()
+        """The instances of the study that were run before, whether its results were sent or it failed (a failed
+        study moved back to received/ is tried again)."""
+        done = set()
+        for state in ("sent", "failed"):
+            record = self.folder(state, study_uid) / "job.json"
+            if record.exists():
+                done |= set(json.loads(record.read_text()).get("instances", []))
+        return done
 
 
 def recover(queue: WorkQueue, max_attempts: int) -> None:
@@ -432,17 +442,17 @@ class Gateway:
             log.info("study %s: left to the detector; taken up again at the next start", study.name)
         except DetectorKilled as exc:
             if job["attempts"] >= self.config.max_attempts:
-                self.fail(study, f"{exc} ({job['attempts']} time(s))")
+                self.fail(study, f"{exc} ({job['attempts']} time(s))", route)
             else:
                 shutil.rmtree(study / "output", ignore_errors=True)
                 self.queue.move(study, "received")
                 log.error("study %s: %s; queued again", study.name, exc)
         except subprocess.TimeoutExpired:
-            self.fail(study, f"detector {route.name} ran over {route.timeout_seconds:g} s")
+            self.fail(study, f"detector {route.name} ran over {route.timeout_seconds:g} s", route)
         except InputError as exc:
-            self.fail(study, str(exc))
+            self.fail(study, str(exc), route)
         except Exception as exc:  # a gateway bug or a broken result file: this study fails, the gateway goes on
-            self.fail(study, f"{type(exc).__name__}: {exc}")
+            self.fail(study, f"{type(exc).__name__}: {exc}", route)
         return True
 
     def run_study(self, study: Path, route: Route, job: dict) -> None:
@@ -465,10 +475,28 @@ class Gateway:
         log.info("study %s: %s in %.1f s, %d result object(s) sent (%d sent before)", study.name, route.name,
                  detector_seconds, sent, len(results) - sent)
 
-    def fail(self, study: Path, message: str) -> None:
+    def fail(self, study: Path, message: str, route: Route | None = None) -> None:
+        """The study to failed/ with its error line, and, when a detector failed on it, a failure note to the PACS."""
         write_text_atomic(study / "error.txt", message + "\n")
-        self.queue.move(study, "failed")
+        study = self.queue.move(study, "failed")
         log.error("study %s: %s; moved to failed", study.name, message)
+        if route is not None:
+            self.send_failure_note(study, route, message)
+
+    def send_failure_note(self, study: Path, route: Route, message: str) -> None:
+        """A DICOM SR in the study saying the detector failed and why (`sr.failure_note`); a note that cannot be made
+        or sent is one more log line, the gateway goes on."""
+        from .dicom.sr import failure_note
+
+        try:
+            note = failure_note(read_headers(dicom_files(study / "input")), route.name, message)
+            path = write_dicom_atomic(study / FAILURE_NOTE_FOLDER / f"{note.SOPInstanceUID}.dcm", note)
+            sent = self.pacs.send(self.queue, [path])
+        except (InputError, OSError, ValueError, AttributeError) as exc:
+            log.error("study %s: no failure note in the PACS (%s)", study.name, exc)
+            return
+        log.info("study %s: failure note %s (%s)", study.name, "sent to the PACS" if sent else "sent before",
+                 note.SOPInstanceUID)
 
     def serve(self) -> None:
         recover(self.queue, self.config.max_attempts)

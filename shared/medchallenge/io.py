@@ -37,6 +37,13 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> None:
         handle.write(text)
 
 
+def write_dicom_atomic(path: str | os.PathLike, dataset) -> Path:
+    """Write a pydicom Dataset as a DICOM Part 10 file atomically; returns the path."""
+    with atomic_output(path, "wb") as handle:
+        dataset.save_as(handle, enforce_file_format=True)
+    return Path(path)
+
+
 def write_image_atomic(path: str | os.PathLike, image) -> None:
     """Write a SimpleITK image (format by suffix: .nii.gz, .mha, ...) atomically, zlib level 1 (fast)."""
     import SimpleITK as sitk

@@ -264,7 +264,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
                   Edition("legacy", {"RIBFRAC_BRANCH": "legacy"}, shares_data=True)),
         algorithm=Algorithm("medchallenge.algorithms.ribfrac", "MICCAI 2020 RibFrac rib-fracture detection and "
                             "classification: synthetic-data 3-D U-Net (ONNX Runtime), instances and types per CT",
-                            generator="ribfrac-ct"),
+                            generator="ribfrac-ct", test_size=("--cases", "2", "--shape", "112", "104", "40")),
     ),
     Challenge(
         "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,
@@ -273,7 +273,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         evaluator_extras=("plots", "classification"),
         algorithm=Algorithm("medchallenge.algorithms.object_cxr", "object-CXR foreign objects on chest X-rays: "
                             "synthetic-data heat-map detector (ONNX Runtime), classification.csv + localization.csv",
-                            extras=("xray", "onnx"), generator="object-cxr-images",
+                            extras=("xray", "onnx", "dicom"), generator="object-cxr-images",
                             demo_size=("--images", "60", "--size", "1024"),
                             test_size=("--images", "6", "--size", "320")),
     ),
@@ -287,7 +287,8 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
                   Edition("2021", {"CAPTION_EDITION": "2021"}, ("--edition", "2021"))),
         algorithm=Algorithm("medchallenge.algorithms.imageclef_caption", "ImageCLEFmed Caption 2021/2022: UMLS "
                             "concepts and a retrieved caption per figure, synthetic-data CNN (ONNX Runtime)",
-                            extras=("ct", "xray", "onnx"), generator="imageclef-caption-images"),
+                            extras=("ct", "xray", "onnx"), generator="imageclef-caption-images",
+                            test_size=("--images", "8")),
     ),
 )}
 

@@ -1,4 +1,5 @@
-"""The real thing: images built and run with docker compose, hardened, as a user and as grand-challenge would.
+"""The images as built by docker compose: hardened as the contract requires, and the GPU variant of the algorithm
+images (the end-to-end runs of every algorithm are in test_algorithm_compose.py).
 
 These tests need a Docker engine with Compose v2; with REQUIRE_DOCKER=1 (CI) a missing engine fails them.
 """
@@ -13,9 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import open_dir
-from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate, find_cases
-from medchallenge.registry import CHALLENGES, CONFIGURATIONS_WITH_DATA
+from helpers import open_dir, readable
+from medchallenge.registry import CHALLENGES
 
 VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"  # compose.yaml's image tag
 
@@ -31,9 +31,7 @@ def cohort(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("tb")
     subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root),
                     *CHALLENGES["tb-caverns"].test_size, "--seed", "11"], check=True)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
-    return root
+    return readable(root)
 
 
 def test_images_are_hardened_as_the_contract_requires(built):
@@ -55,115 +53,6 @@ def test_images_are_hardened_as_the_contract_requires(built):
         assert int(service["mem_limit"]) == 8 << 30, name  # MEDCHALLENGE_MEMORY_LIMIT, default 8g
         targets = [v["target"] for v in service["volumes"]]
         assert ("/opt/ml/input/data/ground_truth" in targets) == name.endswith("-evaluator"), name
-
-
-def test_one_compose_run_goes_from_images_to_metrics(built, cohort, tmp_path, repo):
-    predictions, metrics_dir = open_dir(tmp_path / "predictions"), open_dir(tmp_path / "metrics")
-    env = {"TB_CAVERNS_INPUT": str(cohort / "input"), "TB_CAVERNS_PREDICTIONS": str(predictions),
-           "TB_CAVERNS_GROUND_TRUTH": str(cohort / "ground_truth"), "TB_CAVERNS_METRICS": str(metrics_dir)}
-    result = built("run", "--rm", "tb-caverns-evaluator", env=env, check=False)
-    built("down", env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert (predictions / "submission.txt").exists()
-    assert sorted(p.name for p in predictions.glob("TST_*.json")) == [f"TST_00{i}.json" for i in (1, 2, 3)]
-    metrics = json.loads((metrics_dir / "metrics.json").read_text())
-    assert set(metrics) == {"aggregates", "case", "meta"}
-    assert 0.0 <= metrics["aggregates"]["map"] <= 1.0
-    # the same predictions scored without Docker give the same numbers
-    local = tmp_path / "local"
-    subprocess.run([sys.executable, str(repo / "evaluators/tb_caverns/evaluate.py"), "--input", str(predictions),
-                    "--ground-truth", str(cohort / "ground_truth"), "--output", str(local), "--no-progress"],
-                   check=True)
-    assert json.loads((local / "metrics.json").read_text())["aggregates"] == metrics["aggregates"]
-
-
-def test_grand_challenge_emulation_matches_batch_mode(built, cohort, tmp_path, repo):
-    spec = ALGORITHMS["tb-caverns"]
-    (tmp_path / "cases").mkdir()
-    for case in sorted((cohort / "input").glob("*.nii.gz")):  # plus a file GC's upload would not see as a case
-        (tmp_path / "cases" / case.name).symlink_to(case)
-    (tmp_path / "cases" / "notes.txt").write_text("not a case")
-    eval_input = emulate(spec, find_cases(spec, tmp_path / "cases"), tmp_path / "gc",
-                         compose_runner(spec, repo / "compose.yaml"))
-    jobs = json.loads((eval_input / "predictions.json").read_text())
-    assert len(jobs) == 3 and all((eval_input / j["pk"] / "output" / "tb-cavern-boxes.json").exists() for j in jobs)
-    assert sorted(p.name for p in eval_input.iterdir() if p.is_file()) == ["inputs.json", "predictions.json"]
-    for job in jobs:  # the image's own model ran (empty /opt/ml/model); the upload was converted by panimg
-        job_dir = tmp_path / "gc" / "jobs" / job["pk"]
-        assert not any((job_dir / "model").iterdir())
-        [image] = (job_dir / "input" / "images" / "ct").iterdir()
-        assert image.name == job["inputs"][0]["image"]["pk"] + ".mha"
-    for path in [eval_input, *eval_input.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
-    gc_metrics, batch_predictions, batch_metrics = (open_dir(tmp_path / n) for n in ("m-gc", "p-batch", "m-batch"))
-    common = {"TB_CAVERNS_GROUND_TRUTH": str(cohort / "ground_truth"), "TB_CAVERNS_INPUT": str(cohort / "input")}
-    built("run", "--rm", "--no-deps", "tb-caverns-evaluator",
-          env=dict(common, TB_CAVERNS_PREDICTIONS=str(eval_input), TB_CAVERNS_METRICS=str(gc_metrics)))
-    built("run", "--rm", "tb-caverns-evaluator",
-          env=dict(common, TB_CAVERNS_PREDICTIONS=str(batch_predictions), TB_CAVERNS_METRICS=str(batch_metrics)))
-    gc = json.loads((gc_metrics / "metrics.json").read_text())
-    batch = json.loads((batch_metrics / "metrics.json").read_text())
-    assert gc["meta"]["layout"] == "grand-challenge predictions.json"
-    assert gc["aggregates"] == batch["aggregates"]
-
-
-CAPTION = [c for c in CONFIGURATIONS_WITH_DATA if c.challenge.name == "imageclef-caption"]
-
-
-@pytest.fixture(scope="module")
-def caption_built(docker_compose):
-    docker_compose("build", *(s for c in CAPTION for s in (c.algorithm_service.name, c.service.name)))
-    return docker_compose
-
-
-def _caption_cohort(root: Path, configuration, *size: str) -> Path:
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", configuration.challenge.input_generator, "--out",
-                    str(root), *size, *configuration.edition.synth_arguments, "--seed", "12"], check=True)
-    for path in [root, *root.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
-    return root
-
-
-@pytest.mark.parametrize("configuration", CAPTION, ids=[c.service.name for c in CAPTION])
-def test_one_caption_compose_run_goes_from_figures_to_metrics(caption_built, configuration, tmp_path, repo):
-    challenge, service, algorithm = configuration.challenge, configuration.service, configuration.algorithm_service
-    edition = configuration.edition.build_args["CAPTION_EDITION"]
-    data = _caption_cohort(tmp_path / "data", configuration, *challenge.test_size)
-    predictions, metrics_dir = open_dir(tmp_path / "predictions"), open_dir(tmp_path / "metrics")
-    env = {**algorithm.environment(input=data / "input", predictions=predictions),
-           **service.environment(predictions=predictions, ground_truth=data / "ground_truth", metrics=metrics_dir)}
-    result = caption_built("run", "--rm", service.name, env=env, check=False)
-    caption_built("down", env=env)
-    assert result.returncode == 0, result.stderr[-3000:]
-    metrics = json.loads((metrics_dir / "metrics.json").read_text())
-    assert metrics["meta"]["options"]["edition"] == edition and len(metrics["case"]) == 300
-    assert 0.0 < metrics["aggregates"]["concept_f1"] <= 1.0 and 0.0 < metrics["aggregates"]["bleu"] <= 1.0
-    # the image's edition is baked in: the same run files as the inference script given --edition here
-    local = tmp_path / "local"
-    subprocess.run([sys.executable, str(repo / "algorithms" / challenge.module / "inference.py"), "--input",
-                    str(data / "input"), "--output", str(local), "--edition", edition, "--device", "cpu"], check=True)
-    for name in ("concepts.csv", "captions.csv"):
-        assert (predictions / name).read_text() == (local / name).read_text(), name
-
-
-def test_caption_grand_challenge_emulation_matches_batch_mode(caption_built, tmp_path, repo):
-    spec, configuration = ALGORITHMS["imageclef-caption"], CAPTION[0]
-    data = _caption_cohort(tmp_path / "data", configuration, "--images", "3")
-    eval_input = emulate(spec, find_cases(spec, data / "input"), tmp_path / "gc",
-                         compose_runner(spec, repo / "compose.yaml"))
-    for path in [eval_input, *eval_input.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
-    service, algorithm = configuration.service, configuration.algorithm_service
-    results = []
-    for name, predictions in (("gc", eval_input), ("batch", open_dir(tmp_path / "batch"))):
-        metrics_dir = open_dir(tmp_path / f"metrics-{name}")
-        env = {**algorithm.environment(input=data / "input", predictions=predictions),
-               **service.environment(predictions=predictions, ground_truth=data / "ground_truth",
-                                     metrics=metrics_dir)}
-        caption_built("run", "--rm", *(["--no-deps"] if name == "gc" else []), service.name, env=env)
-        results.append(json.loads((metrics_dir / "metrics.json").read_text()))
-    assert results[0]["meta"]["layout"] == "grand-challenge predictions.json"
-    assert results[0]["aggregates"] == results[1]["aggregates"]
 
 
 GPU_IMAGE = f"medchallenge/tb-caverns-algorithm-gpu:{VERSION}"

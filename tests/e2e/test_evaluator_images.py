@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers import open_dir
+from helpers import open_dir, readable
 from medchallenge.registry import CONFIGURATIONS, Configuration
 
 TESTS = Path(__file__).resolve().parents[1]
 
 # Every evaluator image whose generator writes predictions: those without an algorithm, and those whose algorithm
-# has a generator of its own inputs (the TB evaluator scores its algorithm's: test_compose.py)
+# has a generator of its own inputs (the TB evaluator scores its algorithm's: test_algorithm_compose.py)
 EVALUATORS = [c for c in CONFIGURATIONS if c.challenge.algorithm is None or c.challenge.algorithm.generator]
 EXTRA_ARGUMENTS = {"caption-2022-evaluator": ["--lemmatize"]}  # of both runs
 
@@ -29,8 +29,7 @@ def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, confi
     data = tmp_path / "data"
     subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.name, "--out", str(data),
                     *challenge.test_size, *configuration.edition.synth_arguments, "--seed", "5"], check=True)
-    for path in [data, *data.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
+    readable(data)
     docker_compose("build", service.name)
     metrics_dir = open_dir(tmp_path / "metrics")
     env = service.environment(predictions=data / "predictions", ground_truth=data / "ground_truth",

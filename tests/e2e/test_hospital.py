@@ -1,6 +1,7 @@
 """The hospital deployment for real: compose.hospital.yaml's profile `hospital` built and started (the gateway on its
-own network, the TB detector with network_mode none watching its inbox), a CT study sent to the published port, the
-SR received by a PACS stand-in listening on that network's gateway address."""
+own network, the three detectors with network_mode none watching their inboxes), a chest CT, a rib CT and a chest
+radiograph sent to the published port, the SR, SEG and SR received by a PACS stand-in listening on that network's
+gateway address."""
 
 from __future__ import annotations
 
@@ -9,12 +10,17 @@ import subprocess
 import time
 from pathlib import Path
 
+import numpy as np
 import pydicom
 
 from gateway_helpers import FakePacs, free_port, send_files, wait_for
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.sr import read_box_report
-from medchallenge.dicom.synthetic import SyntheticStudy, write_ct_series
+from medchallenge.dicom.seg import read_label_segmentation
+from medchallenge.dicom.sr import read_box_report, read_point_report
+from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, ras_affine, write_ct_series
+from medchallenge.io import write_dicom_atomic
+from medchallenge.synth import ribfrac_ct
+from medchallenge.synth.object_cxr_images import generate_image
 from medchallenge.synth.tb_caverns import case_rng, generate_case
 
 REPO = Path(__file__).resolve().parents[2]
@@ -22,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_hospital_profile_pacs_to_detector_and_back(docker_compose, tmp_path):
     data = tmp_path / "hospital"
-    for folder in (data / "work", data / "inbox" / "tb-caverns"):
+    for folder in (data / "work", *(data / "inbox" / name for name in ("tb-caverns", "ribfrac", "object-cxr"))):
         folder.mkdir(parents=True)
     for path in [data, *data.rglob("*")]:
         path.chmod(0o777)
@@ -50,6 +56,11 @@ def test_hospital_profile_pacs_to_detector_and_back(docker_compose, tmp_path):
         compose("restart", "gateway")
         case = generate_case(case_rng(7, 0), (200, 180, 40), n_caverns=1, cavern_radius_mm=(12.0, 15.0))
         files = write_ct_series(tmp_path / "study", case.ct, case.affine, SyntheticStudy("e2e-hospital", "E2E"))
+        rib = ribfrac_ct.generate_case(ribfrac_ct.case_rng(4, 0), (112, 104, 40), spacing=(0.75, 0.75, 1.25))
+        ribs = write_ct_series(tmp_path / "ribs", rib.ct.T, ras_affine(rib.spacing, rib.origin),
+                               SyntheticStudy("e2e-hospital-ribs", "E2E_RIB", body_part="RIB"))
+        radiograph = write_dicom_atomic(tmp_path / "cxr" / "cxr.dcm", radiograph_dataset(
+            generate_image(5, 0, 256, positive_fraction=1.0).pixels, SyntheticStudy("e2e-hospital-cxr", "E2E_CXR")))
         started = time.monotonic()
         assert set(send_files(files, gateway_port, "MEDCHALLENGE")) == {0}
         wait_for(lambda: pacs.received, 300, "the SR from the hospital profile")
@@ -59,8 +70,24 @@ def test_hospital_profile_pacs_to_detector_and_back(docker_compose, tmp_path):
         ((series, _),) = select_study_series(find_series(tmp_path / "study"), ("CT",))
         assert sr.StudyInstanceUID == pydicom.dcmread(files[0]).StudyInstanceUID
         assert len(read_box_report(tmp_path / "sr.dcm", series)) == 1
+        # the rib CT (BodyPartExamined RIB) to the RibFrac container, the radiograph to the object-CXR container
+        assert set(send_files(ribs, gateway_port, "MEDCHALLENGE")) == {0}
+        assert set(send_files([radiograph], gateway_port, "MEDCHALLENGE")) == {0}
+        wait_for(lambda: len(pacs.received) == 3, 300, "the SEG and the radiograph's SR")
+        by_study = {ds.StudyInstanceUID: ds for ds in pacs.received}
+        seg = by_study[pydicom.dcmread(ribs[0]).StudyInstanceUID]
+        cxr_sr = by_study[pydicom.dcmread(radiograph).StudyInstanceUID]
+        ((rib_series, _),) = select_study_series(find_series(tmp_path / "ribs"), ("CT",))
+        if seg.Modality == "SEG":  # fractures found (two with the committed model)
+            labels, segments = read_label_segmentation(seg, rib_series)
+            assert segments and set(np.unique(labels)) == {0, *(s.label for s in segments)}
+        else:  # none: an SR saying so
+            assert seg.Modality == "SR" and read_box_report(seg, rib_series) == []
+        assert cxr_sr.Modality == "SR"
+        probability, _ = read_point_report(cxr_sr)
+        assert 0.0 <= probability <= 1.0
         pacs.close()
     finally:
         logs = compose("logs", "--no-color").stdout
         compose("down")
-    assert "1 result object(s) sent" in logs and "Traceback" not in logs
+    assert logs.count("1 result object(s) sent") == 3 and "Traceback" not in logs

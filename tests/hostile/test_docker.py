@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import open_dir
+from helpers import open_dir, readable
 
 VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"  # compose.yaml's image tag
 FIXTURES = Path(__file__).resolve().parents[1] / "ribfrac" / "fixtures"
@@ -27,9 +27,7 @@ def built(docker_compose):
 
 def _copy(source: Path, target: Path) -> Path:
     shutil.copytree(source, target)
-    for path in [target, *target.rglob("*")]:
-        path.chmod(0o777 if path.is_dir() else 0o644)
-    return target
+    return readable(target)
 
 
 def _run(built, predictions: Path, ground_truth: Path, metrics: Path, **env: str) -> subprocess.CompletedProcess:

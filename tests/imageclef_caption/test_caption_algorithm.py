@@ -24,11 +24,12 @@ from medchallenge.algorithms.imageclef_caption import (
     run_files,
     select_concepts,
     to_uint8,
-    caption_agreement,
+    bleu_matrix,
     FigureResult,
 )
 from medchallenge.algorithms.runner import Case, main
 from medchallenge.errors import InputError
+from medchallenge.metrics.imageclef_caption import caption_bleu, load_stopwords, preprocess_caption
 from medchallenge.evaluators.imageclef_caption import main as evaluate
 from medchallenge.synth.__main__ import main as synth
 
@@ -104,28 +105,52 @@ def test_concepts_above_their_thresholds_most_probable_first_else_the_best_one()
     assert len(select_concepts(np.ones(150), np.zeros(150), many)) == 100
 
 
-def test_the_caption_agreeing_with_the_concepts_and_the_other_neighbours_wins():
-    captions = ["CT of the chest shows a nodule.", "CT of the chest shows a nodule in the lung.",
-                "MRI of the brain shows a mass.", "CT of the chest shows a nodule in the lung (arrow)."]
-    concepts = [frozenset({"CT", "CHEST", "NODULE"}), frozenset({"CT", "CHEST", "NODULE", "LUNG"}),
-                frozenset({"MRI", "BRAIN", "MASS"}), frozenset({"CT", "CHEST", "NODULE", "LUNG"})]
-    words = caption_agreement(captions)
-    similarity = np.array([0.9, 0.8, 0.95, 0.1])
-    everything = np.arange(4)
-    nearest_only = Retrieval(1, 0.0, 0.0)
-    assert choose_caption(similarity, everything, concepts, words, frozenset(), nearest_only) == 2
-    by_concepts = Retrieval(3, 1.0, 0.0)  # the 3 nearest: 2, 0, 1; 1 holds the predicted concepts exactly
-    assert choose_caption(similarity, everything, concepts, words, concepts[1], by_concepts) == 1
-    subset = np.array([0, 2, 3])
-    assert choose_caption(similarity, subset, concepts, words[np.ix_(subset, subset)], concepts[1], by_concepts) == 3
-    by_consensus = Retrieval(4, 0.0, 1.0)  # 1 shares the most words and bigrams with the other three
-    assert choose_caption(similarity, everything, concepts, words, frozenset(), by_consensus) == 1
+def _tokens(captions: list[str]) -> list[tuple[str, ...]]:
+    return [tuple(preprocess_caption(c, load_stopwords())) for c in captions]
 
 
-def test_caption_agreement_is_the_dice_of_words_and_bigrams():
-    agreement = caption_agreement(["CT of the chest", "CT of the brain", ""])
-    # {ct, of, the, chest, (ct, of), (of, the), (the, chest)} and the brain's share 5 of 7 + 7 terms
-    assert agreement[0, 1] == pytest.approx(10 / 14) and agreement[0, 0] == 1.0 and agreement[2, 2] == 0.0
+def test_the_bleu_matrix_is_the_official_per_figure_bleu_of_every_pair():
+    captions = ["CT of the chest shows a nodule in the lung.", "CT of the chest shows a nodule.",
+                "CT of the chest shows a nodule in the lung (arrow).", "MRI of the brain shows a mass.",
+                "chest chest chest nodule nodule", "chest chest", "chest chest CT chest", "chest CT chest", "", "the of"]
+    tokens = _tokens(captions)
+    matrix = bleu_matrix(tokens)
+    for h, hypothesis in enumerate(tokens):
+        for r, reference in enumerate(tokens):
+            assert matrix[h, r] == pytest.approx(caption_bleu(reference, hypothesis), rel=1e-12, abs=1e-300)
+    assert matrix[0, 0] == 1.0 and matrix[3, 6] == 0.0 and matrix[8, 9] == 1.0  # two empty token lists: 1
+
+
+def test_the_caption_with_the_best_expected_bleu_among_the_neighbours_wins():
+    captions = ["CT of the chest shows a nodule in the lung.", "MRI of the brain shows a mass.",
+                "CT of the chest shows a nodule in the lung (arrow).", "CT of the chest shows a small nodule.",
+                "CT of the chest shows a nodule in the lung (arrowhead)."]
+    concepts = [frozenset({"CT", "CHEST", "NODULE", "LUNG"}), frozenset({"MRI", "BRAIN", "MASS"}),
+                frozenset({"CT", "CHEST", "NODULE", "LUNG"}), frozenset({"CT", "CHEST", "NODULE"}),
+                frozenset({"CT", "CHEST", "NODULE", "LUNG"})]
+    bleu = bleu_matrix(_tokens(captions))
+    similarity = np.array([0.5, 0.95, 0.7, 0.9, 0.6])
+    everything = np.arange(5)
+    assert choose_caption(similarity, everything, concepts, bleu, frozenset(), Retrieval(1, 0.0, 0.0)) == 1
+    # the 4 nearest: 1, 3, 2, 4; 2 and 4 differ in their last word only: each shares 4-grams with the other
+    assert choose_caption(similarity, everything, concepts, bleu, frozenset(), Retrieval(4, 0.0, 0.0)) == 2
+    by_concepts = Retrieval(2, 0.0, 1.0)  # the 2 nearest: 1 and 3; 3 holds the predicted concepts exactly
+    assert choose_caption(similarity, everything, concepts, bleu, concepts[3], by_concepts) == 3
+    subset = np.array([0, 1, 2])  # the bank restricted (to an edition): the matrix of the subset, in its order
+    # pool 1, 2, 0: 0 ("... lung") is the better hypothesis against 2 ("... lung arrow") than 2 against 0 (brevity)
+    assert choose_caption(similarity, subset, concepts, bleu[np.ix_(subset, subset)], frozenset(),
+                          Retrieval(3, 0.0, 0.0)) == 0
+
+
+def test_the_similarity_weight_lets_the_nearest_neighbours_outvote_a_larger_far_group():
+    captions = ["CT of the chest shows a nodule in the lung.", "CT of the chest shows a nodule in the lung (arrow).",
+                "MRI of the brain shows a mass in the brain.", "MRI of the brain shows a mass in the brain (arrow).",
+                "MRI of the brain shows a mass in the brain (arrowhead)."]
+    bleu = bleu_matrix(_tokens(captions))
+    similarity = np.array([0.9, 0.88, 0.6, 0.58, 0.57])
+    concepts = [frozenset()] * 5
+    assert choose_caption(similarity, np.arange(5), concepts, bleu, frozenset(), Retrieval(5, 0.0, 0.0)) == 2
+    assert choose_caption(similarity, np.arange(5), concepts, bleu, frozenset(), Retrieval(5, 40.0, 0.0)) == 0
 
 
 def test_run_file_captions_hold_no_special_character():

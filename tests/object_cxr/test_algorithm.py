@@ -273,6 +273,39 @@ def test_flip_averaging_mirrors_the_input_and_mirrors_the_heat_map_back(planted_
     assert len(detector.session.inputs) == (2 if flip else 1)
 
 
+def test_batch_mode_decodes_the_next_radiograph_in_a_second_thread(tmp_path, planted_model):
+    import threading
+
+    from medchallenge.algorithms.runner import Case
+    from medchallenge.errors import InputError
+
+    paths = []
+    for name in ("a.jpg", "b.png", "c.jpg"):
+        Image.fromarray(radiograph_array()).save(tmp_path / name)
+        paths.append(tmp_path / name)
+    (tmp_path / "d.jpg").write_bytes(b"not a jpeg")
+    cases = [Case(p.name, {"chest-x-ray": p}) for p in [*paths, tmp_path / "d.jpg"]]
+    detector = ForeignObjectDetector(planted_model / ALGORITHM.model_file, "cpu")
+    expected = [detector.predict(case) for case in cases[:3]]
+    reads, started = [], {case.name: threading.Event() for case in cases}
+    read = detector.read
+
+    def recording_read(case):
+        reads.append((case.name, threading.current_thread() is threading.main_thread()))
+        started[case.name].set()
+        return read(case)
+
+    detector.read = recording_read
+    predictions = detector.predict_all(cases)
+    for k in range(3):
+        assert next(predictions) == expected[k]
+        # the next radiograph is being read while this one's prediction is handed over
+        assert started[cases[k + 1].name].wait(timeout=5)
+    with pytest.raises(InputError, match="d.jpg: cannot read the chest X-ray"):
+        next(predictions)
+    assert reads == [(case.name, False) for case in cases]
+
+
 def test_grand_challenge_mode_through_the_emulator_matches_batch_mode(tmp_path, planted_model, repo):
     pytest.importorskip("panimg")
     from medchallenge import gc_emulator as gc

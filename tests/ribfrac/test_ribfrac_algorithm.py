@@ -22,6 +22,7 @@ from medchallenge.algorithms.ribfrac import (
     Postprocessing,
     Preprocessing,
     find_instances,
+    instance_crops,
     sliding_window,
     tile_starts,
     to_ct_grid,
@@ -45,19 +46,51 @@ def blob(shape, centre, radius) -> np.ndarray:
     return np.sqrt(sum((g - c) ** 2 for g, c in zip(grid, centre))) <= radius
 
 
+def by_centre(classes: dict[tuple[int, int, int], list[float]], seen: list | None = None):
+    """A stand-in classifier: the class probabilities of the blob whose centre the centroid rounds to."""
+    def classify(centres: np.ndarray) -> np.ndarray:
+        if seen is not None:
+            seen.append(centres.copy())
+        return np.array([classes[tuple(int(v) for v in np.round(c))] for c in centres])
+    return classify
+
+
+FRACTURE = {"buckle": [0, 1, 0, 0], "nondisplaced": [0, 0, 1, 0], "displaced": [0, 0, 0, 1]}
+
+
 def test_instances_by_descending_confidence_with_types_and_size_filter():
     shape = (30, 40, 40)
     fracture = np.zeros(shape, dtype=np.float32)
-    appearance = np.zeros((3, *shape), dtype=np.float32)
     weak, strong, tiny = blob(shape, (10, 10, 10), 3), blob(shape, (20, 30, 30), 3), blob(shape, (5, 35, 5), 0.5)
     fracture[weak], fracture[strong], fracture[tiny] = 0.6, 0.9, 0.95
-    appearance[0][weak] = 1.0  # buckle
-    appearance[2][strong] = 1.0  # displaced
-    labels, detections = find_instances(fracture, appearance, np.zeros(shape, bool), Postprocessing(min_voxels=5),
-                                        1.25)
+    seen = []
+    classify = by_centre({(10, 10, 10): FRACTURE["buckle"], (20, 30, 30): FRACTURE["displaced"]}, seen)
+    labels, detections = find_instances(fracture, np.zeros(shape, bool),
+                                        Postprocessing(min_voxels=5, classifier_weight=0.0), 1.25, classify)
     assert [(d.label_id, d.confidence, d.label_code) for d in detections] == [(1, 0.9, 1), (2, 0.6, 3)]
     assert labels.dtype == np.uint8 and set(np.unique(labels)) == {0, 1, 2}
     assert np.array_equal(labels == 1, strong) and np.array_equal(labels == 2, weak) and not labels[tiny].any()
+    # the classifier saw the centroids of the kept candidates only (not the tiny one), once
+    assert len(seen) == 1 and np.allclose(sorted(map(tuple, seen[0])), [(10, 10, 10), (20, 30, 30)])
+
+
+def test_the_classifier_drops_non_fractures_and_weights_the_confidence():
+    shape = (30, 40, 40)
+    fracture = np.zeros(shape, dtype=np.float32)
+    first, second, third = blob(shape, (8, 8, 8), 3), blob(shape, (20, 30, 30), 3), blob(shape, (20, 8, 30), 3)
+    fracture[first], fracture[second], fracture[third] = 0.9, 0.6, 0.8
+    classify = by_centre({(8, 8, 8): [0.8, 0.1, 0.05, 0.05],  # not a fracture: dropped
+                          (20, 30, 30): [0.1, 0.0, 0.7, 0.2],  # nondisplaced, fracture probability 0.9
+                          (20, 8, 30): [0.4, 0.1, 0.1, 0.4]})  # displaced, fracture probability 0.6
+    post = Postprocessing(min_voxels=5, min_fracture_probability=0.5, classifier_weight=0.5)
+    labels, detections = find_instances(fracture, np.zeros(shape, bool), post, 1.25, classify)
+    expected = [(1, np.sqrt(0.6 * 0.9), 2), (2, np.sqrt(0.8 * 0.6), 1)]
+    assert [(d.label_id, d.label_code) for d in detections] == [(i, c) for i, _, c in expected]
+    assert [d.confidence for d in detections] == pytest.approx([c for _, c, _ in expected], abs=1e-6)
+    assert np.array_equal(labels == 1, second) and np.array_equal(labels == 2, third) and not labels[first].any()
+    only_classifier = find_instances(fracture, np.zeros(shape, bool),
+                                     Postprocessing(min_voxels=5, min_fracture_probability=0.5), 1.25, classify)[1]
+    assert [d.confidence for d in only_classifier] == pytest.approx([0.9, 0.6])
 
 
 def test_confidence_weighted_by_mass_ranks_large_components_first():
@@ -65,12 +98,12 @@ def test_confidence_weighted_by_mass_ranks_large_components_first():
     fracture = np.zeros(shape, dtype=np.float32)
     small, large = blob(shape, (10, 10, 10), 2), blob(shape, (18, 28, 28), 5)
     fracture[small], fracture[large] = 1.0, 0.9
-    appearance = np.zeros((3, *shape), dtype=np.float32)
     bone = np.zeros(shape, bool)
-    _, by_peak = find_instances(fracture, appearance, bone, Postprocessing(min_voxels=5), 1.25)
+    classify = by_centre({(10, 10, 10): FRACTURE["buckle"], (18, 28, 28): FRACTURE["buckle"]})
+    _, by_peak = find_instances(fracture, bone, Postprocessing(min_voxels=5, classifier_weight=0.0), 1.25, classify)
     assert [d.confidence for d in by_peak] == [1.0, 0.9]
-    post = Postprocessing(min_voxels=5, confidence_mass_voxels=100.0)
-    labels, by_mass = find_instances(fracture, appearance, bone, post, 1.25)
+    post = Postprocessing(min_voxels=5, confidence_mass_voxels=100.0, classifier_weight=0.0)
+    labels, by_mass = find_instances(fracture, bone, post, 1.25, classify)
     expected_large = 0.9 * (1 - np.exp(-0.9 * large.sum() / 100.0))
     expected_small = 1.0 * (1 - np.exp(-small.sum() / 100.0))
     assert [d.confidence for d in by_mass] == pytest.approx([expected_large, expected_small], abs=1e-5)
@@ -81,14 +114,12 @@ def test_confidence_weighted_by_mass_ranks_large_components_first():
 def test_two_complete_fractures_joined_by_bone_are_segmental(bridged):
     shape = (20, 20, 60)
     fracture = np.zeros(shape, dtype=np.float32)
-    appearance = np.zeros((3, *shape), dtype=np.float32)
     first, second = blob(shape, (10, 10, 12), 3), blob(shape, (10, 10, 44), 3)  # 32 voxels = 40 mm apart
     fracture[first | second] = 0.8
-    appearance[1][first] = 1.0  # nondisplaced
-    appearance[2][second] = 1.0  # displaced
+    classify = by_centre({(10, 10, 12): FRACTURE["nondisplaced"], (10, 10, 44): FRACTURE["displaced"]})
     bone = np.zeros(shape, dtype=bool)
     bone[9:12, 9:12, 10:47] = bridged  # the rib between them
-    _, detections = find_instances(fracture, appearance, bone, Postprocessing(min_voxels=5), 1.25)
+    _, detections = find_instances(fracture, bone, Postprocessing(min_voxels=5), 1.25, classify)
     assert sorted(d.label_code for d in detections) == ([SEGMENTAL_CODE] * 2 if bridged else [1, 2])
 
 
@@ -99,18 +130,36 @@ def test_sliding_window_blends_only_patches_with_work_voxels():
     mask[2:5, 3:6, 4:7] = True
     seen = []
 
-    def run(batch):  # an identity "network": fracture probability = input, appearance uniform
+    def run(batch):  # an identity "network": fracture probability = input
         seen.append(len(batch))
-        return batch, np.full((len(batch), 3, *batch.shape[2:]), 1 / 3, dtype=np.float32)
+        return batch
 
-    fracture, appearance = sliding_window(run, volume, mask, pre, batch=3)
-    assert fracture.shape == volume.shape and appearance.shape == (3, *volume.shape)
+    fracture = sliding_window(run, volume, mask, pre, batch=3)
+    assert fracture.shape == volume.shape
     assert np.allclose(fracture[mask], volume[mask]) and not fracture[~mask].any()
     assert sum(seen) == len(tile_starts(volume.shape, mask, 8, 6)) < len(tile_starts(volume.shape,
                                                                                      np.ones_like(mask), 8, 6))
     small = np.ones((4, 5, 6), dtype=np.float32)  # smaller than a patch: padded, cropped back
-    fracture, _ = sliding_window(run, small, np.ones(small.shape, bool), pre)
+    fracture = sliding_window(run, small, np.ones(small.shape, bool), pre)
     assert fracture.shape == small.shape and np.allclose(fracture, 1.0)
+
+
+def test_crops_are_centred_on_physical_points_in_the_ct_orientation():
+    """A bright dot at a known physical point is the centre voxel of its crop, whatever the CT's spacing, origin and
+    direction; outside the CT is air."""
+    array = np.full((30, 40, 50), -1000, dtype=np.int16)
+    array[12, 21, 33] = 1300
+    ct = sitk.GetImageFromArray(array)
+    ct.SetSpacing((0.7, 0.8, 1.5))
+    ct.SetOrigin((-20.0, 10.0, 3.0))
+    ct.SetDirection((-1, 0, 0, 0, -1, 0, 0, 0, 1))
+    pre = Preprocessing(crop_spacing_mm=0.7, crop_size=9)
+    point = ct.TransformIndexToPhysicalPoint((33, 21, 12))
+    outside = ct.TransformContinuousIndexToPhysicalPoint((-30.0, 21.0, 12.0))
+    crops = instance_crops(ct, np.array([point, outside]), pre)
+    assert crops.shape == (2, 9, 9, 9) and crops.dtype == np.float32
+    assert np.unravel_index(int(np.argmax(crops[0])), crops[0].shape) == (4, 4, 4) and crops[0].max() > 0.3
+    assert np.allclose(crops[1], 0.0)  # air, below the window
 
 
 def test_work_mask_is_bone_dilated_block_wise():
@@ -256,3 +305,39 @@ def test_entry_script_logs_the_provider(tmp_path, cohort):
     assert done.returncode == 0, done.stderr
     assert "CPUExecutionProvider" in done.stdout
     assert (tmp_path / "o" / PREDICTIONS_CSV).read_text() == (cohort / "out" / PREDICTIONS_CSV).read_text()
+
+
+def test_the_models_classifier_tells_fractures_from_bone_and_their_types():
+    """The committed model's classifier on crops of small synthetic cases (a seed training never uses): centred on
+    the ground-truth fractures it says fracture, mostly of the right type; centred on bone away from fractures it
+    mostly says not a fracture."""
+    from scipy import ndimage
+
+    from medchallenge.algorithms.ribfrac import FractureDetector
+    from medchallenge.synth.ribfrac_ct import APPEARANCES, case_rng, generate_case
+
+    detector = FractureDetector(MODEL, "cpu")
+    rng = np.random.default_rng(0)
+    fracture_crops, types, bone_crops = [], [], []
+    for index in range(6):
+        case = generate_case(case_rng(6, index), (128, 128, 48))
+        ct = sitk.GetImageFromArray(case.ct)
+        ct.SetSpacing(case.spacing)
+        ct.SetOrigin(case.origin)
+        sites = [f for f in case.fractures if (case.labels == f.label).sum() > 500]
+        centres = ndimage.center_of_mass(case.labels > 0, case.labels, [f.label for f in sites])
+        points = [ct.TransformContinuousIndexToPhysicalPoint(c[::-1]) for c in centres]
+        fracture_crops.append(instance_crops(ct, np.array(points).reshape(-1, 3), detector.pre))
+        types += [APPEARANCES.index(f.appearance) for f in sites]
+        far = np.argwhere((case.ct >= 300) & (ndimage.distance_transform_edt(case.labels == 0, case.spacing[::-1])
+                                                > 20))
+        picked = far[rng.choice(len(far), size=4, replace=False)]
+        bone_points = [ct.TransformIndexToPhysicalPoint([int(v) for v in p[::-1]]) for p in picked]
+        bone_crops.append(instance_crops(ct, np.array(bone_points), detector.pre))
+    on_fractures = detector.classify(np.concatenate(fracture_crops))
+    on_bone = detector.classify(np.concatenate(bone_crops))
+    assert len(types) >= 12 and set(types) == {0, 1, 2}
+    assert on_fractures.shape == (len(types), 4) and np.allclose(on_fractures.sum(axis=1), 1, atol=1e-4)
+    assert np.mean(on_fractures[:, 0] < 0.5) >= 0.8  # fracture
+    assert np.mean(np.argmax(on_fractures[:, 1:], axis=1) == np.array(types)) >= 0.7  # of the right type
+    assert np.mean(on_bone[:, 0] >= 0.5) >= 0.7  # not a fracture

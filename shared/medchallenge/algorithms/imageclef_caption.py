@@ -4,8 +4,10 @@ Pipeline: read the figure (JPEG, PNG, TIFF, BMP or a grand-challenge MHA; grey, 
 into a square of the model's input size, run the network: (a) a probability per vocabulary concept, kept above its
 threshold (tuned on the validation split; at least the most probable one, at most 100); (b) an embedding compared
 with the training figures' embeddings (the caption bank inside the model): among the nearest training figures of the
-edition, the caption whose concepts agree best with the predicted ones and with the other neighbours' captions
-(consensus re-ranking) is returned. Concepts, thresholds, captions and parameters all come from the model's metadata.
+edition, the caption with the best expected official BLEU against the other neighbours' captions (minimum Bayes
+risk, neighbours weighted by similarity; the bank's pairwise BLEU is computed once from its official tokens) is
+returned. Concepts, thresholds, captions, tokens and parameters all come from the model's metadata. Batch mode reads
+figures in a thread pool and runs the network on batches.
 
 `ALGORITHM` plugs it into the algorithm runner (`runner.py`): grand-challenge one-case mode (socket `medical-image`
 -> `umls-concepts.json`, `caption.json`), or batch mode over every figure of the input folder (the official run files
@@ -18,7 +20,10 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import sys
 import unicodedata
+from collections import Counter, deque
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,19 +56,22 @@ META_CONCEPTS = "concepts"
 META_THRESHOLDS = "thresholds"
 META_BANK = "caption_bank"
 META_RETRIEVAL = "retrieval"
+BLEU_ORDERS = 4  # the official BLEU: up to 4-grams, equal weights
+BATCH = 16  # batch mode: figures per network run
+READ_AHEAD = 2  # batch mode: batches being read while the network runs
 
 
 @dataclass
 class Retrieval:
-    """How the caption is chosen among the nearest training figures."""
+    """How the caption is chosen among the nearest training figures (minimum Bayes risk under the official BLEU)."""
 
-    neighbours: int = 25  # candidates: the most similar training figures of the edition
-    concept_weight: float = 1.0  # weight of the Jaccard agreement of a candidate's concepts with the predicted ones
-    consensus_weight: float = 1.0  # weight of a candidate's mean word-bigram agreement with the other candidates
+    neighbours: int = 20  # candidates: the most similar training figures of the edition
+    similarity_weight: float = 10.0  # a neighbour's weight as evidence: exp(weight * (similarity - best similarity))
+    concept_weight: float = 0.0  # weight of the Jaccard agreement of a candidate's concepts with the predicted ones
 
     @classmethod
     def from_dict(cls, values: dict) -> "Retrieval":
-        return cls(int(values["neighbours"]), float(values["concept_weight"]), float(values["consensus_weight"]))
+        return cls(int(values["neighbours"]), float(values["similarity_weight"]), float(values["concept_weight"]))
 
 
 @dataclass
@@ -161,50 +169,62 @@ def select_concepts(probabilities: np.ndarray, thresholds: np.ndarray, concepts:
     return (chosen or [concepts[order[0]]])[:MAX_CONCEPTS["2022"]]
 
 
-def _bigrams(text: str) -> set:
-    """A caption's lower-case words and word bigrams."""
-    words = re.findall(r"[a-z0-9]+", text.lower())
-    return set(words) | set(zip(words, words[1:]))
-
-
-def _overlap(a: set, b: set) -> float:
-    """Dice agreement of two `_bigrams` sets."""
-    return 2 * len(a & b) / max(len(a) + len(b), 1)
-
-
-def caption_agreement(captions: list[str]) -> np.ndarray:
-    """(n, n) float32 Dice agreement of every two captions' words and word bigrams (`_bigrams`), through a sparse
-    indicator matrix: the consensus term of `choose_caption`, computed once per bank."""
+def _ngram_indicator(tokens: list[tuple[str, ...]], order: int):
+    """Sparse (captions, distinct n-gram occurrences) 0/1 matrix: a caption's k-th occurrence of an n-gram is a
+    column of its own, so that the product of two rows counts their clipped matches, sum of min(count, count)."""
     from scipy import sparse
 
-    sets = [_bigrams(c) for c in captions]
     index: dict = {}
-    columns = [[index.setdefault(term, len(index)) for term in terms] for terms in sets]
-    rows = np.repeat(np.arange(len(sets)), [len(c) for c in columns])
-    indicator = sparse.csr_matrix((np.ones(len(rows), np.float32), (rows, np.concatenate(columns or [[]]))),
-                                  shape=(len(sets), max(len(index), 1)))
-    shared = (indicator @ indicator.T).toarray()
-    sizes = np.asarray([len(terms) for terms in sets], np.float32)
-    return (2 * shared / np.maximum(sizes[:, None] + sizes[None, :], 1)).astype(np.float32)
+    rows, columns = [], []
+    for row, words in enumerate(tokens):
+        grams = Counter(zip(*(words[k:] for k in range(order))))
+        for gram, count in grams.items():
+            for occurrence in range(count):
+                rows.append(row)
+                columns.append(index.setdefault((gram, occurrence), len(index)))
+    return sparse.csr_matrix((np.ones(len(rows)), (rows, columns)), shape=(len(tokens), max(len(index), 1)))
+
+
+def bleu_matrix(tokens: list[tuple[str, ...]]) -> np.ndarray:
+    """(n, n) float64: [h, r] the official per-figure BLEU (`metrics.imageclef_caption.caption_bleu`: sentence BLEU,
+    4-grams, no smoothing, a missing n-gram order counting as the smallest float, brevity penalty) of caption h as
+    the hypothesis against caption r as the reference, for captions already in the official pre-processed tokens;
+    computed once per bank from sparse n-gram count matrices (the consensus term of `choose_caption`)."""
+    lengths = np.asarray([len(words) for words in tokens], np.float64)
+    log_precision = np.zeros((len(tokens), len(tokens)))
+    for order in range(1, BLEU_ORDERS + 1):
+        indicator = _ngram_indicator(tokens, order)
+        matches = (indicator @ indicator.T).toarray()
+        if order == 1:
+            any_unigram = matches > 0
+        candidates = np.maximum(1.0, lengths - order + 1)[:, None]
+        precision = np.where(matches > 0, matches / candidates, sys.float_info.min)
+        log_precision += np.log(precision) / BLEU_ORDERS
+    hypothesis, reference = lengths[:, None], lengths[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        brevity = np.where(hypothesis > reference, 1.0, np.exp(1 - reference / hypothesis))
+    bleu = np.where(any_unigram, brevity * np.exp(log_precision), 0.0)
+    return np.where((hypothesis == 0) & (reference == 0), 1.0, bleu)
 
 
 def choose_caption(similarity: np.ndarray, candidates: np.ndarray, bank_concepts: list[frozenset[str]],
-                   agreement: np.ndarray, predicted: frozenset[str], retrieval: Retrieval) -> int:
-    """The bank index of the caption to return: among the `retrieval.neighbours` most similar bank entries of
-    `candidates` (the bank restricted, e.g. to one edition), the best sum of concept agreement with the prediction
-    (Jaccard) and mean caption agreement with the other candidates (consensus; `agreement` is
-    `caption_agreement` of the candidates' captions, in `candidates` order), each weighted; the most similar one on a
-    tie."""
+                   bleu: np.ndarray, predicted: frozenset[str], retrieval: Retrieval) -> int:
+    """The bank index of the caption to return, by minimum Bayes risk: among the `retrieval.neighbours` most similar
+    bank entries of `candidates` (the bank restricted, e.g. to one edition), the one with the best expected official
+    BLEU against the other neighbours' captions (each weighted by its similarity, `Retrieval.similarity_weight`),
+    plus the weighted Jaccard agreement of its concepts with the predicted ones; the most similar one on a tie.
+    `bleu` is `bleu_matrix` of the candidates' captions, in `candidates` order."""
     positions = np.argsort(-similarity[candidates], kind="stable")[:retrieval.neighbours]
     pool = candidates[positions]
     consensus = np.zeros(len(pool))
     if len(pool) > 1:
-        within = agreement[np.ix_(positions, positions)]
-        consensus = (within.sum(axis=1) - np.diag(within)) / (len(pool) - 1)
+        weights = np.exp(retrieval.similarity_weight * (similarity[pool] - similarity[pool].max()))
+        evidence = bleu[np.ix_(positions, positions)] * weights[None, :]
+        np.fill_diagonal(evidence, 0.0)
+        consensus = evidence.sum(axis=1) / np.maximum(weights.sum() - weights, 1e-12)
     concepts = np.array([len(bank_concepts[i] & predicted) / max(len(bank_concepts[i] | predicted), 1)
                          for i in pool]) if retrieval.concept_weight else np.zeros(len(pool))
-    score = retrieval.concept_weight * concepts + retrieval.consensus_weight * consensus
-    return int(pool[int(np.argmax(score))])
+    return int(pool[int(np.argmax(consensus + retrieval.concept_weight * concepts))])
 
 
 def run_file_caption(text: str) -> str:
@@ -233,30 +253,58 @@ class CaptionModel:
             self.thresholds = np.asarray(meta[META_THRESHOLDS], np.float32)
             bank = meta[META_BANK]
             self.captions = [str(c) for c in bank["captions"]]
+            tokens = [tuple(str(t) for t in words) for words in bank["tokens"]]
             self.bank_concepts = [frozenset(self.concepts[k] for k in ks) for ks in bank["concepts"]]
             editions = np.asarray(bank["editions"])
-            self.retrieval = Retrieval.from_dict(meta[META_RETRIEVAL])
+            self.retrieval = Retrieval.from_dict(meta[META_RETRIEVAL][self.edition])
         except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{model_path}: model metadata lacks the concepts, thresholds or caption bank "
-                             f"({exc!r})") from None
+            raise InputError(f"{model_path}: model metadata lacks the concepts, thresholds, caption bank or "
+                             f"{self.edition} retrieval parameters ({exc!r})") from None
         self.candidates = np.flatnonzero(editions == self.edition)
         if not len(self.candidates):
             raise InputError(f"{model_path}: the caption bank holds no {self.edition} caption")
-        self.agreement = caption_agreement([self.captions[i] for i in self.candidates])
+        self.bleu = bleu_matrix([tokens[i] for i in self.candidates])
         self.input_name = self.session.get_inputs()[0].name
         self.provider = self.session.get_providers()[0]
 
-    def predict_image(self, image) -> FigureResult:
-        batch = network_input(fit_square(image, self.size), self.mean, self.std)[None]
+    def predict_squares(self, squares: list[np.ndarray]) -> list[FigureResult]:
+        """Concepts and caption of each of a batch of `fit_square` figures."""
+        batch = np.stack([network_input(square, self.mean, self.std) for square in squares])
         probabilities, similarity = self.session.run(["concept_probabilities", "bank_similarity"],
                                                      {self.input_name: batch})
-        concepts = select_concepts(probabilities[0], self.thresholds, self.concepts)
-        index = choose_caption(similarity[0], self.candidates, self.bank_concepts, self.agreement,
-                               frozenset(concepts), self.retrieval)
-        return FigureResult(concepts, run_file_caption(self.captions[index]))
+        results = []
+        for figure_probabilities, figure_similarity in zip(probabilities, similarity):
+            concepts = select_concepts(figure_probabilities, self.thresholds, self.concepts)
+            index = choose_caption(figure_similarity, self.candidates, self.bank_concepts, self.bleu,
+                                   frozenset(concepts), self.retrieval)
+            results.append(FigureResult(concepts, run_file_caption(self.captions[index])))
+        return results
+
+    def predict_image(self, image) -> FigureResult:
+        return self.predict_squares([fit_square(image, self.size)])[0]
 
     def predict(self, case: Case) -> FigureResult:
         return self.predict_image(read_figure(case.inputs[MEDICAL_IMAGE.slug]))
+
+    def _square(self, case: Case) -> np.ndarray:
+        return fit_square(read_figure(case.inputs[MEDICAL_IMAGE.slug]), self.size)
+
+    def predict_all(self, cases: list[Case]) -> Iterator[FigureResult]:
+        """Batch mode: figures read and fitted by a thread pool (Pillow releases the GIL to decode and resize) up to
+        `READ_AHEAD` batches ahead, the network run on batches of `BATCH` figures; results in case order (an
+        unreadable figure raises its InputError at its turn)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        from ..onnx_session import physical_cores
+
+        with ThreadPoolExecutor(physical_cores()) as pool:
+            pending: deque[list] = deque()
+            for start in range(0, len(cases), BATCH):
+                pending.append([pool.submit(self._square, case) for case in cases[start:start + BATCH]])
+                if len(pending) > READ_AHEAD:
+                    yield from self.predict_squares([future.result() for future in pending.popleft()])
+            while pending:
+                yield from self.predict_squares([future.result() for future in pending.popleft()])
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

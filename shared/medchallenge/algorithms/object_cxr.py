@@ -21,6 +21,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +29,8 @@ import numpy as np
 
 from ..errors import InputError
 from ..sockets import CHEST_X_RAY, FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS, OBJECT_CXR_INTERFACE
-from .runner import Algorithm, Case
+from ..dicom.detectors import foreign_object_results
+from .runner import Algorithm, Case, DicomContract
 
 log = logging.getLogger("medchallenge.object_cxr")
 
@@ -310,15 +312,26 @@ class ForeignObjectDetector:
         return prediction_from_heatmap(heat, radiograph, self.pre, self.post)
 
     def read(self, case: Case) -> tuple[Radiograph, np.ndarray]:
-        """The case's radiograph, decoded, and its network input (the runner reads the next case meanwhile)."""
+        """The case's radiograph, decoded, and its network input."""
         radiograph = read_radiograph(case.inputs[CHEST_X_RAY.slug], self.pre.input_size[::-1])
         return radiograph, network_input(radiograph, self.pre)
 
-    def predict_read(self, case: Case, data: tuple[Radiograph, np.ndarray]) -> ForeignObjectPrediction:
-        return self.detect(*data)
-
     def predict(self, case: Case) -> ForeignObjectPrediction:
-        return self.predict_read(case, self.read(case))
+        return self.detect(*self.read(case))
+
+    def predict_all(self, cases: list[Case]) -> Iterator[ForeignObjectPrediction]:
+        """Batch mode: the next radiograph is decoded in a second thread while the network runs on this one (Pillow,
+        NumPy and ONNX Runtime release the GIL), so a run keeps two cores busy; results in case order (an unreadable
+        image raises its InputError at its turn)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            ahead = pool.submit(self.read, cases[0]) if cases else None
+            for index in range(len(cases)):
+                data = ahead.result()
+                if index + 1 < len(cases):
+                    ahead = pool.submit(self.read, cases[index + 1])
+                yield self.detect(*data)
 
 
 def image_list_cases(input_dir: Path) -> list[tuple[str, Path]] | None:
@@ -393,4 +406,5 @@ ALGORITHM = Algorithm(
     describe=describe,
     name_forbidden=",",
     list_cases=image_list_cases,
+    dicom=DicomContract(modalities=("CR", "DX"), write_results=foreign_object_results),
 )

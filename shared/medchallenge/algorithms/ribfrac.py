@@ -1,14 +1,15 @@
-"""MICCAI 2020 RibFrac: CT -> rib-fracture instances and their types, with a small 3-D U-Net (ONNX), FracNet-like.
+"""MICCAI 2020 RibFrac: CT -> rib-fracture instances and their types, with a small 3-D U-Net detector and an
+instance classifier (one ONNX model, FracNet-like).
 
-Pipeline: read the CT (SimpleITK; arrays in z, y, x order), resample it to the model's isotropic spacing, find
-where ribs can be (bone above a threshold, dilated) and run the network only on the patches that hold such voxels
-(batched, Gaussian-weighted blending of overlapping patches). The network gives a fracture probability per voxel
-and the probabilities of three appearances (buckle, nondisplaced, displaced). Probabilities above a threshold
-form instances (cc3d, 26-connectivity); an instance's confidence is its highest probability (optionally weighted
-by its summed probability, `Postprocessing.confidence_mass_voxels`), its type the
-appearance with the largest summed probability; two complete (nondisplaced or displaced) fractures of one rib
-(joined by bone within their bounding box) are both segmental. Instances are mapped back to the CT's voxel grid
-(nearest neighbour). Every parameter comes from the ONNX model's metadata.
+Pipeline: read the CT (SimpleITK; arrays in z, y, x order), resample it to the detector's isotropic spacing, find
+where ribs can be (bone above a threshold, dilated) and run the detector only on the patches that hold such voxels
+(batched, Gaussian-weighted blending of overlapping patches): a fracture probability per voxel. Voxels above a
+threshold form candidates (cc3d, 26-connectivity). The classifier looks at a finer crop of the CT around each
+candidate's centroid and gives the probabilities of not a fracture, buckle, nondisplaced and displaced: candidates
+that are probably no fracture are dropped, the others get a confidence from the detector and the classifier and
+the most probable type; two complete (nondisplaced or displaced) fractures of one rib (joined by bone within their
+bounding box) are both segmental. Instances are mapped back to the CT's voxel grid (nearest neighbour). Every
+parameter comes from the ONNX model's metadata.
 
 `ALGORITHM` plugs it into the algorithm runner (`runner.py`): grand-challenge one-case mode (socket `ct-image` ->
 `images/rib-fracture-instances/output.mha` + `rib-fracture-detections.json`), or batch mode over every
@@ -19,6 +20,7 @@ official submission).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,16 +30,23 @@ from ..errors import InputError
 from ..formats.ribfrac import case_id_from_gc_image_name
 from ..imaging import read_ct
 from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES, RIBFRAC_INTERFACE
-from .runner import Algorithm, Case, ImageOutput
+from ..dicom.detectors import rib_fracture_results
+from .runner import Algorithm, Case, DicomContract, ImageOutput
 
 log = logging.getLogger("medchallenge.ribfrac")
 
 MODEL_FILENAME = "ribfrac.onnx"
+# the model's two graphs: the detector (CT patches -> fracture probability) and the classifier (crops around the
+# candidates -> not a fracture / buckle / nondisplaced / displaced); each input has a tiny default, so that either
+# graph is run alone
+DETECTOR_INPUT, DETECTOR_OUTPUT = "ct", "fracture_probability"
+CLASSIFIER_INPUT, CLASSIFIER_OUTPUT = "instance_crops", "instance_class_probability"
 PREDICTIONS_CSV = "ribfrac-predictions.csv"
 OUTPUT_VERSION = 1
 META_PREPROCESSING = "preprocessing"
 META_POSTPROCESSING = "postprocessing"
-# the network's appearance channels and their label codes (3 Buckle, 2 Nondisplaced, 1 Displaced)
+# the classifier's appearance classes (after "not a fracture") and their label codes (3 Buckle, 2 Nondisplaced,
+# 1 Displaced)
 APPEARANCE_CODES = (3, 2, 1)
 COMPLETE_CODES = (2, 1)
 SEGMENTAL_CODE = 4
@@ -56,6 +65,8 @@ class Preprocessing:
     stride: int = 28  # patch step; overlaps are blended with Gaussian weights
     air_below_hu: float = -500.0  # a CT in HU has air; else the input is refused
     min_bone_voxels: int = 100  # fewer bone voxels on the model grid: no ribs, an empty prediction
+    crop_spacing_mm: float = 0.8  # the classifier's crops around each candidate: isotropic spacing...
+    crop_size: int = 32  # ... and edge (voxels)
 
     @classmethod
     def from_dict(cls, values: dict) -> "Preprocessing":
@@ -74,6 +85,8 @@ class Postprocessing:
     # that large, sure components rank above small ones (model-grid voxels)
     confidence_mass_voxels: float = 0.0
     segmental_distance_mm: tuple[float, float] = (20.0, 90.0)  # centroid distance of two fractures of one rib
+    min_fracture_probability: float = 0.5  # the classifier's; candidates below it are dropped
+    classifier_weight: float = 1.0  # confidence = detector ** (1 - w) * classifier's fracture probability ** w
 
     @classmethod
     def from_dict(cls, values: dict) -> "Postprocessing":
@@ -154,12 +167,11 @@ def gaussian_weights(patch: int) -> np.ndarray:
     return np.maximum(weights / weights.max(), 1e-3).astype(np.float32)
 
 
-def sliding_window(run, volume: np.ndarray, mask: np.ndarray, pre: Preprocessing, batch: int = 4
-                   ) -> tuple[np.ndarray, np.ndarray]:
-    """Blended fracture probability (z, y, x) and appearance probabilities (3, z, y, x) on the mask's patches.
+def sliding_window(run, volume: np.ndarray, mask: np.ndarray, pre: Preprocessing, batch: int = 4) -> np.ndarray:
+    """Blended fracture probability (z, y, x) on the mask's patches, 0 outside the mask.
 
-    `run(batch_array) -> (fracture (n, 1, p, p, p), appearance (n, 3, p, p, p))`. A volume smaller than a patch is
-    padded (with the window's floor) and cropped back.
+    `run(batch_array) -> fracture (n, 1, p, p, p)`. A volume smaller than a patch is padded (with the window's floor)
+    and cropped back.
     """
     p = pre.patch
     shape = volume.shape
@@ -172,30 +184,48 @@ def sliding_window(run, volume: np.ndarray, mask: np.ndarray, pre: Preprocessing
         grown_mask[: shape[0], : shape[1], : shape[2]] = mask
         mask = grown_mask
     fracture = np.zeros(padded_shape, dtype=np.float32)
-    appearance = np.zeros((len(APPEARANCE_CODES), *padded_shape), dtype=np.float32)
     weight = np.zeros(padded_shape, dtype=np.float32)
     g = gaussian_weights(p)
     starts = tile_starts(padded_shape, mask, p, pre.stride)
     for first in range(0, len(starts), batch):
         chunk = starts[first:first + batch]
         x = np.stack([volume[z:z + p, y:y + p, w:w + p] for z, y, w in chunk])[:, None]
-        prob, types = run(x)
-        for (z, y, w), pr, ty in zip(chunk, prob, types):
+        for (z, y, w), pr in zip(chunk, run(x)):
             region = (slice(z, z + p), slice(y, y + p), slice(w, w + p))
             fracture[region] += pr[0] * g
-            appearance[(slice(None), *region)] += ty * g
             weight[region] += g
     np.maximum(weight, 1e-6, out=weight)  # uncovered voxels hold 0 / 1e-6 = 0
     fracture /= weight
-    appearance /= weight
     fracture[~mask] = 0.0
-    crop = tuple(slice(0, n) for n in shape)
-    return fracture[crop], appearance[(slice(None), *crop)]
+    return fracture[tuple(slice(0, n) for n in shape)]
 
 
-def find_instances(fracture: np.ndarray, appearance: np.ndarray, bone: np.ndarray, post: Postprocessing,
-                   spacing_mm: float) -> tuple[np.ndarray, list[Detection]]:
-    """Instance map (uint8, labels 1..n by descending confidence) and detections from the probabilities."""
+def instance_crops(image, points_xyz_mm: np.ndarray, pre: Preprocessing, size: int | None = None) -> np.ndarray:
+    """Normalised crops (n, size, size, size; z, y, x) of `image` (HU) centred on physical points, on an isotropic
+    grid of `pre.crop_spacing_mm` aligned with the image's axes (linear interpolation, air outside)."""
+    import SimpleITK as sitk
+
+    size = size or pre.crop_size
+    direction = np.asarray(image.GetDirection(), dtype=np.float64).reshape(3, 3)
+    half = direction @ np.full(3, (size - 1) / 2 * pre.crop_spacing_mm)
+    crops = np.empty((len(points_xyz_mm), size, size, size), dtype=np.float32)
+    for i, point in enumerate(points_xyz_mm):
+        crop = sitk.Resample(image, [size] * 3, sitk.Transform(), sitk.sitkLinear,
+                             tuple(float(v) for v in np.asarray(point) - half), (pre.crop_spacing_mm,) * 3,
+                             image.GetDirection(), -1024.0, sitk.sitkFloat32)
+        crops[i] = normalise(sitk.GetArrayViewFromImage(crop), pre)
+    return crops
+
+
+def find_instances(fracture: np.ndarray, bone: np.ndarray, post: Postprocessing, spacing_mm: float,
+                   classify: Callable[[np.ndarray], np.ndarray]) -> tuple[np.ndarray, list[Detection]]:
+    """Instance map (uint8, labels 1..n by descending confidence) and detections from the fracture probability.
+
+    `classify(centres)` gets the candidates' centroids (n, 3; z, y, x on the model grid) and returns their class
+    probabilities (n, 4: not a fracture, buckle, nondisplaced, displaced). A candidate is kept when its fracture
+    probability (1 - the first) is at least `post.min_fracture_probability`; its confidence is
+    detector_confidence ** (1 - w) * fracture_probability ** w (w = `post.classifier_weight`), its code the most
+    probable appearance."""
     import cc3d
 
     components = cc3d.connected_components(fracture >= post.threshold, connectivity=26, out_dtype=np.uint32)
@@ -207,24 +237,31 @@ def find_instances(fracture: np.ndarray, appearance: np.ndarray, bone: np.ndarra
     sizes = np.bincount(flat, minlength=count + 1)
     peak = np.zeros(count + 1, dtype=np.float32)
     np.maximum.at(peak, flat, fracture.ravel()[voxels])
-    found = []
-    for k in range(1, count + 1):
-        if sizes[k] >= post.min_voxels and peak[k] >= post.min_confidence:
-            found.append(k)
-    confidence = peak
+    candidates = [k for k in range(1, count + 1) if sizes[k] >= post.min_voxels and peak[k] >= post.min_confidence]
+    if not candidates:
+        return np.zeros(fracture.shape, dtype=np.uint8), []
+    detector = peak.astype(np.float64)
     if post.confidence_mass_voxels > 0:
         mass = np.bincount(flat, weights=fracture.ravel()[voxels], minlength=count + 1)
-        confidence = peak * (1 - np.exp(-mass / post.confidence_mass_voxels))
-    found.sort(key=lambda k: -float(confidence[k]))
-    found = found[:MAX_INSTANCES]
-    sums = np.stack([np.bincount(flat, weights=a.ravel()[voxels], minlength=count + 1) for a in appearance])
-    codes = {k: APPEARANCE_CODES[int(np.argmax(sums[:, k]))] for k in found}
+        detector = detector * (1 - np.exp(-mass / post.confidence_mass_voxels))
+    coords = np.unravel_index(voxels, fracture.shape)
+    centres = np.stack([np.bincount(flat, weights=c, minlength=count + 1) for c in coords], axis=1)
+    centres = centres[candidates] / sizes[candidates, None]
+    probabilities = np.asarray(classify(centres), dtype=np.float64).reshape(len(candidates), 1 + len(APPEARANCE_CODES))
+    fracture_probability = 1 - probabilities[:, 0]
+    w = post.classifier_weight
+    confidence, codes = {}, {}
+    for k, p_fracture, p in zip(candidates, fracture_probability, probabilities):
+        if p_fracture >= post.min_fracture_probability:
+            confidence[k] = float(detector[k]) ** (1 - w) * float(p_fracture) ** w
+            codes[k] = APPEARANCE_CODES[int(np.argmax(p[1:]))]
+    found = sorted(confidence, key=lambda k: -confidence[k])[:MAX_INSTANCES]
     _mark_segmental(components, found, codes, bone, post, spacing_mm)
     lookup = np.zeros(count + 1, dtype=np.uint8)
     detections = []
     for label, k in enumerate(found, start=1):
         lookup[k] = label
-        detections.append(Detection(label, round(float(confidence[k]), 6), codes[k]))
+        detections.append(Detection(label, round(confidence[k], 6), codes[k]))
     return lookup[components], detections
 
 
@@ -255,7 +292,7 @@ def _mark_segmental(components: np.ndarray, found: list[int], codes: dict[int, i
 
 
 class FractureDetector:
-    """The ONNX model with its pre- and post-processing parameters."""
+    """The ONNX model (detector and classifier graphs) with its pre- and post-processing parameters."""
 
     def __init__(self, model_path: Path, device: str = "auto"):
         from ..onnx_session import create_session, model_metadata
@@ -267,32 +304,53 @@ class FractureDetector:
             self.post = Postprocessing.from_dict(meta[META_POSTPROCESSING])
         except (KeyError, TypeError, ValueError) as exc:
             raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None
-        self.input_name = self.session.get_inputs()[0].name
+        names = {i.name for i in (*self.session.get_inputs(), *self.session.get_overridable_initializers())}
+        if not {DETECTOR_INPUT, CLASSIFIER_INPUT} <= names:
+            raise InputError(f"{model_path}: model lacks the inputs {DETECTOR_INPUT!r} and {CLASSIFIER_INPUT!r} "
+                             f"(detector and classifier)")
         self.provider = self.session.get_providers()[0]
 
-    def run(self, batch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        fracture, appearance = self.session.run(None, {self.input_name: batch})
-        return fracture, appearance
+    def run(self, batch: np.ndarray) -> np.ndarray:
+        """Fracture probability of CT patches (n, 1, p, p, p)."""
+        return self.session.run([DETECTOR_OUTPUT], {DETECTOR_INPUT: batch})[0]
 
-    def predict_array(self, hu_zyx: np.ndarray, where: str) -> tuple[np.ndarray, list[Detection]]:
-        """Instances and detections of a CT already on the model grid (HU, float)."""
+    def classify(self, crops: np.ndarray, batch: int = 32) -> np.ndarray:
+        """Class probabilities (n, 4) of crops (n, s, s, s)."""
+        out = [self.session.run([CLASSIFIER_OUTPUT], {CLASSIFIER_INPUT: crops[i:i + batch, None]})[0]
+               for i in range(0, len(crops), batch)]
+        return np.concatenate(out) if out else np.zeros((0, 1 + len(APPEARANCE_CODES)), dtype=np.float32)
+
+    def predict_array(self, hu_zyx: np.ndarray, classify: Callable[[np.ndarray], np.ndarray], where: str
+                      ) -> tuple[np.ndarray, list[Detection]]:
+        """Instances and detections of a CT already on the model grid (HU, float); `classify` as `find_instances`
+        calls it."""
         bone = hu_zyx >= self.pre.bone_hu
         if int(bone.sum()) < self.pre.min_bone_voxels:
             log.warning("%s: almost no bone (%d voxels above %.0f HU): no ribs, empty prediction", where,
                         int(bone.sum()), self.pre.bone_hu)
             return np.zeros(hu_zyx.shape, dtype=np.uint8), []
         mask = work_mask(hu_zyx, self.pre)
-        fracture, appearance = sliding_window(self.run, normalise(hu_zyx, self.pre), mask, self.pre)
-        return find_instances(fracture, appearance, bone, self.post, self.pre.spacing_mm)
+        fracture = sliding_window(self.run, normalise(hu_zyx, self.pre), mask, self.pre)
+        return find_instances(fracture, bone, self.post, self.pre.spacing_mm, classify)
+
+    def classifier_on(self, image, grid) -> Callable[[np.ndarray], np.ndarray]:
+        """`classify` for `find_instances`: centroids on `grid` (the model grid's image) -> crops of `image` -> the
+        classifier."""
+        def classify(centres_zyx: np.ndarray) -> np.ndarray:
+            points = np.array([grid.TransformContinuousIndexToPhysicalPoint([float(v) for v in c[::-1]])
+                               for c in centres_zyx]).reshape(-1, 3)
+            return self.classify(instance_crops(image, points, self.pre))
+        return classify
 
     def predict(self, case: Case) -> CasePrediction:
         import SimpleITK as sitk
 
         path = case.inputs[CT_IMAGE.slug]
-        image, array = read_ct(path)
+        image, array = read_ct(path, case.read_image(CT_IMAGE.slug, "CT image"))
         check_hu_like(array, path, self.pre)
         resampled = resample_isotropic(image, self.pre.spacing_mm)
-        labels, detections = self.predict_array(sitk.GetArrayViewFromImage(resampled), str(path))
+        labels, detections = self.predict_array(sitk.GetArrayViewFromImage(resampled),
+                                                self.classifier_on(image, resampled), str(path))
         label_image = sitk.GetImageFromArray(labels)
         label_image.CopyInformation(resampled)
         return CasePrediction(case_id_from_gc_image_name(case.name), to_ct_grid(label_image, image), detections)
@@ -379,4 +437,5 @@ ALGORITHM = Algorithm(
     run_files=run_files,
     describe=describe,
     name_forbidden=',"',
+    dicom=DicomContract(modalities=("CT",), write_results=rib_fracture_results),
 )

@@ -8,7 +8,8 @@ no file matches the case patterns and the algorithm has a DICOM contract (`Algor
 INPUT are read instead (`medchallenge.dicom.series`: per study, its series of an accepted modality, checked and
 ordered); each study is a case, named after its folder under INPUT (its StudyInstanceUID when studies share a
 folder), and besides the challenge files its result objects (DICOM SR, SEG: the contract's writer) go to
-OUTPUT/dicom/<SOPInstanceUID>.dcm.
+OUTPUT/dicom/<SOPInstanceUID>.dcm. A case whose input is one DICOM file (a radiograph matching the case patterns)
+gets its result objects the same way, on that image.
 
 Model: `<model dir>/<model file>` when that file exists, the model dir being `--model`, else `$MODEL_DIR`, else
 /opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
@@ -30,17 +31,16 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from typing import Generic, Protocol, TypeVar
 
 from ..contract import SocketValue, add_path_arguments, read_inputs_json
-from ..dicom.series import DicomSeries, dicom_files, read_headers, read_volume, select_study_series
+from ..dicom.series import DicomSeries, dicom_files, is_dicom_file, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
 from ..imaging import read_image
-from ..io import atomic_output, write_image_atomic, write_json_atomic, write_text_atomic
+from ..io import write_dicom_atomic, write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
 from ..sockets import Interface
@@ -96,16 +96,8 @@ class Model(Protocol[Prediction_co]):
 
     def predict(self, case: Case) -> Prediction_co: ...
 
-
-@runtime_checkable
-class ReadAheadModel(Model[Prediction_co], Protocol):
-    """A model whose reading of a case (decoding, pre-processing) is separate from its prediction: batch mode reads
-    the next case in a second thread while the current one is predicted (Pillow, NumPy and ONNX Runtime release the
-    GIL), so that a run of small cases keeps two cores busy."""
-
-    def read(self, case: Case) -> object: ...
-
-    def predict_read(self, case: Case, data: object) -> Prediction_co: ...
+    # Optional, batch mode: `predict_all(cases) -> Iterator[prediction]`, the predictions of all cases in order, for a
+    # model that reads ahead or batches its network (used instead of `predict` case by case when present).
 
 
 DICOM_OUTPUT_FOLDER = "dicom"
@@ -236,15 +228,21 @@ def dicom_cases(algorithm: Algorithm, input_dir: Path, files: list[Path]) -> lis
     return sorted(cases, key=lambda c: c.name)
 
 
-def write_dicom_results(algorithm: Algorithm, case: Case, prediction, output_dir: Path) -> list[Path]:
+def dicom_source(algorithm: Algorithm, case: Case) -> DicomSeries | None:
+    """What a case's DICOM results refer to: its study's series, or its input file when that is one DICOM image;
+    None without a DICOM contract or DICOM input."""
+    if algorithm.dicom is None:
+        return None
+    if case.dicom is not None:
+        return case.dicom[0]
+    paths = list(case.inputs.values())
+    return read_headers(paths)[0] if len(paths) == 1 and is_dicom_file(paths[0]) else None
+
+
+def write_dicom_results(algorithm: Algorithm, source: DicomSeries, prediction, output_dir: Path) -> list[Path]:
     """The case's DICOM result objects, each as OUTPUT/dicom/<SOPInstanceUID>.dcm written atomically."""
-    written = []
-    for dataset in algorithm.dicom.write_results(case.dicom[0], prediction):
-        path = output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm"
-        with atomic_output(path, "wb") as handle:
-            dataset.save_as(handle, enforce_file_format=True)
-        written.append(path)
-    return written
+    return [write_dicom_atomic(output_dir / DICOM_OUTPUT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
+            for dataset in algorithm.dicom.write_results(source, prediction)]
 
 
 def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: Case, output_dir: Path) -> None:
@@ -257,32 +255,19 @@ def run_gc_case(algorithm: Algorithm, model: Model, interface: Interface, case: 
              time.perf_counter() - started, ", ".join(map(str, written)))
 
 
-def _predictors(model: Model, cases: list[Case]) -> Iterator[tuple[Case, Callable[[], object]]]:
-    """(case, its prediction to make): `model.predict`, or for a ReadAheadModel its prediction from the case's data
-    read in a second thread while the case before it was predicted (an error reading it is raised here, in order)."""
-    if not isinstance(model, ReadAheadModel):
-        yield from ((case, partial(model.predict, case)) for case in cases)
-        return
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        ahead = pool.submit(model.read, cases[0]) if cases else None
-        for index, case in enumerate(cases):
-            data = ahead.result()
-            ahead = pool.submit(model.read, cases[index + 1]) if index + 1 < len(cases) else None
-            yield case, partial(model.predict_read, case, data)
-
-
 def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir: Path) -> None:
     """Predict every case, writing its files as it is done, then the run file(s)."""
     results = []
-    for number, (case, predict) in enumerate(_predictors(model, cases), start=1):
+    predict_all = getattr(model, "predict_all", None)
+    predictions = iter(predict_all(cases) if predict_all else map(model.predict, cases))
+    for number, case in enumerate(cases, start=1):
         started = time.perf_counter()
-        prediction = predict()
+        prediction = next(predictions)
         for name, value in algorithm.case_outputs(case, prediction).items():
             write_output(output_dir / name, value)
-        if case.dicom is not None:
-            write_dicom_results(algorithm, case, prediction, output_dir)
+        source = dicom_source(algorithm, case)
+        if source is not None:
+            write_dicom_results(algorithm, source, prediction, output_dir)
         results.append((case, prediction))
         log.info("[%d/%d] %s: %s in %.1f s", number, len(cases), case.name, algorithm.describe(prediction),
                  time.perf_counter() - started)

@@ -15,6 +15,7 @@ corner of the top-left pixel.
 
 from __future__ import annotations
 
+import copy
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,20 +46,44 @@ class FindingKind:
     algorithm_name: str
     algorithm_version: str
     series_description: str
+    procedure: tuple[str, str, str] = ("25045-6", "LN", "CT unspecified body region")  # TID 1500's procedure
 
 
-def _code(triple: tuple[str, str, str]):
+def coded(triple: tuple[str, str, str]):
     from highdicom.sr import CodedConcept
 
     return CodedConcept(*triple)
 
 
-def result_uid(series: DicomSeries, kind: FindingKind, findings: list[BoxFinding], what: str) -> str:
-    """A UID that depends only on the source series, the algorithm and its findings."""
+def result_uid(series: DicomSeries, kind: FindingKind, content: object, what: str) -> str:
+    """A UID that depends only on the source series, the algorithm and its result (`content`, JSON-able)."""
     from pydicom.uid import generate_uid
 
-    content = json.dumps([[list(f.corners), round(f.probability, 6)] for f in findings])
-    return generate_uid(entropy_srcs=[series.series_uid, kind.algorithm_name, kind.algorithm_version, content, what])
+    return generate_uid(entropy_srcs=[series.series_uid, kind.algorithm_name, kind.algorithm_version,
+                                      json.dumps(content), what])
+
+
+# Patient and General Study attributes of type 2 (present, maybe empty) that highdicom copies from the source
+PATIENT_STUDY_TYPE2 = ("PatientID", "PatientName", "PatientBirthDate", "PatientSex", "AccessionNumber", "StudyID",
+                       "StudyDate", "StudyTime", "ReferringPhysicianName")
+
+
+def evidence(series: DicomSeries) -> list:
+    """The series' headers as the source of a result object: a type-2 patient or study attribute a source lacks
+    (an image written by a careless exporter) is present and empty, as DICOM has it."""
+    headers = []
+    for header in series.headers:
+        missing = [keyword for keyword in PATIENT_STUDY_TYPE2 if keyword not in header]
+        if missing:
+            header = copy.copy(header)
+            for keyword in missing:
+                setattr(header, keyword, "")
+        headers.append(header)
+    return headers
+
+
+def _box_content(findings: list[BoxFinding]) -> list:
+    return [[list(f.corners), round(f.probability, 6)] for f in findings]
 
 
 def box_regions(series: DicomSeries, corners: tuple[int, ...]) -> list:
@@ -72,51 +97,79 @@ def box_regions(series: DicomSeries, corners: tuple[int, ...]) -> list:
             for z in range(z1, z2 + 1)]
 
 
-def box_report(series: DicomSeries, findings: list[BoxFinding], kind: FindingKind):
-    """The Comprehensive SR (TID 1500) of `findings` on `series` (ordered as read), as a pydicom Dataset."""
+def _no_finding_group(series: DicomSeries, kind: FindingKind, content: object, algorithm):
+    """TID 1501 saying the finding type is absent (TID 1500 needs one group; a study without findings says so)."""
     import highdicom as hd
-    from pydicom import Dataset
     from pydicom.sr.codedict import codes
 
-    algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
-    groups = []
-    for number, finding in enumerate(findings, start=1):
-        tracking = hd.sr.TrackingIdentifier(uid=result_uid(series, kind, findings, f"finding-{number}"),
-                                            identifier=f"finding {number}")
-        probability = hd.sr.Measurement(name=codes.DCM.Probability, value=round(finding.probability, 6),
-                                        unit=_code(PROBABILITY_UNIT), algorithm_id=algorithm)
-        groups.append(hd.sr.VolumetricROIMeasurementsAndQualitativeEvaluations(
-            tracking_identifier=tracking, referenced_regions=box_regions(series, finding.corners),
-            finding_type=_code(kind.finding_type), algorithm_id=algorithm,
-            finding_sites=[hd.sr.FindingSite(_code(kind.finding_site))], measurements=[probability]))
-    if not groups:  # TID 1500 needs one group: a study without findings says so (TID 1501, finding type: absent)
-        groups.append(hd.sr.MeasurementsAndQualitativeEvaluations(
-            tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, findings, "no-finding"),
-                                                         identifier="no finding"),
-            finding_type=_code(kind.finding_type), algorithm_id=algorithm,
-            qualitative_evaluations=[hd.sr.QualitativeEvaluation(_code(kind.finding_type), codes.SCT.Absent)]))
+    return hd.sr.MeasurementsAndQualitativeEvaluations(
+        tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "no-finding"),
+                                                     identifier="no finding"),
+        finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+        qualitative_evaluations=[hd.sr.QualitativeEvaluation(coded(kind.finding_type), codes.SCT.Absent)])
+
+
+def _probability(value: float, algorithm):
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+
+    return hd.sr.Measurement(name=codes.DCM.Probability, value=round(value, 6), unit=coded(PROBABILITY_UNIT),
+                             algorithm_id=algorithm)
+
+
+def declare_private_schemes(dataset, triples) -> None:
+    """Declare the private coding schemes (99 prefix) of `triples` in the object (C.12.1.1.2.1)."""
+    from pydicom import Dataset
+
+    private = sorted({c[1] for c in triples if c[1].startswith("99")})
+    if private:
+        dataset.CodingSchemeIdentificationSequence = []
+        for scheme in private:
+            item = Dataset()
+            item.CodingSchemeDesignator = scheme
+            item.CodingSchemeName = f"{SR_MANUFACTURER} private codes"
+            item.CodingSchemeResponsibleOrganization = SR_MANUFACTURER
+            dataset.CodingSchemeIdentificationSequence.append(item)
+
+
+def measurement_report(series: DicomSeries, groups: list, kind: FindingKind, content: object):
+    """The Comprehensive SR (TID 1500) holding `groups` on `series`: a new series of the source study, every source
+    instance as evidence, UIDs derived from the source series, the algorithm and `content` (the result)."""
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+
     observer = hd.sr.ObserverContext(observer_type=codes.DCM.Device,
                                      observer_identifying_attributes=hd.sr.DeviceObserverIdentifyingAttributes(
                                          uid=result_uid(series, kind, [], "device"), name=kind.algorithm_name,
                                          manufacturer_name=SR_MANUFACTURER))
     report = hd.sr.MeasurementReport(
         observation_context=hd.sr.ObservationContext(observer_device_context=observer),
-        procedure_reported=codes.LN.CTUnspecifiedBodyRegion, imaging_measurements=groups)
+        procedure_reported=coded(kind.procedure), imaging_measurements=groups)
     sr = hd.sr.ComprehensiveSR(
-        evidence=list(series.headers), content=report[0],
-        series_instance_uid=result_uid(series, kind, findings, "series"), series_number=SR_SERIES_NUMBER,
-        sop_instance_uid=result_uid(series, kind, findings, "instance"), instance_number=1,
+        evidence=evidence(series), content=report[0],
+        series_instance_uid=result_uid(series, kind, content, "series"), series_number=SR_SERIES_NUMBER,
+        sop_instance_uid=result_uid(series, kind, content, "instance"), instance_number=1,
         manufacturer=SR_MANUFACTURER, is_complete=True, series_description=kind.series_description)
-    private = {c[1] for c in (kind.finding_type, kind.finding_site) if c[1].startswith("99")}
-    if private:  # a private coding scheme is declared in the object (C.12.1.1.2.1)
-        sr.CodingSchemeIdentificationSequence = []
-        for scheme in sorted(private):
-            item = Dataset()
-            item.CodingSchemeDesignator = scheme
-            item.CodingSchemeName = f"{SR_MANUFACTURER} private codes"
-            item.CodingSchemeResponsibleOrganization = SR_MANUFACTURER
-            sr.CodingSchemeIdentificationSequence.append(item)
+    declare_private_schemes(sr, (kind.finding_type, kind.finding_site))
     return sr
+
+
+def box_report(series: DicomSeries, findings: list[BoxFinding], kind: FindingKind):
+    """The Comprehensive SR (TID 1500) of `findings` on `series` (ordered as read), as a pydicom Dataset."""
+    import highdicom as hd
+
+    algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
+    content = _box_content(findings)
+    groups = []
+    for number, finding in enumerate(findings, start=1):
+        tracking = hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"finding-{number}"),
+                                            identifier=f"finding {number}")
+        groups.append(hd.sr.VolumetricROIMeasurementsAndQualitativeEvaluations(
+            tracking_identifier=tracking, referenced_regions=box_regions(series, finding.corners),
+            finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+            finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))],
+            measurements=[_probability(finding.probability, algorithm)]))
+    return measurement_report(series, groups or [_no_finding_group(series, kind, content, algorithm)], kind, content)
 
 
 def read_box_report(path_or_dataset, series: DicomSeries) -> list[BoxFinding]:
@@ -138,3 +191,94 @@ def read_box_report(path_or_dataset, series: DicomSeries) -> list[BoxFinding]:
         (probability,) = group.get_measurements(name=codes.DCM.Probability)
         findings.append(BoxFinding(corners, float(probability.value)))
     return findings
+
+
+@dataclass(frozen=True)
+class PointFinding:
+    """One point on a 2-D image: x = column, y = row in pixels, origin at the top-left pixel's centre (the
+    challenge's convention), and its probability."""
+
+    x: float
+    y: float
+    probability: float
+
+
+def point_report(series: DicomSeries, probability: float, points: list[PointFinding], kind: FindingKind):
+    """The Comprehensive SR (TID 1500) of one image's result (`series`: that image alone): the image-level
+    probability (TID 1501, the image as its source) and one SCOORD POINT per point (TID 1410, with its probability).
+    DICOM pixel coordinates put (0, 0) at the top-left pixel's corner: a point is stored at (x + 0.5, y + 0.5)."""
+    import highdicom as hd
+
+    image = series.first
+    algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
+    content = [round(probability, 6), [[round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for p in points]]
+    site = [hd.sr.FindingSite(coded(kind.finding_site))]
+    groups = [hd.sr.MeasurementsAndQualitativeEvaluations(
+        tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "image"),
+                                                     identifier="image"),
+        finding_type=coded(kind.finding_type), algorithm_id=algorithm, finding_sites=site,
+        measurements=[_probability(probability, algorithm)],
+        source_images=[hd.sr.SourceImageForMeasurementGroup(str(image.SOPClassUID), str(image.SOPInstanceUID))])]
+    for number, point in enumerate(points, start=1):
+        region = hd.sr.ImageRegion(hd.sr.GraphicTypeValues.POINT,
+                                   np.asarray([[point.x + 0.5, point.y + 0.5]], dtype=np.float32),
+                                   hd.sr.SourceImageForRegion(str(image.SOPClassUID), str(image.SOPInstanceUID)))
+        groups.append(hd.sr.PlanarROIMeasurementsAndQualitativeEvaluations(
+            tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"point-{number}"),
+                                                         identifier=f"point {number}"),
+            referenced_region=region, finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+            finding_sites=site, measurements=[_probability(point.probability, algorithm)]))
+    return measurement_report(series, groups, kind, content)
+
+
+def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:
+    """The image-level probability and the points of a point report, read back with highdicom."""
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+
+    sr = hd.sr.srread(path_or_dataset) if isinstance(path_or_dataset, (str, Path)) else \
+        hd.sr.ComprehensiveSR.from_dataset(path_or_dataset)
+    (image,) = sr.content.get_image_measurement_groups()
+    (probability,) = image.get_measurements(name=codes.DCM.Probability)
+    points = []
+    for group in sr.content.get_planar_roi_measurement_groups():
+        (x, y), = group.roi.value
+        (score,) = group.get_measurements(name=codes.DCM.Probability)
+        points.append(PointFinding(float(x) - 0.5, float(y) - 0.5, float(score.value)))
+    return float(probability.value), points
+
+
+FAILURE_SERIES_NUMBER = 903
+
+
+def failure_note(series: list[DicomSeries], detector: str, message: str):
+    """A Comprehensive SR telling the PACS that `detector` could not process the study of `series` (a Diagnostic
+    Imaging Report with one Comment: the error line), marked partial, every instance of the study as evidence. Its
+    UIDs derive from the study, the detector and the message."""
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+    from pydicom.uid import generate_uid
+
+    study_uid = series[0].study_uid
+    root = hd.sr.ContainerContentItem(name=codes.LN.DiagnosticImagingReport)
+    root.ContentSequence = [hd.sr.TextContentItem(
+        name=codes.DCM.Comment, value=f"AI detector {detector} could not process this study: {message}",
+        relationship_type=hd.sr.RelationshipTypeValues.CONTAINS)]
+    headers = [header for s in series for header in evidence(s)]
+
+    def uid(what: str) -> str:
+        return generate_uid(entropy_srcs=[study_uid, detector, message, what])
+
+    return hd.sr.ComprehensiveSR(
+        evidence=headers, content=root, series_instance_uid=uid("failure-series"),
+        series_number=FAILURE_SERIES_NUMBER, sop_instance_uid=uid("failure-instance"), instance_number=1,
+        manufacturer=SR_MANUFACTURER, is_complete=False, series_description=f"AI {detector}: failed"[:64])
+
+
+def read_failure_note(path_or_dataset) -> str:
+    """The message of a failure note."""
+    import pydicom
+
+    sr = pydicom.dcmread(path_or_dataset) if isinstance(path_or_dataset, (str, Path)) else path_or_dataset
+    (comment,) = sr.ContentSequence
+    return str(comment.TextValue)

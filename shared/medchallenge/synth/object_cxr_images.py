@@ -1,10 +1,11 @@
 """object-CXR radiographs: synthetic chest X-rays with foreign objects, for the algorithm image.
 
-`python -m medchallenge.synth object-cxr-images --out DIR --images N --seed S [--size PX]` writes
-`DIR/input/08001.jpg ...` (8-bit grey JPEG, longer side 1,500-3,000 px, or PX) and `DIR/ground_truth/annotations.csv`
-in the official format (`image_name,annotation`; objects `0 x1 y1 x2 y2` rectangle, `1 x1 y1 x2 y2` ellipse in its
-box, `2 x1 y1 ... xn yn` polygon, integer pixels, joined by `;`), the image names being the file names under
-`DIR/input`. Half of the images (`--positive-fraction`) hold foreign objects.
+`python -m medchallenge.synth object-cxr-images --out DIR --images N --seed S [--size PX] [--format jpeg|dicom]`
+writes `DIR/input/08001.jpg ...` (8-bit grey JPEG, longer side 1,500-3,000 px, or PX; with `--format dicom`
+`08001.dcm`, a CR chest radiograph in a study of its own: `medchallenge.dicom.synthetic`) and
+`DIR/ground_truth/annotations.csv` in the official format (`image_name,annotation`; objects `0 x1 y1 x2 y2`
+rectangle, `1 x1 y1 x2 y2` ellipse in its box, `2 x1 y1 ... xn yn` polygon, integer pixels, joined by `;`), the
+image names being the file names under `DIR/input`. Half of the images (`--positive-fraction`) hold foreign objects.
 
 Each radiograph is a projection of a synthetic 3-D thorax through an attenuation model. Every structure is a solid
 whose chord length along the beam is closed-form (ellipsoids: body, lungs, heart, aortic knob, breasts, vertebrae)
@@ -666,8 +667,8 @@ def image_rng(seed: int, index: int) -> np.random.Generator:
     return np.random.default_rng([seed, index])
 
 
-def image_name(index: int) -> str:
-    return f"{FIRST_IMAGE_NUMBER + index:05d}.jpg"
+def image_name(index: int, suffix: str = ".jpg") -> str:
+    return f"{FIRST_IMAGE_NUMBER + index:05d}{suffix}"
 
 
 def generate_image(seed: int, index: int, size: int | None, positive_fraction: float) -> Radiograph:
@@ -693,6 +694,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="fraction of images with foreign objects (default %(default)s)")
     parser.add_argument("--first", type=int, default=0, help="index of the first image (to split a cohort)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--format", choices=("jpeg", "dicom"), default="jpeg",
+                        help="jpeg (the challenge's files) or dicom: one CR study per radiograph, `08001.dcm`")
+
+
+def write_dicom_radiograph(path: Path, radiograph: Radiograph, seed: int, index: int) -> None:
+    """The radiograph as a CR chest X-ray, its own study (UIDs from the seed and index)."""
+    from ..dicom.synthetic import SyntheticStudy, radiograph_dataset
+    from ..io import write_dicom_atomic
+
+    stem = path.name.split(".")[0]
+    study = SyntheticStudy(f"object-cxr-{seed}-{index}", stem, study_description="XR CHEST (synthetic)")
+    write_dicom_atomic(path, radiograph_dataset(radiograph.pixels, study, radiograph.view))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -700,8 +713,11 @@ def run(args: argparse.Namespace) -> int:
     n_objects = 0
     for index in range(args.first, args.first + args.images):
         radiograph = generate_image(args.seed, index, args.size, args.positive_fraction)
-        name = image_name(index)
-        write_jpeg(args.out / "input" / name, radiograph.pixels)
+        name = image_name(index, ".dcm" if args.format == "dicom" else ".jpg")
+        if args.format == "dicom":
+            write_dicom_radiograph(args.out / "input" / name, radiograph, args.seed, index)
+        else:
+            write_jpeg(args.out / "input" / name, radiograph.pixels)
         rows.append(f"{name},{radiograph.annotation}")
         n_objects += len(radiograph.objects)
     write_text_atomic(args.out / "ground_truth" / "annotations.csv", GT_HEADER + "\n" + "\n".join(rows) + "\n")

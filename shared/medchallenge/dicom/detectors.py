@@ -1,0 +1,52 @@
+"""The DICOM result objects of the RibFrac and object-CXR detectors: their `DicomContract.write_results` hooks.
+
+RibFrac -> a DICOM SEG of the instance map (`seg.py`): segmented property type SNOMED CT `Fracture` (72704001) of
+the `Rib` (113197003), each fracture's RibFrac type as a modifier in a private scheme (`99MEDCHALLENGE`, code value
+`RIBFRAC-<label code>`: no DICOM context group names buckle, nondisplaced, displaced and segmental rib fractures),
+its confidence in the segment description. A CT without fractures gets an SR (TID 1500) saying so: a SEG needs a
+segment. object-CXR -> an SR (TID 1500, `sr.point_report`): finding type SNOMED CT `Foreign body` (19227008) on the
+`Chest` (816094009), the image-level probability and one SCOORD POINT per point.
+
+The predictions are read by their attributes (RibFrac: `instances`, a SimpleITK label image on the CT's grid, and
+`detections` with `label_id`, `confidence`, `label_code`; object-CXR: `probability` and `points` as (probability,
+x, y)), so that the plug-ins import this module and not the other way round.
+"""
+
+from __future__ import annotations
+
+from .series import DicomSeries
+from .seg import SegmentFinding, label_segmentation
+from .sr import FindingKind, PointFinding, box_report, point_report
+
+PRIVATE_SCHEME = "99MEDCHALLENGE"
+RIB_FRACTURE_TYPES = {1: "Displaced rib fracture", 2: "Nondisplaced rib fracture", 3: "Buckle rib fracture",
+                      4: "Segmental rib fracture"}
+RIB_FRACTURE = FindingKind(finding_type=("72704001", "SCT", "Fracture"), finding_site=("113197003", "SCT", "Rib"),
+                           algorithm_name="medchallenge ribfrac", algorithm_version="1",
+                           series_description="Rib fracture segmentation (AI)")
+FOREIGN_OBJECT = FindingKind(finding_type=("19227008", "SCT", "Foreign body"),
+                             finding_site=("816094009", "SCT", "Chest"), algorithm_name="medchallenge object-cxr",
+                             algorithm_version="1", series_description="Foreign object detection (AI)",
+                             procedure=("43468-8", "LN", "XR unspecified body region"))
+
+
+def rib_fracture_type(label_code: int) -> tuple[str, str, str]:
+    """The coded concept of a RibFrac label code."""
+    return f"RIBFRAC-{label_code}", PRIVATE_SCHEME, RIB_FRACTURE_TYPES[label_code]
+
+
+def rib_fracture_results(series: DicomSeries, prediction) -> list:
+    """RibFrac on a CT series: the SEG of its fractures, or an SR saying there is none."""
+    import SimpleITK as sitk
+
+    if not prediction.detections:
+        return [box_report(series, [], RIB_FRACTURE)]
+    segments = [SegmentFinding(d.label_id, rib_fracture_type(d.label_code), d.confidence)
+                for d in prediction.detections]
+    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, RIB_FRACTURE)]
+
+
+def foreign_object_results(series: DicomSeries, prediction) -> list:
+    """object-CXR on one radiograph: its probability and points as an SR."""
+    points = [PointFinding(x, y, score) for score, x, y, *_ in prediction.points]
+    return [point_report(series, prediction.probability, points, FOREIGN_OBJECT)]
