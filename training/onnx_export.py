@@ -24,11 +24,31 @@ def export_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path, input_
     torch.onnx.export(model, (example,), str(tmp), input_names=input_names, output_names=output_names,
                       dynamic_axes=dynamic_axes, opset_version=17, dynamo=False)
     proto = onnx.load(str(tmp))
-    for key, value in metadata.items():
-        entry = proto.metadata_props.add()
-        entry.key, entry.value = key, json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    _set_metadata(proto, metadata)
     if doc_string:
         proto.doc_string = doc_string
     onnx.checker.check_model(proto)
     onnx.save(proto, str(tmp))
     os.replace(tmp, out)
+
+
+def _set_metadata(proto, metadata: dict[str, object]) -> None:
+    """Set each metadata entry (as JSON) of an ONNX ModelProto, replacing entries of the same key."""
+    kept = [(p.key, p.value) for p in proto.metadata_props if p.key not in metadata]
+    del proto.metadata_props[:]
+    encoded = [(k, json.dumps(v, ensure_ascii=False, separators=(",", ":"))) for k, v in metadata.items()]
+    for key, value in kept + encoded:
+        entry = proto.metadata_props.add()
+        entry.key, entry.value = key, value
+
+
+def update_metadata(path: Path, metadata: dict[str, object]) -> None:
+    """Replace (or add) metadata entries of an exported model (e.g. post-processing tuned afterwards), atomically."""
+    import onnx
+
+    proto = onnx.load(str(path))
+    _set_metadata(proto, metadata)
+    onnx.checker.check_model(proto)
+    tmp = path.with_name(path.name + ".tmp")
+    onnx.save(proto, str(tmp))
+    os.replace(tmp, path)

@@ -9,8 +9,11 @@ reader and pre-processing (`medchallenge.algorithms.object_cxr`), so training an
 The network is a small fully convolutional heat-map model (CenterNet-style, one channel at stride 4): an encoder to
 stride 32 with a dilated context block, a decoder adding skip connections back to stride 4, and a sigmoid head. Its
 target is each annotation's shape (rectangle, ellipse, polygon) drawn at heat-map resolution: a point anywhere inside
-an annotation detects it (object-cxr.md §3), so the network learns "inside a foreign object". The image probability is
-the heat map's maximum. Seeded; needs torch, onnx, numpy and pillow. Training stops after --minutes.
+an annotation detects it (object-cxr.md §3), so the network learns "inside a foreign object". With --resume and
+--hard-fraction, part of the crops are centred on the resumed model's strongest false maxima (hard negatives: ECG
+snaps, collimation corners). The image probability (mean of the heat map's highest cells, flip averaging) is chosen
+afterwards on a validation cohort by `training/tune_object_cxr.py`. Seeded; needs torch, onnx, numpy and pillow.
+Training stops after --minutes, or after --steps.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image, ImageDraw
+from PIL import Image, ImageDraw, ImageFilter
 from torch import nn
 
 from onnx_export import export_onnx
@@ -127,16 +130,45 @@ def load_cohort(folder: Path, pre: Preprocessing, stride: int) -> tuple[np.ndarr
     return np.stack(images), np.stack(masks)
 
 
+def hard_negatives(model_path: Path, images: np.ndarray, masks: np.ndarray, border: int, per_image: int = 3,
+                   min_score: float = 0.05) -> list[tuple[int, int, int]]:
+    """(image, row, column) heat-map cells where an exported model is most wrong: its strongest local maxima outside
+    the foreign objects (support devices, collimation edges, dense anatomy), at most `per_image` per image, at or
+    above `min_score`, away from the `border` cells that post-processing ignores."""
+    from medchallenge.algorithms.object_cxr import Postprocessing, heatmap_peaks
+    from medchallenge.onnx_session import create_session
+
+    session = create_session(model_path, "cpu")
+    name = session.get_inputs()[0].name
+    post = Postprocessing(min_score=min_score, max_points=4 * per_image, border_cells=border)
+    found = []
+    for k in range(len(images)):
+        (heat,) = session.run(None, {name: images[k][None, None].astype(np.float32)})
+        heat = heat[0, 0]
+        heat[:border], heat[-border:], heat[:, :border], heat[:, -border:] = 0, 0, 0, 0
+        near_object = np.asarray(Image.fromarray(masks[k] * 255).filter(ImageFilter.MaxFilter(5))) > 0
+        peaks = [(k, int(round(r)), int(round(c))) for _, c, r in heatmap_peaks(heat, post)
+                 if not near_object[int(round(r)), int(round(c))]]
+        found += peaks[:per_image]
+    return found
+
+
 def sample_crops(rng: np.random.Generator, images: np.ndarray, masks: np.ndarray, batch: int, crop: int,
-                 stride: int, object_fraction: float = 0.6) -> tuple[np.ndarray, np.ndarray]:
+                 stride: int, object_fraction: float = 0.6, hard: list[tuple[int, int, int]] = (),
+                 hard_fraction: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
     """`batch` crops of `crop` input pixels (the network is fully convolutional; crops cost a fraction of whole
-    images), centred near a foreign object for `object_fraction` of them, anywhere otherwise."""
+    images), centred near a foreign object for `object_fraction` of them, near a hard negative (`hard`: image, row,
+    column) for `hard_fraction`, anywhere otherwise."""
     cells = crop // stride
     grid_rows, grid_columns = masks.shape[1:]
     xs, ys = [], []
     for _ in range(batch):
         k = int(rng.integers(len(images)))
-        positives = np.argwhere(masks[k]) if rng.random() < object_fraction else np.zeros((0, 2))
+        draw = rng.random()
+        positives = np.argwhere(masks[k]) if draw < object_fraction else np.zeros((0, 2))
+        if len(hard) and object_fraction <= draw < object_fraction + hard_fraction:
+            k, *centre = hard[rng.integers(len(hard))]
+            positives = np.array([centre])
         if len(positives):
             r, c = positives[rng.integers(len(positives))] + rng.integers(-cells // 3, cells // 3 + 1, 2)
             r0, c0 = r - cells // 2, c - cells // 2
@@ -196,6 +228,9 @@ def main(argv: list[str] | None = None) -> int:
                              "the learning rate then decays over the steps")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--resume", type=Path, help="continue from an exported model (batch norm stays folded)")
+    parser.add_argument("--object-fraction", type=float, default=0.6, help="crops centred near a foreign object")
+    parser.add_argument("--hard-fraction", type=float, default=0.0,
+                        help="crops centred on the resumed model's strongest false maxima (hard negatives)")
     args = parser.parse_args(argv)
 
     torch.manual_seed(args.seed)
@@ -209,6 +244,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(images)} images ({int((masks.reshape(len(masks), -1).max(1) > 0).sum())} with objects) loaded in "
           f"{time.time() - started:.0f} s", flush=True)
 
+    hard = hard_negatives(args.resume, images, masks, post.border_cells) if args.resume and args.hard_fraction else []
+    if args.hard_fraction:
+        print(f"{len(hard)} hard negatives from {args.resume}", flush=True)
     model = HeatmapNet(args.width, folded=args.resume is not None)
     if args.resume:
         load_exported(model, args.resume)
@@ -222,7 +260,8 @@ def main(argv: list[str] | None = None) -> int:
         progress = step / args.steps if args.steps else elapsed / budget
         for group in optimiser.param_groups:  # cosine decay over the budget
             group["lr"] = args.lr * 0.5 * (1 + np.cos(np.pi * min(progress, 1.0)))
-        x, y = augment(rng, *sample_crops(rng, images, masks, args.batch, args.crop, post.stride))
+        x, y = augment(rng, *sample_crops(rng, images, masks, args.batch, args.crop, post.stride,
+                                          args.object_fraction, hard, args.hard_fraction))
         model.train()
         loss = focal_loss(model.logits(torch.from_numpy(x)), torch.from_numpy(y))
         optimiser.zero_grad()
@@ -235,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     training = {"images": int(len(images)), "steps": step, "batch": args.batch, "crop": args.crop, "seed": args.seed,
                 "minutes": round((time.time() - started) / 60, 1), "final_loss": round(float(np.mean(losses[-50:])), 4),
                 "data": [str(p) for p in args.data], "width": args.width, "lr": args.lr,
+                "object_fraction": args.object_fraction, "hard_fraction": args.hard_fraction, "hard_negatives": len(hard),
                 "resumed_from": json.loads(_training_of(args.resume)) if args.resume else None}
     export_model(model, args.out, pre, post, training)
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): {json.dumps(training)}")

@@ -12,8 +12,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from medchallenge.algorithms.object_cxr import (ALGORITHM, EXIF_ORIENTATION_TAG, EXIF_TO_STORED, Postprocessing,
-                                                heatmap_peaks, read_radiograph)
+from medchallenge.algorithms.object_cxr import (ALGORITHM, EXIF_ORIENTATION_TAG, EXIF_TO_STORED,
+                                                ForeignObjectDetector, Postprocessing, Preprocessing, Radiograph,
+                                                heatmap_peaks, prediction_from_heatmap, read_radiograph)
 from medchallenge.algorithms.runner import main
 from medchallenge.evaluators.object_cxr import main as evaluate
 from medchallenge.formats.object_cxr import read_classification, read_localization
@@ -220,6 +221,89 @@ def test_heatmap_peaks_are_local_maxima_best_first_and_refined():
     peaks = heatmap_peaks(heat, Postprocessing(stride=4, min_score=0.05, max_points=5))
     assert [round(p[0], 2) for p in peaks] == [0.9, 0.6]
     assert peaks[0][1] == pytest.approx(2 + 0.3 / 1.2) and peaks[0][2] == pytest.approx(2.0)
+
+
+def pixel_radiograph(width: int, height: int) -> Radiograph:
+    return Radiograph(np.zeros((height, width), np.float32), (width, height),
+                      lambda x, y: list(zip(x.tolist(), y.tolist())))
+
+
+@pytest.mark.parametrize(("top_cells", "expected"), [(1, 0.9), (2, 0.8), (4, (0.9 + 0.7 + 0.5 + 0.2) / 4)])
+def test_image_probability_is_the_mean_of_the_highest_cells_inside_the_border(top_cells, expected):
+    heat = np.zeros((16, 16), np.float32)
+    heat[5, 5], heat[5, 6], heat[10, 3], heat[12, 12] = 0.9, 0.7, 0.5, 0.2
+    heat[0, 8] = heat[15, 15] = 1.0  # in the ignored border
+    post = Postprocessing(stride=4, min_score=0.3, max_points=5, border_cells=1, image_top_cells=top_cells)
+    prediction = prediction_from_heatmap(heat, pixel_radiograph(128, 64), Preprocessing((64, 64)), post)
+    assert prediction.probability == pytest.approx(expected)
+    # points do not depend on the image score: the two local maxima above min_score, best first;
+    # cell -> input pixel -> image pixel: x = (column + 0.5) * 4 * 128 / 64 - 0.5
+    assert [round(p[0], 2) for p in prediction.points] == [0.9, 0.5]
+    assert prediction.points[1][1:] == pytest.approx(((3 + 0.5) * 8 - 0.5, (10 + 0.5) * 4 - 0.5))
+
+
+def test_models_without_the_new_post_processing_keys_keep_the_maximum_and_no_flip():
+    post = Postprocessing.from_dict({"stride": 4, "min_score": 0.1, "max_points": 3})
+    assert (post.flip_average, post.image_top_cells, post.border_cells) == (False, 1, 0)
+
+
+class RampSession:
+    """An ONNX session stand-in whose heat map is the input's first rows times a column ramp: not mirror-symmetric,
+    so a mirrored run that is not mirrored back shows."""
+
+    def __init__(self):
+        self.inputs = []
+
+    def run(self, _, feeds):
+        (x,) = feeds.values()
+        self.inputs.append(x.copy())
+        return [x[:, :, :4, :8] * np.arange(1, 9, dtype=np.float32)]
+
+
+@pytest.mark.parametrize("flip", [False, True])
+def test_flip_averaging_mirrors_the_input_and_mirrors_the_heat_map_back(planted_model, flip):
+    detector = ForeignObjectDetector(planted_model / ALGORITHM.model_file, "cpu")
+    detector.session = RampSession()
+    detector.post = Postprocessing(stride=4, min_score=0.1, max_points=3, flip_average=flip)
+    x = np.random.default_rng(0).random((1, 1, 4, 8), np.float32)
+    heat = detector.heatmap(x)
+    ramp = np.arange(1, 9, dtype=np.float32)
+    expected = (x[0, 0] * ramp + (x[0, 0, :, ::-1] * ramp)[:, ::-1]) / 2 if flip else x[0, 0] * ramp
+    assert heat == pytest.approx(expected)
+    assert len(detector.session.inputs) == (2 if flip else 1)
+
+
+def test_batch_mode_decodes_the_next_radiograph_in_a_second_thread(tmp_path, planted_model):
+    import threading
+
+    from medchallenge.algorithms.runner import Case
+    from medchallenge.errors import InputError
+
+    paths = []
+    for name in ("a.jpg", "b.png", "c.jpg"):
+        Image.fromarray(radiograph_array()).save(tmp_path / name)
+        paths.append(tmp_path / name)
+    (tmp_path / "d.jpg").write_bytes(b"not a jpeg")
+    cases = [Case(p.name, {"chest-x-ray": p}) for p in [*paths, tmp_path / "d.jpg"]]
+    detector = ForeignObjectDetector(planted_model / ALGORITHM.model_file, "cpu")
+    expected = [detector.predict(case) for case in cases[:3]]
+    reads, started = [], {case.name: threading.Event() for case in cases}
+    read = detector.read
+
+    def recording_read(case):
+        reads.append((case.name, threading.current_thread() is threading.main_thread()))
+        started[case.name].set()
+        return read(case)
+
+    detector.read = recording_read
+    predictions = detector.predict_all(cases)
+    for k in range(3):
+        assert next(predictions) == expected[k]
+        # the next radiograph is being read while this one's prediction is handed over
+        assert started[cases[k + 1].name].wait(timeout=5)
+    with pytest.raises(InputError, match="d.jpg: cannot read the chest X-ray"):
+        next(predictions)
+    assert reads == [(case.name, False) for case in cases]
 
 
 def test_grand_challenge_mode_through_the_emulator_matches_batch_mode(tmp_path, planted_model, repo):

@@ -3,9 +3,10 @@
 Pipeline: decode the radiograph once, at reduced size where the format allows it (JPEG DCT scaling), as one grey
 channel (RGB by luma, 16-bit kept at full depth, DICOM through its modality LUT with MONOCHROME1 inverted, JPEG
 EXIF orientation applied so that the network sees the chest upright); resize to the network's input; scale by the
-image's own percentiles; the network gives a foreign-object heat map (CenterNet-style, one channel at stride 4).
-Points are the heat map's local maxima (refined to the centroid of their 3 x 3 neighbourhood), the image probability
-is its maximum. Every parameter comes from the ONNX model's metadata.
+image's own percentiles; the network gives a foreign-object heat map (CenterNet-style, one channel at stride 4), optionally averaged with the
+heat map of the left-right mirrored input. Points are the heat map's local maxima (refined to the centroid of their
+3 x 3 neighbourhood), the image probability is the mean of its highest cells. Every parameter comes from the ONNX
+model's metadata.
 
 `ALGORITHM` plugs it into the algorithm runner (`runner.py`, the container contract): grand-challenge one-case mode
 (socket `chest-x-ray` -> `foreign-object-likelihood.json` and the "Multiple points" `foreign-objects.json`, points in
@@ -20,6 +21,7 @@ from __future__ import annotations
 import csv
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -83,11 +85,17 @@ class Postprocessing:
     # cells along the image's edges that are ignored (points and image probability): foreign objects are annotated
     # over the lung fields, never at the edge, where collimation borders and cut-off anatomy are
     border_cells: int = 4
+    # test-time augmentation: the heat map is the mean of the image's and its left-right mirror's
+    flip_average: bool = False
+    # the image probability is the mean of the heat map's `image_top_cells` highest cells (1: its maximum)
+    image_top_cells: int = 1
 
     @classmethod
     def from_dict(cls, values: dict) -> "Postprocessing":
         return cls(stride=int(values["stride"]), min_score=float(values["min_score"]),
-                   max_points=int(values["max_points"]), border_cells=int(values.get("border_cells", 0)))
+                   max_points=int(values["max_points"]), border_cells=int(values.get("border_cells", 0)),
+                   flip_average=bool(values.get("flip_average", False)),
+                   image_top_cells=int(values.get("image_top_cells", 1)))
 
 
 @dataclass
@@ -250,13 +258,36 @@ def heatmap_peaks(heat: np.ndarray, post: Postprocessing) -> list[tuple[float, f
     return result
 
 
+def prediction_from_heatmap(heat: np.ndarray, radiograph: Radiograph, pre: Preprocessing,
+                            post: Postprocessing) -> ForeignObjectPrediction:
+    """Points (the heat map's peaks, in the radiograph's output coordinates) and the image probability (the mean of
+    its `image_top_cells` highest cells), the `border_cells` along the edges ignored."""
+    b = post.border_cells
+    if b:
+        heat = heat.copy()
+        heat[:b], heat[-b:], heat[:, :b], heat[:, -b:] = 0, 0, 0, 0
+    rows, columns = pre.input_size
+    w, h = radiograph.size
+    # heat-map cell -> input pixel -> upright full-resolution pixel (pixel centres)
+    peaks = heatmap_peaks(heat, post)
+    s = post.stride
+    x = np.array([((c + 0.5) * s) * w / columns - 0.5 for _, c, _ in peaks])
+    y = np.array([((r + 0.5) * s) * h / rows - 0.5 for _, _, r in peaks])
+    x, y = np.clip(x, 0, w - 1), np.clip(y, 0, h - 1)
+    coordinates = radiograph.to_output(x, y) if peaks else []
+    points = [(score, *xy) for (score, _, _), xy in zip(peaks, coordinates)]
+    top = np.partition(heat.ravel(), -post.image_top_cells)[-post.image_top_cells:]
+    return ForeignObjectPrediction(float(top.mean()), points)
+
+
 class ForeignObjectDetector:
     """The ONNX heat-map network with its pre- and post-processing parameters."""
 
     def __init__(self, model_path: Path, device: str = "auto"):
         from ..onnx_session import create_session, model_metadata
 
-        self.session = create_session(model_path, device)
+        # no busy-waiting threads: the network runs for milliseconds while the next image is decoded beside it
+        self.session = create_session(model_path, device, spinning=False)
         meta = model_metadata(self.session)
         try:
             self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
@@ -266,30 +297,41 @@ class ForeignObjectDetector:
         self.input_name = self.session.get_inputs()[0].name
         self.provider = self.session.get_providers()[0]
 
-    def heatmap(self, radiograph: Radiograph) -> np.ndarray:
-        (heat,) = self.session.run(None, {self.input_name: network_input(radiograph, self.pre)})
+    def heatmap(self, x: np.ndarray, flip_average: bool | None = None) -> np.ndarray:
+        """The heat map of a network input (`network_input`), averaged with its mirror's if `flip_average` (by
+        default the model's post-processing says)."""
+        (heat,) = self.session.run(None, {self.input_name: x})
+        if self.post.flip_average if flip_average is None else flip_average:
+            (mirrored,) = self.session.run(None, {self.input_name: np.ascontiguousarray(x[..., ::-1])})
+            return (heat[0, 0] + mirrored[0, 0, :, ::-1]) / 2
         return heat[0, 0]
 
-    def detect(self, radiograph: Radiograph) -> ForeignObjectPrediction:
-        heat = self.heatmap(radiograph)
-        b = self.post.border_cells
-        if b:
-            heat = heat.copy()
-            heat[:b], heat[-b:], heat[:, :b], heat[:, -b:] = 0, 0, 0, 0
-        rows, columns = self.pre.input_size
-        w, h = radiograph.size
-        # heat-map cell -> input pixel -> upright full-resolution pixel (pixel centres)
-        peaks = heatmap_peaks(heat, self.post)
-        s = self.post.stride
-        x = np.array([((c + 0.5) * s) * w / columns - 0.5 for _, c, _ in peaks])
-        y = np.array([((r + 0.5) * s) * h / rows - 0.5 for _, _, r in peaks])
-        x, y = np.clip(x, 0, w - 1), np.clip(y, 0, h - 1)
-        coordinates = radiograph.to_output(x, y) if peaks else []
-        points = [(score, *xy) for (score, _, _), xy in zip(peaks, coordinates)]
-        return ForeignObjectPrediction(float(heat.max()), points)
+    def detect(self, radiograph: Radiograph, x: np.ndarray | None = None) -> ForeignObjectPrediction:
+        """The radiograph's prediction (`x`: its network input, if already made)."""
+        heat = self.heatmap(network_input(radiograph, self.pre) if x is None else x)
+        return prediction_from_heatmap(heat, radiograph, self.pre, self.post)
+
+    def read(self, case: Case) -> tuple[Radiograph, np.ndarray]:
+        """The case's radiograph, decoded, and its network input."""
+        radiograph = read_radiograph(case.inputs[CHEST_X_RAY.slug], self.pre.input_size[::-1])
+        return radiograph, network_input(radiograph, self.pre)
 
     def predict(self, case: Case) -> ForeignObjectPrediction:
-        return self.detect(read_radiograph(case.inputs[CHEST_X_RAY.slug], self.pre.input_size[::-1]))
+        return self.detect(*self.read(case))
+
+    def predict_all(self, cases: list[Case]) -> Iterator[ForeignObjectPrediction]:
+        """Batch mode: the next radiograph is decoded in a second thread while the network runs on this one (Pillow,
+        NumPy and ONNX Runtime release the GIL), so a run keeps two cores busy; results in case order (an unreadable
+        image raises its InputError at its turn)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            ahead = pool.submit(self.read, cases[0]) if cases else None
+            for index in range(len(cases)):
+                data = ahead.result()
+                if index + 1 < len(cases):
+                    ahead = pool.submit(self.read, cases[index + 1])
+                yield self.detect(*data)
 
 
 def image_list_cases(input_dir: Path) -> list[tuple[str, Path]] | None:
