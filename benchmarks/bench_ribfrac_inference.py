@@ -5,7 +5,8 @@ average are reported beside them.
 
 `run()` generates 20 cases of a seed training never uses (default shape 512 x 512 x 250-350 slices, drawn
 scanner spacings) plus one 512x512x300 case, runs the algorithm on them in a child process (CPU provider, as
-many threads as cores are allowed) and scores the predictions with the RibFrac evaluator.
+many threads as cores are allowed) and scores the predictions with the RibFrac evaluator. RIBFRAC_BENCH_SHAPE
+(x,y,z) sets the cohort's shape, RIBFRAC_BENCH_CASES its size, RIBFRAC_BENCH_MODEL another model file.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-MODEL = ROOT / "algorithms" / "ribfrac" / "model" / "ribfrac.onnx"
+MODEL = Path(os.environ.get("RIBFRAC_BENCH_MODEL") or ROOT / "algorithms" / "ribfrac" / "model" / "ribfrac.onnx")
 QUALITY_CASES = int(os.environ.get("RIBFRAC_BENCH_CASES", "20"))
 SEED = 777  # training uses 30000+ and 40000+
 SPEED_SHAPE = (512, 512, 300)

@@ -51,14 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, required=True)
     parser.add_argument("--cases", type=int, default=10)
     parser.add_argument("--seed", type=int, default=40_000)
-    parser.add_argument("--shape", type=int, nargs=3, default=(256, 256, 160))
+    parser.add_argument("--shape", type=int, nargs=3, help="x y z of the cases (default: the generator's full size)")
     args = parser.parse_args(argv)
     if args.seed < 1000:
         raise SystemExit("seeds below 1000 are held out (the benchmark's cohort)")
     detector = FractureDetector(args.model, "cpu")
     with tempfile.TemporaryDirectory(prefix="tune_ribfrac_") as tmp:
         tmp = Path(tmp)
-        write_cohort(tmp / "val", args.cases, args.seed, tuple(args.shape))
+        write_cohort(tmp / "val", args.cases, args.seed, tuple(args.shape) if args.shape else None)
         cases = []
         for case in batch_cases(ALGORITHM, tmp / "val" / "input"):
             image, _ = read_ct(case.inputs[CT_IMAGE.slug])
