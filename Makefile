@@ -96,7 +96,7 @@ models: $(TRAIN_VENV)/.installed
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_ribfrac_classifier.py --seed 0 --cases 60 --steps 1000 \
 	  --batch 16 --base-channels 4 --detector build/ribfrac-detector.onnx --out algorithms/ribfrac/model/ribfrac.onnx \
 	  --threshold 0.5 --min-voxels 60 --confidence-mass-voxels 100 --min-fracture-probability 0.7 \
-	  --classifier-weight 0.5
+	  --classifier-weight 0.5 --min-typed-probability 0.9
 	PYTHONPATH=shared $(PY) -m medchallenge.synth object-cxr-images --out build/object_cxr_train --images 400 --seed 1000 --size 512
 	PYTHONPATH=shared $(TRAIN_VENV)/bin/python training/train_object_cxr.py --data build/object_cxr_train --seed 0 \
 		--steps $(word 1,$(OBJECT_CXR_STEPS)) --out build/object_cxr_stage1.onnx

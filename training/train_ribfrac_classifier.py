@@ -222,6 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--confidence-mass-voxels", type=float, default=100.0)
     parser.add_argument("--min-fracture-probability", type=float, default=0.5)
     parser.add_argument("--classifier-weight", type=float, default=1.0)
+    parser.add_argument("--min-typed-probability", type=float, default=0.0,
+                        help="below it a kept candidate's type is 'uncertain' (label code -1)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(args.threads)
@@ -271,7 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     post = Postprocessing(threshold=args.threshold, min_voxels=args.min_voxels,
                           confidence_mass_voxels=args.confidence_mass_voxels,
                           min_fracture_probability=args.min_fracture_probability,
-                          classifier_weight=args.classifier_weight)
+                          classifier_weight=args.classifier_weight,
+                          min_typed_probability=args.min_typed_probability)
     training = {"generator": "medchallenge.synth.ribfrac_ct", "shape_xyz": list(TRAIN_SHAPE),
                 "seed": CLASSIFIER_SEED_OFFSET + args.seed, "cases": int(case_of.max()) + 1,
                 "crops": {c: int(n) for c, n in zip(CLASSES, np.bincount(classes, minlength=len(CLASSES)))},

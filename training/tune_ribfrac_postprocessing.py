@@ -43,7 +43,7 @@ from medchallenge.sockets import CT_IMAGE
 from medchallenge.synth.ribfrac_ct import write_cohort
 
 GRID = {"threshold": (0.3, 0.5), "min_voxels": (20, 60), "min_fracture_probability": (0.3, 0.5, 0.7, 0.85),
-        "classifier_weight": (0.5, 1.0)}
+        "classifier_weight": (0.5, 1.0), "min_typed_probability": (0.0, 0.8, 0.9)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,6 +8,7 @@ import gzip
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from medchallenge.algorithms.ribfrac import (
     ALGORITHM,
     PREDICTIONS_CSV,
     SEGMENTAL_CODE,
+    UNCERTAIN_TYPE_CODE,
     Postprocessing,
     Preprocessing,
     find_instances,
@@ -91,6 +93,22 @@ def test_the_classifier_drops_non_fractures_and_weights_the_confidence():
     only_classifier = find_instances(fracture, np.zeros(shape, bool),
                                      Postprocessing(min_voxels=5, min_fracture_probability=0.5), 1.25, classify)[1]
     assert [d.confidence for d in only_classifier] == pytest.approx([0.9, 0.6])
+
+
+def test_a_candidate_the_classifier_is_unsure_of_is_kept_with_the_uncertain_type():
+    shape = (30, 40, 40)
+    fracture = np.zeros(shape, dtype=np.float32)
+    sure, unsure = blob(shape, (8, 8, 8), 3), blob(shape, (20, 30, 30), 3)
+    fracture[sure], fracture[unsure] = 0.9, 0.9
+    classify = by_centre({(8, 8, 8): [0.05, 0.9, 0.03, 0.02],  # buckle, fracture probability 0.95
+                          (20, 30, 30): [0.3, 0.1, 0.5, 0.1]})  # nondisplaced at best, fracture probability 0.7
+    post = Postprocessing(min_voxels=5, min_fracture_probability=0.5, classifier_weight=1.0)
+    typed = find_instances(fracture, np.zeros(shape, bool), post, 1.25, classify)[1]
+    assert [(d.confidence, d.label_code) for d in typed] == [(0.95, 3), (0.7, 2)]
+    labels, detections = find_instances(fracture, np.zeros(shape, bool), replace(post, min_typed_probability=0.8),
+                                        1.25, classify)
+    assert [(d.confidence, d.label_code) for d in detections] == [(0.95, 3), (0.7, UNCERTAIN_TYPE_CODE)]
+    assert np.array_equal(labels == 2, unsure)  # still a detection (FROC), not a guessed type (classification)
 
 
 def test_confidence_weighted_by_mass_ranks_large_components_first():

@@ -116,7 +116,7 @@ def test_label_segmentation_keeps_each_instance_its_type_and_confidence(tmp_path
     labels[4, 6:9, 1:3] = 2
     labels[5, 0, 11] = 3
     segments = [SegmentFinding(1, rib_fracture_type(4), 0.9), SegmentFinding(2, rib_fracture_type(3), 0.5),
-                SegmentFinding(3, rib_fracture_type(1), 0.123457)]
+                SegmentFinding(3, rib_fracture_type(-1), 0.123457)]  # -1: a fracture of uncertain type
     seg = label_segmentation(series, labels, segments, RIB_FRACTURE)
     seg.save_as(tmp_path / "seg.dcm", enforce_file_format=True)
     assert dciodvfy_errors(tmp_path / "seg.dcm") == []

@@ -48,6 +48,7 @@ META_POSTPROCESSING = "postprocessing"
 # the classifier's appearance classes (after "not a fracture") and their label codes (3 Buckle, 2 Nondisplaced,
 # 1 Displaced)
 APPEARANCE_CODES = (3, 2, 1)
+UNCERTAIN_TYPE_CODE = -1  # a fracture whose type the classifier is not sure of (RibFrac's Ignore code)
 COMPLETE_CODES = (2, 1)
 SEGMENTAL_CODE = 4
 MAX_INSTANCES = 255  # the official code reads masks as uint8
@@ -87,6 +88,9 @@ class Postprocessing:
     segmental_distance_mm: tuple[float, float] = (20.0, 90.0)  # centroid distance of two fractures of one rib
     min_fracture_probability: float = 0.5  # the classifier's; candidates below it are dropped
     classifier_weight: float = 1.0  # confidence = detector ** (1 - w) * classifier's fracture probability ** w
+    # candidates kept with a fracture probability below this get the type "uncertain" (label code -1, which the
+    # official classification score skips, docs/metrics/ribfrac.md §4) instead of a guess; 0: always a type
+    min_typed_probability: float = 0.0
 
     @classmethod
     def from_dict(cls, values: dict) -> "Postprocessing":
@@ -225,7 +229,7 @@ def find_instances(fracture: np.ndarray, bone: np.ndarray, post: Postprocessing,
     probabilities (n, 4: not a fracture, buckle, nondisplaced, displaced). A candidate is kept when its fracture
     probability (1 - the first) is at least `post.min_fracture_probability`; its confidence is
     detector_confidence ** (1 - w) * fracture_probability ** w (w = `post.classifier_weight`), its code the most
-    probable appearance."""
+    probable appearance, or UNCERTAIN_TYPE_CODE below `post.min_typed_probability`."""
     import cc3d
 
     components = cc3d.connected_components(fracture >= post.threshold, connectivity=26, out_dtype=np.uint32)
@@ -254,7 +258,8 @@ def find_instances(fracture: np.ndarray, bone: np.ndarray, post: Postprocessing,
     for k, p_fracture, p in zip(candidates, fracture_probability, probabilities):
         if p_fracture >= post.min_fracture_probability:
             confidence[k] = float(detector[k]) ** (1 - w) * float(p_fracture) ** w
-            codes[k] = APPEARANCE_CODES[int(np.argmax(p[1:]))]
+            typed = p_fracture >= post.min_typed_probability
+            codes[k] = APPEARANCE_CODES[int(np.argmax(p[1:]))] if typed else UNCERTAIN_TYPE_CODE
     found = sorted(confidence, key=lambda k: -confidence[k])[:MAX_INSTANCES]
     _mark_segmental(components, found, codes, bone, post, spacing_mm)
     lookup = np.zeros(count + 1, dtype=np.uint8)

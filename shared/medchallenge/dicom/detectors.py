@@ -2,7 +2,8 @@
 
 RibFrac -> a DICOM SEG of the instance map (`seg.py`): segmented property type SNOMED CT `Fracture` (72704001) of
 the `Rib` (113197003), each fracture's RibFrac type as a modifier in a private scheme (`99MEDCHALLENGE`, code value
-`RIBFRAC-<label code>`: no DICOM context group names buckle, nondisplaced, displaced and segmental rib fractures),
+`RIBFRAC-<label code>`: no DICOM context group names buckle, nondisplaced, displaced and segmental rib fractures;
+`RIBFRAC--1` a fracture of uncertain type),
 its confidence in the segment description. A CT without fractures gets an SR (TID 1500) saying so: a SEG needs a
 segment. object-CXR -> an SR (TID 1500, `sr.point_report`): finding type SNOMED CT `Foreign body` (19227008) on the
 `Chest` (816094009), the image-level probability and one SCOORD POINT per point.
@@ -20,7 +21,7 @@ from .sr import FindingKind, PointFinding, box_report, point_report
 
 PRIVATE_SCHEME = "99MEDCHALLENGE"
 RIB_FRACTURE_TYPES = {1: "Displaced rib fracture", 2: "Nondisplaced rib fracture", 3: "Buckle rib fracture",
-                      4: "Segmental rib fracture"}
+                      4: "Segmental rib fracture", -1: "Rib fracture of uncertain type"}
 RIB_FRACTURE = FindingKind(finding_type=("72704001", "SCT", "Fracture"), finding_site=("113197003", "SCT", "Rib"),
                            algorithm_name="medchallenge ribfrac", algorithm_version="1",
                            series_description="Rib fracture segmentation (AI)")
