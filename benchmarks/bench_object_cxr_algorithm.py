@@ -1,9 +1,9 @@
 """Benchmark: the object-CXR algorithm on synthetic radiographs: held-out accuracy, speed and memory.
 
 * Held-out: 1,000 radiographs of seed 777 (the model was trained on seeds 1000 and 3000 and tuned on seed 4000;
-  `training/train_object_cxr.py`, `training/tune_object_cxr.py`),
-  512 px on the longer side (the network's input size; 2,000 px images are timed below), generated once into bench/object_cxr/ (parts of 100 in parallel) and kept there; the
-  algorithm's batch mode (inference script, whole process), then the project's evaluator: `auc`, `froc`.
+  `training/train_object_cxr.py`, `training/tune_object_cxr.py`), 512 px on the longer side (the network's input size;
+  2,000 px images are timed below), generated once into bench/object_cxr/ (parts of 100 in parallel) and kept there;
+  the algorithm's batch mode (inference script, whole process), then the project's evaluator: `auc`, `froc`.
 * Speed: 40 JPEGs of 2,000 px (10 generated radiographs, each under 4 names) through the inference script as one
   process (decode included, the next image decoded in a second thread while the network runs) on the cores this
   process may use: images/s over the whole process (start-up included), the CPU seconds per image (which do not

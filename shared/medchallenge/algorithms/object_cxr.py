@@ -1,12 +1,12 @@
 """object-CXR foreign objects on chest X-rays: radiograph -> image probability and points, with a heat-map detector.
 
 Pipeline: decode the radiograph once, at reduced size where the format allows it (JPEG DCT scaling), as one grey
-channel (RGB by luma, 16-bit kept at full depth, DICOM through its modality LUT with MONOCHROME1 inverted, JPEG
-EXIF orientation applied so that the network sees the chest upright); resize to the network's input; scale by the
-image's own percentiles; the network gives a foreign-object heat map (CenterNet-style, one channel at stride 4), optionally averaged with the
-heat map of the left-right mirrored input. Points are the heat map's local maxima (refined to the centroid of their
-3 x 3 neighbourhood), the image probability is the mean of its highest cells. Every parameter comes from the ONNX
-model's metadata.
+channel (RGB by luma, 16-bit kept at full depth, DICOM through its modality LUT with MONOCHROME1 inverted, JPEG EXIF
+orientation applied so that the network sees the chest upright); resize to the network's input; scale by the image's
+own percentiles; the network gives a foreign-object heat map (CenterNet-style, one channel at stride 4), optionally
+averaged with the heat map of the left-right mirrored input. Points are the heat map's local maxima (refined to the
+centroid of their 3 x 3 neighbourhood), the image probability is the mean of its highest cells. Every parameter comes
+from the ONNX model's metadata.
 
 `ALGORITHM` plugs it into the algorithm runner (`runner.py`, the container contract): grand-challenge one-case mode
 (socket `chest-x-ray` -> `foreign-object-likelihood.json` and the "Multiple points" `foreign-objects.json`, points in

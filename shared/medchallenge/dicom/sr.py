@@ -1,12 +1,12 @@
 """3-D boxes with probabilities as a DICOM Structured Report (TID 1500 Measurement Report, highdicom), and back.
 
 Each box is one Volumetric ROI group (TID 1411): a tracking identifier, the finding type, the algorithm (TID 4019),
-the finding site, one SCOORD POLYLINE per slice it spans (a closed rectangle in pixel coordinates, referencing that slice's
-SOP instance) and its probability as a measurement (DCM `Probability`, UCUM unit `1`); a series without findings gets one
-TID 1501 group saying the finding type is absent (SNOMED CT `Absent`). The SR is a Comprehensive SR in a new series of the source study, patient and study attributes copied
-from the source series, every source instance listed as evidence. Its UIDs are derived from the source series, the
-algorithm and the findings: the same result of the same series is the same object (a PACS keeps one copy), a
-different result a new one.
+the finding site, one SCOORD POLYLINE per slice it spans (a closed rectangle in pixel coordinates, referencing that
+slice's SOP instance) and its probability as a measurement (DCM `Probability`, UCUM unit `1`); a series without
+findings gets one TID 1501 group saying the finding type is absent (SNOMED CT `Absent`). The SR is a Comprehensive SR
+in a new series of the source study, patient and study attributes copied from the source series, every source instance
+listed as evidence. Its UIDs are derived from the source series, the algorithm and the findings: the same result of
+the same series is the same object (a PACS keeps one copy), a different result a new one.
 
 Voxel boxes are inclusive index corners (x = column, y = row, z = slice in position order); a box's rectangle covers
 its pixels whole: corners (x1, y1) and (x2 + 1, y2 + 1) in DICOM pixel coordinates, where (0, 0) is the top-left

@@ -421,12 +421,14 @@ def render_object(kind: str, rng: np.random.Generator, pt: Patient, centre_mm: n
         s = np.linspace(0, length, 30)
         straight = np.column_stack([s, np.full_like(s, -gap / 2)])
         wavy = np.column_stack([s, gap / 2 + 1.2 * np.abs(np.sin(s / length * 5 * math.pi))])
-        bend = np.column_stack([-gap / 2 * np.sin(np.linspace(0, math.pi, 8)), -gap / 2 * np.cos(np.linspace(0, math.pi, 8))])
+        half_turn = np.linspace(0, math.pi, 8)
+        bend = np.column_stack([-gap / 2 * np.sin(half_turn), -gap / 2 * np.cos(half_turn)])
         points = np.vstack([straight[::-1], bend, wavy]) - [length / 2, 0]
         tubes.append((_rotate(points, angle) + centre_mm, rng.uniform(0.5, 0.8), METAL_WIRE_MU))
     elif kind == "safety_pin":
         length, width = rng.uniform(25, 50), rng.uniform(5, 9)
-        coil = np.column_stack([2.5 * np.cos(np.linspace(0, 2 * math.pi, 16)), 2.5 * np.sin(np.linspace(0, 2 * math.pi, 16))])
+        turn = np.linspace(0, 2 * math.pi, 16)
+        coil = np.column_stack([2.5 * np.cos(turn), 2.5 * np.sin(turn)])
         arm_a = np.array([[0, -2.5], [length, -width / 2]])
         arm_b = np.array([[0, 2.5], [length, width / 2]])
         for part in (coil, arm_a, arm_b):
