@@ -40,7 +40,6 @@ from onnx_export import export_onnx
 from medchallenge.algorithms.imageclef_caption import (
     META_BANK,
     META_CONCEPTS,
-    META_PREPROCESSING,
     META_RETRIEVAL,
     META_THRESHOLDS,
     Retrieval,
@@ -58,6 +57,7 @@ from medchallenge.metrics.imageclef_caption import (
     set_f1,
     snowball_stemmer,
 )
+from medchallenge.onnx_session import META_PREPROCESSING
 from medchallenge.synth.imageclef_caption_images import figure_ids, figure_rng, generate_figure, vocabulary
 
 log = logging.getLogger("train_imageclef_caption")

@@ -30,8 +30,8 @@ from torch import nn
 
 from onnx_export import export_onnx
 
-from medchallenge.algorithms.object_cxr import (META_POSTPROCESSING, META_PREPROCESSING, Postprocessing,
-                                                Preprocessing, network_input, read_radiograph)
+from medchallenge.algorithms.object_cxr import Postprocessing, Preprocessing, network_input, read_radiograph
+from medchallenge.onnx_session import META_POSTPROCESSING, META_PREPROCESSING
 
 
 def norm(channels: int, folded: bool) -> nn.Module:

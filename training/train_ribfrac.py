@@ -33,8 +33,6 @@ from medchallenge.algorithms.ribfrac import (
     APPEARANCE_CODES,
     DETECTOR_INPUT,
     DETECTOR_OUTPUT,
-    META_POSTPROCESSING,
-    META_PREPROCESSING,
     Postprocessing,
     Preprocessing,
     find_instances,
@@ -43,6 +41,7 @@ from medchallenge.algorithms.ribfrac import (
     sliding_window,
     work_mask,
 )
+from medchallenge.onnx_session import META_POSTPROCESSING, META_PREPROCESSING
 from medchallenge.synth.ribfrac_ct import APPEARANCES, case_rng, generate_case
 
 log = logging.getLogger("train_ribfrac")

@@ -43,8 +43,6 @@ from medchallenge.algorithms.ribfrac import (
     CLASSIFIER_OUTPUT,
     DETECTOR_INPUT,
     DETECTOR_OUTPUT,
-    META_POSTPROCESSING,
-    META_PREPROCESSING,
     Postprocessing,
     Preprocessing,
     instance_crops,
@@ -53,6 +51,7 @@ from medchallenge.algorithms.ribfrac import (
     sliding_window,
     work_mask,
 )
+from medchallenge.onnx_session import META_POSTPROCESSING, META_PREPROCESSING
 from medchallenge.synth.ribfrac_ct import APPEARANCES, case_rng, generate_case
 
 log = logging.getLogger("train_ribfrac_classifier")

@@ -25,14 +25,13 @@ import torch.nn.functional as F
 from onnx_export import export_onnx
 
 from medchallenge.algorithms.tb_caverns import (
-    META_POSTPROCESSING,
-    META_PREPROCESSING,
     Postprocessing,
     Preprocessing,
     block_features,
     probabilities_to_detections,
 )
 from medchallenge.metrics.tb_caverns import case_counts, sequential_mean, threshold_score
+from medchallenge.onnx_session import META_POSTPROCESSING, META_PREPROCESSING
 from medchallenge.synth.tb_caverns import DEFAULT_SHAPE, DEFAULT_SPACING, case_rng, generate_case
 
 log = logging.getLogger("train_tb_caverns")

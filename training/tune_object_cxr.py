@@ -20,10 +20,11 @@ from pathlib import Path
 
 from onnx_export import update_metadata
 
-from medchallenge.algorithms.object_cxr import (META_POSTPROCESSING, ForeignObjectDetector, Postprocessing,
-                                                network_input, prediction_from_heatmap, read_radiograph, run_files)
+from medchallenge.algorithms.object_cxr import (ForeignObjectDetector, Postprocessing, network_input,
+                                                prediction_from_heatmap, read_radiograph, run_files)
 from medchallenge.algorithms.runner import Case
 from medchallenge.evaluators.object_cxr import main as evaluate
+from medchallenge.onnx_session import META_POSTPROCESSING
 
 TOP_CELLS = (1, 4, 9, 16, 36, 64, 100, 144)
 

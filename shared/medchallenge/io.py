@@ -13,22 +13,30 @@ from typing import Any, BinaryIO
 
 
 @contextmanager
-def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[BinaryIO]:
-    """Open a temporary file beside `path`; rename it over `path` only if the block succeeds."""
+def atomic_path(path: str | os.PathLike, suffix: str = "") -> Iterator[Path]:
+    """A temporary file path beside `path` (ending in `suffix`, for writers that choose the format by it); renamed
+    over `path` only if the block succeeds, removed otherwise."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{suffix}", dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, mode) as handle:
-            yield handle
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield Path(tmp)
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+@contextmanager
+def atomic_output(path: str | os.PathLike, mode: str = "w") -> Iterator[BinaryIO]:
+    """Open a temporary file beside `path`; rename it over `path` only if the block succeeds."""
+    with atomic_path(path) as tmp, open(tmp, mode) as handle:
+        yield handle
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
@@ -49,18 +57,9 @@ def write_image_atomic(path: str | os.PathLike, image) -> None:
     import SimpleITK as sitk
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     suffix = "".join(path.suffixes[-2:]) if path.name.endswith(".nii.gz") else path.suffix
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".part{suffix}", dir=path.parent)
-    os.close(fd)
-    try:
-        sitk.WriteImage(image, tmp, True, 1)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with atomic_path(path, suffix) as tmp:
+        sitk.WriteImage(image, str(tmp), True, 1)
 
 
 def check_finite(value: Any, where: str = "$") -> None:

@@ -12,6 +12,8 @@ from .errors import InputError
 log = logging.getLogger("medchallenge.onnx")
 
 DEVICES = ("auto", "cpu", "cuda")
+# the metadata keys under which a model carries its pre- and post-processing parameters (JSON)
+META_PREPROCESSING, META_POSTPROCESSING = "preprocessing", "postprocessing"
 
 
 def physical_cores() -> int:
@@ -80,3 +82,13 @@ def model_metadata(session) -> dict:
         except json.JSONDecodeError:
             meta[key] = value
     return meta
+
+
+def processing_parameters(session, model_path: Path, pre_type, post_type) -> tuple:
+    """The model's pre- and post-processing parameters (`pre_type.from_dict`, `post_type.from_dict` of its
+    metadata); a model without them is an InputError naming the file."""
+    meta = model_metadata(session)
+    try:
+        return pre_type.from_dict(meta[META_PREPROCESSING]), post_type.from_dict(meta[META_POSTPROCESSING])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None

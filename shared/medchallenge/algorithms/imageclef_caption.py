@@ -51,7 +51,6 @@ ASCII_MARKS = str.maketrans({"–": "-", "—": "-", "‐": "-", "“": '"', "�
 UNSAFE = re.compile(r"[^\x20-\x7e]|\|")
 
 # Metadata keys of the ONNX model (JSON values).
-META_PREPROCESSING = "preprocessing"
 META_CONCEPTS = "concepts"
 META_THRESHOLDS = "thresholds"
 META_BANK = "caption_bank"
@@ -239,7 +238,7 @@ class CaptionModel:
     """The ONNX network with its concept vocabulary, thresholds and caption bank."""
 
     def __init__(self, model_path: Path, device: str = "auto", edition: str | None = None):
-        from ..onnx_session import create_session, model_metadata
+        from ..onnx_session import META_PREPROCESSING, create_session, model_metadata
 
         self.edition = edition or os.environ.get(EDITION_VARIABLE) or EDITIONS[0]
         if self.edition not in EDITIONS:

@@ -44,8 +44,6 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".dcm")
 CASE_PATTERNS = tuple(f"**/*{s}" for suffix in IMAGE_SUFFIXES for s in {suffix, suffix.upper()})
 SITK_SUFFIXES = (".mha", ".mhd", ".nii", ".nii.gz", ".nrrd", ".tif", ".tiff")  # what grand-challenge hands over
 
-META_PREPROCESSING = "preprocessing"
-META_POSTPROCESSING = "postprocessing"
 
 # EXIF orientation -> the stored pixel of a displayed (upright) pixel: (x, y, W, H) -> (xs, ys) for a stored W x H
 EXIF_TO_STORED = {
@@ -284,16 +282,11 @@ class ForeignObjectDetector:
     """The ONNX heat-map network with its pre- and post-processing parameters."""
 
     def __init__(self, model_path: Path, device: str = "auto"):
-        from ..onnx_session import create_session, model_metadata
+        from ..onnx_session import create_session, processing_parameters
 
         # no busy-waiting threads: the network runs for milliseconds while the next image is decoded beside it
         self.session = create_session(model_path, device, spinning=False)
-        meta = model_metadata(self.session)
-        try:
-            self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
-            self.post = Postprocessing.from_dict(meta[META_POSTPROCESSING])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None
+        self.pre, self.post = processing_parameters(self.session, model_path, Preprocessing, Postprocessing)
         self.input_name = self.session.get_inputs()[0].name
         self.provider = self.session.get_providers()[0]
 

@@ -43,8 +43,6 @@ DETECTOR_INPUT, DETECTOR_OUTPUT = "ct", "fracture_probability"
 CLASSIFIER_INPUT, CLASSIFIER_OUTPUT = "instance_crops", "instance_class_probability"
 PREDICTIONS_CSV = "ribfrac-predictions.csv"
 OUTPUT_VERSION = 1
-META_PREPROCESSING = "preprocessing"
-META_POSTPROCESSING = "postprocessing"
 # the classifier's appearance classes (after "not a fracture") and their label codes (3 Buckle, 2 Nondisplaced,
 # 1 Displaced)
 APPEARANCE_CODES = (3, 2, 1)
@@ -300,15 +298,10 @@ class FractureDetector:
     """The ONNX model (detector and classifier graphs) with its pre- and post-processing parameters."""
 
     def __init__(self, model_path: Path, device: str = "auto"):
-        from ..onnx_session import create_session, model_metadata
+        from ..onnx_session import create_session, processing_parameters
 
         self.session = create_session(model_path, device)
-        meta = model_metadata(self.session)
-        try:
-            self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
-            self.post = Postprocessing.from_dict(meta[META_POSTPROCESSING])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None
+        self.pre, self.post = processing_parameters(self.session, model_path, Preprocessing, Postprocessing)
         names = {i.name for i in (*self.session.get_inputs(), *self.session.get_overridable_initializers())}
         if not {DETECTOR_INPUT, CLASSIFIER_INPUT} <= names:
             raise InputError(f"{model_path}: model lacks the inputs {DETECTOR_INPUT!r} and {CLASSIFIER_INPUT!r} "

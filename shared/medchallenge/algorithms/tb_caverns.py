@@ -23,7 +23,6 @@ from pathlib import Path
 import numpy as np
 
 from ..contract import strip_image_suffix
-from ..errors import InputError
 from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
 from ..imaging import read_ct
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
@@ -38,8 +37,6 @@ SUBMISSION_FILE = "submission.txt"
 OUTPUT_VERSION = 1
 
 # Metadata keys of the ONNX model (values are JSON objects).
-META_PREPROCESSING = "preprocessing"
-META_POSTPROCESSING = "postprocessing"
 
 
 @dataclass
@@ -213,15 +210,10 @@ class CavernDetector:
     """The ONNX model with its pre- and post-processing parameters."""
 
     def __init__(self, model_path: Path, device: str = "auto"):
-        from ..onnx_session import create_session, model_metadata
+        from ..onnx_session import create_session, processing_parameters
 
         self.session = create_session(model_path, device)
-        meta = model_metadata(self.session)
-        try:
-            self.pre = Preprocessing.from_dict(meta[META_PREPROCESSING])
-            self.post = Postprocessing.from_dict(meta[META_POSTPROCESSING])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise InputError(f"{model_path}: model metadata lacks pre/post-processing parameters ({exc})") from None
+        self.pre, self.post = processing_parameters(self.session, model_path, Preprocessing, Postprocessing)
         self.input_name = self.session.get_inputs()[0].name
         self.provider = self.session.get_providers()[0]
 

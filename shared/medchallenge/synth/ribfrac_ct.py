@@ -27,7 +27,6 @@ import argparse
 import csv
 import io
 import logging
-import os
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -479,17 +478,12 @@ def write_image(path: Path, array_zyx: np.ndarray, spacing, origin) -> None:
     """Write a (z, y, x) array as NIfTI (zlib level 1) atomically."""
     import SimpleITK as sitk
 
+    from ..io import write_image_atomic
+
     image = sitk.GetImageFromArray(array_zyx)
     image.SetSpacing(tuple(float(v) for v in spacing))
     image.SetOrigin(tuple(float(v) for v in origin))
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name.split('.')[0]}.part.nii.gz")
-    try:
-        sitk.WriteImage(image, str(tmp), True, 1)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_image_atomic(path, image)
 
 
 def write_cohort(out: Path, cases: int, seed: int, shape_xyz: tuple[int, int, int] | None = None,

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -480,14 +479,14 @@ def save_nifti(path: Path, array: np.ndarray, affine: np.ndarray) -> None:
     """Write a NIfTI-1 (gzip level 1 for .nii.gz) atomically."""
     import nibabel as nib
 
-    path.parent.mkdir(parents=True, exist_ok=True)
+    from ..io import atomic_path
+
     image = nib.Nifti1Image(array, affine)
     image.header.set_xyzt_units("mm", "sec")
     image.set_qform(affine, code=1)
     image.set_sform(affine, code=1)
-    tmp = path.with_name(f".{path.name[:-7]}.part.nii.gz")
-    image.to_filename(tmp)  # nibabel compresses .nii.gz at level 1
-    os.replace(tmp, path)
+    with atomic_path(path, ".nii.gz") as tmp:
+        image.to_filename(tmp)  # nibabel compresses .nii.gz at level 1
 
 
 def gt_rows(cid: str, boxes: list[CavernBox]) -> list[str]:
