@@ -112,7 +112,8 @@ def _tokens(captions: list[str]) -> list[tuple[str, ...]]:
 def test_the_bleu_matrix_is_the_official_per_figure_bleu_of_every_pair():
     captions = ["CT of the chest shows a nodule in the lung.", "CT of the chest shows a nodule.",
                 "CT of the chest shows a nodule in the lung (arrow).", "MRI of the brain shows a mass.",
-                "chest chest chest nodule nodule", "chest chest", "chest chest CT chest", "chest CT chest", "", "the of"]
+                "chest chest chest nodule nodule", "chest chest", "chest chest CT chest", "chest CT chest", "", "the of",
+                "CT of the chest shows a nodule."]  # repeated captions: computed once, found in every row
     tokens = _tokens(captions)
     matrix = bleu_matrix(tokens)
     for h, hypothesis in enumerate(tokens):

@@ -188,7 +188,13 @@ def bleu_matrix(tokens: list[tuple[str, ...]]) -> np.ndarray:
     """(n, n) float64: [h, r] the official per-figure BLEU (`metrics.imageclef_caption.caption_bleu`: sentence BLEU,
     4-grams, no smoothing, a missing n-gram order counting as the smallest float, brevity penalty) of caption h as
     the hypothesis against caption r as the reference, for captions already in the official pre-processed tokens;
-    computed once per bank from sparse n-gram count matrices (the consensus term of `choose_caption`)."""
+    computed once per bank from sparse n-gram count matrices (the consensus term of `choose_caption`), over the
+    distinct captions only (house-style captions repeat)."""
+    distinct = list(dict.fromkeys(tokens))
+    if len(distinct) < len(tokens):
+        row = {words: k for k, words in enumerate(distinct)}
+        rows = np.asarray([row[words] for words in tokens])
+        return bleu_matrix(distinct)[np.ix_(rows, rows)]
     lengths = np.asarray([len(words) for words in tokens], np.float64)
     log_precision = np.zeros((len(tokens), len(tokens)))
     for order in range(1, BLEU_ORDERS + 1):
