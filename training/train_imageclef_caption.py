@@ -109,8 +109,9 @@ def conv(cin: int, cout: int, stride: int = 1) -> nn.Sequential:
 
 
 class FigureEncoder(nn.Module):
-    """A small CNN (a stride-2 stem, then stages of stride 2: 192 px in, a 6 x 6 map out) with a concept head and a normalised embedding head,
-    both on the average and the maximum of the last feature map (the maximum keeps a small finding's response)."""
+    """A small CNN (a stride-2 stem, then stages of stride 2: a 6 x 6 map from 192 px) with a concept head and a
+    normalised embedding head, both on the average and the maximum of the last feature map (the maximum keeps a small
+    finding's response)."""
 
     def __init__(self, concepts: int, widths: tuple[int, ...] = (32, 64, 96, 128)):
         super().__init__()
