@@ -182,6 +182,7 @@ def train(data: dict, valid: dict, cuis: list[str], epochs: int, seed: int, widt
     model = FigureEncoder(len(cuis), widths)
     images, targets = data["images"], torch.from_numpy(multi_hot(data["concepts"], cuis))
     words = [caption_terms(c) for c in data["captions"]]
+    names = np.asarray(cuis)
     batch, steps = 64, epochs * (len(images) // 64)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=1e-4)
     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=steps)
@@ -205,7 +206,7 @@ def train(data: dict, valid: dict, cuis: list[str], epochs: int, seed: int, widt
             losses.append((concept_loss.item(), embedding_loss.item()))
         mean = np.mean(losses, axis=0)
         probabilities, _ = encode(model.eval(), valid["images"])
-        exact = np.mean([set(np.asarray(cuis)[p >= 0.5]) == set(c) for p, c in zip(probabilities, valid["concepts"])])
+        exact = np.mean([set(names[p >= 0.5]) == set(c) for p, c in zip(probabilities, valid["concepts"])])
         log.info("epoch %d/%d: concept loss %.4f, embedding loss %.4f, valid exact concept sets %.3f (%.0f s)",
                  epoch + 1, epochs, mean[0], mean[1], exact, time.perf_counter() - started)
     return model.eval()
