@@ -38,10 +38,10 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, report_errors
-from ..gc_pack import archive_members, check_ground_truth
+from ..gc_pack import _mounted, archive_members, check_ground_truth
 from ..io import atomic_output
 from ..logs import setup_logging
-from ..registry import CONFIGURATIONS, Configuration, Mount
+from ..registry import CONFIGURATIONS, Configuration
 from .aicrowd import run_evaluator
 
 log = logging.getLogger("medchallenge.codabench")
@@ -216,10 +216,6 @@ def bundle(configuration: Configuration, ground_truth: Path, sample: Path, out: 
         handle.write(raw.getvalue())
     log.info("%s: %s (%d columns)", configuration.name, target, len(definition["leaderboards"][0]["columns"]))
     return target
-
-
-def _mounted(mount: Mount) -> Path:
-    return Path(os.environ.get(mount.variable) or mount.default)
 
 
 def bundle_all(out: Path) -> list[Path]:
