@@ -14,7 +14,7 @@ COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu
 # the hospital deployment (README "In a hospital"): the gateway and the detectors, whose images compose.yaml builds
 HOSPITAL := docker compose -f compose.hospital.yaml --profile hospital
 
-.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack lock clean
+.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack codabench codabench-images lock clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
@@ -81,6 +81,17 @@ save: images
 # (make demo) unless <PREFIX>_GROUND_TRUTH names another folder, e.g. make gc-pack TB_CAVERNS_GROUND_TRUTH=/data/gt
 gc-pack: venv
 	$(PY) -m medchallenge.gc_pack --all --out dist/gc
+
+# Codabench competition bundles, per scoring configuration dist/codabench/<config>.zip (README "Running a challenge
+# on grand-challenge, AIcrowd or Codabench"); reference data and sample submission: the demo data (make demo) unless
+# <PREFIX>_GROUND_TRUTH and <PREFIX>_PREDICTIONS name other folders, as for make gc-pack.
+codabench: venv
+	$(PY) -m medchallenge.platforms.codabench --all --out dist/codabench
+
+# The image each bundle names: the configuration's evaluator image (make save) run as root, as Codabench's worker
+# needs; a self-hosted instance builds it from the bundle's codabench-image.Dockerfile (two lines).
+codabench-images: images
+	$(PY) -m medchallenge.platforms.codabench --build-images
 
 # Retrain the bundled models on synthetic data (PyTorch on CPU; not part of CI). OBJECT_CXR_STEPS: the steps of the
 # five stages of the committed model (algorithms/object_cxr/README.md; they were run on a time budget). Seeds: 1000

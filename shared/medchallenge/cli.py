@@ -7,6 +7,8 @@
   demo                     every challenge end to end with docker compose
   leaderboard ...          rank a folder of submissions with intervals (python -m medchallenge.leaderboard)
   gateway --config FILE    DICOM gateway between a PACS and the detectors (python -m medchallenge.gateway)
+  aicrowd-evaluator ...    an AIcrowd evaluator folder of a scoring configuration (medchallenge.platforms.aicrowd)
+  codabench ...            Codabench competition bundles (python -m medchallenge.platforms.codabench)
 """
 
 from __future__ import annotations
@@ -40,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         return _run("medchallenge.leaderboard", rest)
     if command == "gateway":
         return _run("medchallenge.gateway", rest)
+    if command == "aicrowd-evaluator":
+        return _run("medchallenge.platforms.aicrowd", rest)
+    if command == "codabench":
+        return _run("medchallenge.platforms.codabench", rest)
     modules = {"evaluate": EVALUATORS, "infer": ALGORITHMS}.get(command)
     if command == "infer" and rest and rest[0] in ALGORITHMS:
         from .algorithms import runner

@@ -27,7 +27,7 @@ from .bootstrap import DEFAULT_LEVEL, DEFAULT_SEED, bootstrap, check_level
 from .contract import add_path_arguments
 from .errors import InputError, report_errors
 from .evaluation import check_regular_files, compute_records, input_fingerprint, parse_shard
-from .io import write_metrics
+from .io import write_json_atomic, write_metrics
 from .logs import setup_logging
 from .registry import CHALLENGES
 
@@ -177,6 +177,9 @@ def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, help="seed of the resamples (default 0)")
     parser.add_argument("--bootstrap-level", type=float, default=DEFAULT_LEVEL,
                         help="confidence level of the intervals (default 0.95)")
+    parser.add_argument("--scores", type=Path, default=None, metavar="FILE",
+                        help="also write the aggregates as one flat JSON object {name: value} to FILE, just before "
+                             "metrics.json (Codabench's scores.json)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-plots", action="store_true", help="do not draw the figures beside metrics.json")
     parser.add_argument("--no-plot", dest="no_plots", action="store_true", help=argparse.SUPPRESS)
@@ -237,6 +240,8 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
     check_bootstrap_arguments(evaluator, args)
     if shard is None:
         prepare_output(args.output / "metrics.json", evaluator.figures)
+        if args.scores is not None:
+            prepare_output(args.scores)
     check_regular_files(args.input)
     cases = evaluator.read(args)
     warnings = shown_warnings(cases.warnings)
@@ -276,6 +281,8 @@ def write_results(evaluator: Evaluator, args: argparse.Namespace, scored: Scored
     try:
         if evaluator.write_figures is not None and not args.no_plots:
             evaluator.write_figures(args.output, scored.cases, scored.records, scored.summary)
+        if args.scores is not None:
+            write_json_atomic(args.scores, scored.summary.aggregates)
         # last: metrics.json present = the run succeeded
         write_metrics(output, scored.summary.aggregates, scored.case, scored.meta)
     except OSError as exc:  # a full or read-only disk: nothing half-written (atomic writes), one line

@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .platforms.submissions import SubmissionFormat
 from .sockets import CAPTION_INTERFACE, OBJECT_CXR_INTERFACE, RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface
 
 IMAGE_NAMESPACE = "medchallenge"
@@ -119,6 +120,8 @@ class Challenge:
     editions: tuple[Edition, ...] = (Edition(),)
     algorithm: Algorithm | None = None
     short_name: str = ""  # where services, variables and demo folders use a shorter stem than `name`
+    # what a participant uploads on AIcrowd or Codabench (medchallenge.platforms), one format per task
+    submissions: tuple[SubmissionFormat, ...] = ()
 
     @property
     def module(self) -> str:
@@ -250,6 +253,9 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         demo_size=("--cases", "8"), test_size=("--cases", "3", "--shape", "192", "192", "48"),
         evaluator_description="ImageCLEF 2022 TB caverns detection: official mAP over IoU 0.40-0.75",
         evaluator_extras=(),
+        submissions=(SubmissionFormat("", ("submission.txt",), "the official run file, no header, one line per box: "
+                                      "`TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2` (integer voxel indices, X1<X2, Y1<Y2, "
+                                      "Z1<Z2); cases without caverns are left out", "map"),),
         algorithm=Algorithm("medchallenge.algorithms.tb_caverns", "ImageCLEF 2022 TB caverns detection: "
                             "synthetic-data 3-D U-Net (ONNX Runtime), boxes per CT"),
     ),
@@ -262,6 +268,11 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         # master: the online evaluation; legacy: the MICCAI 2020 ranking code (official legacy branch)
         editions=(Edition("", {"RIBFRAC_BRANCH": "master"}),
                   Edition("legacy", {"RIBFRAC_BRANCH": "legacy"}, shares_data=True)),
+        submissions=(SubmissionFormat("", ("<public_id>.nii.gz", "<any name>.csv"),
+                                      "per test case `RibFrac501.nii.gz`, its instance mask (labels 1..n, 0 "
+                                      "background, the CT's shape), and exactly one CSV `public_id,label_id,"
+                                      "confidence,label_code` with a row per instance and the background row "
+                                      "(label_id 0, label_code 0) per case", "froc_average", "macro_f1"),),
         algorithm=Algorithm("medchallenge.algorithms.ribfrac", "MICCAI 2020 RibFrac rib-fracture detection and "
                             "classification: synthetic-data 3-D U-Net (ONNX Runtime), instances and types per CT",
                             generator="ribfrac-ct", test_size=("--cases", "2", "--shape", "112", "104", "40")),
@@ -271,6 +282,11 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         demo_size=("--images", "1000"), test_size=("--images", "200"),
         evaluator_description="object-CXR (MIDL 2020) evaluator: FROC exactly as the official froc.py, and ROC AUC",
         evaluator_extras=("plots", "classification"),
+        submissions=(SubmissionFormat("", ("classification.csv", "localization.csv"),
+                                      "`classification.csv`: `image_path,prediction` (the probability that the "
+                                      "image holds a foreign object), one row per test image; `localization.csv`: "
+                                      "`image_path,prediction` with `probability x y` points separated by `;` "
+                                      "(pixel coordinates), one row per test image", "auc", "froc"),),
         algorithm=Algorithm("medchallenge.algorithms.object_cxr", "object-CXR foreign objects on chest X-rays: "
                             "synthetic-data heat-map detector (ONNX Runtime), classification.csv + localization.csv",
                             extras=("xray", "onnx", "dicom"), generator="object-cxr-images",
@@ -285,6 +301,12 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         evaluator_extras=("caption", "plots", "lemmatize"),
         editions=(Edition("2022", {"CAPTION_EDITION": "2022"}, ("--edition", "2022", "--secondary")),
                   Edition("2021", {"CAPTION_EDITION": "2021"}, ("--edition", "2021"))),
+        submissions=(SubmissionFormat("concept-detection", ("concepts.csv",),
+                                      "the concept run: `ImageID|CUI;CUI;...` per image (2021: a TAB or `|` "
+                                      "after the id)", "concept_f1", "concept_f1_secondary"),
+                     SubmissionFormat("caption-prediction", ("captions.csv",),
+                                      "the caption run: `ImageID|caption` per image (2021: a TAB or `|` after "
+                                      "the id)", "bleu", "rouge1")),
         algorithm=Algorithm("medchallenge.algorithms.imageclef_caption", "ImageCLEFmed Caption 2021/2022: UMLS "
                             "concepts and a retrieved caption per figure, synthetic-data CNN (ONNX Runtime)",
                             extras=("ct", "xray", "onnx"), generator="imageclef-caption-images",
