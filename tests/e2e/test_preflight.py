@@ -28,6 +28,7 @@ BROKEN = {
     "crash": r"The algorithm exited with status 1: RuntimeError: the model file weights\.onnx is missing",
     "slow": r"Time limit exceeded \(the job ran longer than 4 s\)",
     "memory": r"The algorithm exited with status 1: MemoryError \(the job ran out of memory: it may use 0\.5 GiB",
+    "memory-kill": r"The container was killed as it exceeded its memory limit \(1\.5 GB\)",
     "network": r"The algorithm exited with status 1: socket\.gaierror: .*\(the job tried to reach the network; "
                r"grand-challenge jobs have none",
     "outside": r"Output file 'tb-cavern-boxes\.json' was not produced \(the job wrote 1 file\(s\) outside /output "
@@ -64,8 +65,9 @@ def run_preflight(behaviour: str, cohort: Path, output: Path, *extra: str) -> tu
     return status, json.loads((output / "preflight.json").read_text())
 
 
-def leftover_containers() -> list[str]:
-    return subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", "name=medchallenge-preflight"],
+def leftover_containers(behaviour: str) -> list[str]:
+    """Containers of the behaviour's image still there (every job's container is removed)."""
+    return subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", f"ancestor={tag(behaviour)}"],
                           capture_output=True, text=True, check=True).stdout.split()
 
 
@@ -86,7 +88,7 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
     assert {c["condition"] for c in report["conditions"]} >= {"network", "memory", "time", "model", "GPU"}
     table = capsys.readouterr().out
     assert re.search(r"TST_001\.nii\.gz\s+succeeded", table) and "2/2 jobs succeeded; ready to upload" in table
-    assert not leftover_containers()
+    assert not leftover_containers("ok")
 
 
 @pytest.mark.parametrize("behaviour", sorted(BROKEN))
@@ -103,8 +105,8 @@ def test_a_broken_image_gives_one_clear_line_per_job_and_nothing_else(images, co
     evaluation = report["evaluation"]
     assert evaluation["error"] is None and evaluation["scored_as_missing"] == ["TST_001.nii.gz", "TST_002.nii.gz"]
     assert evaluation["notes"][0].startswith("2 failed job(s) scored as the evaluator scores a missing prediction")
-    assert (tmp_path / "out" / "preflight.html").exists() and not leftover_containers()
-    if behaviour == "memory":
+    assert (tmp_path / "out" / "preflight.html").exists() and not leftover_containers(behaviour)
+    if behaviour.startswith("memory"):
         assert all(job["peak_memory_bytes"] > 256 << 20 for job in report["jobs"])
 
 
