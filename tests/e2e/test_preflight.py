@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,7 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
         assert job["outputs"] == [{"socket": "tb-cavern-boxes", "relative_path": "tb-cavern-boxes.json",
                                    "valid": True, "error": None}]
         assert job["stdout_tail"][0].startswith("read ['") and job["stderr_tail"] == []
+        assert job["stdout_tail"][0].endswith("model []")  # an empty /opt/ml/model without --model
     evaluation = report["evaluation"]
     assert evaluation["scored_as_missing"] == [] and set(evaluation["aggregates"]) >= {"map", "ap_at_iou_0.40"}
     assert evaluation["intervals"]["map"]["n"] == 50
@@ -108,6 +110,28 @@ def test_a_broken_image_gives_one_clear_line_per_job_and_nothing_else(images, co
     assert (tmp_path / "out" / "preflight.html").exists() and not leftover_containers(behaviour)
     if behaviour.startswith("memory"):
         assert all(job["peak_memory_bytes"] > 256 << 20 for job in report["jobs"])
+
+
+def test_the_model_tarball_is_in_opt_ml_model_and_one_with_a_link_is_refused_before_any_job(images, cohort,
+                                                                                            tmp_path, capsys):
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "weights.onnx").write_bytes(b"w")
+    with tarfile.open(tmp_path / "model.tar.gz", "w:gz") as archive:
+        archive.add(model, arcname=".")
+    status, report = run_preflight("ok", cohort, tmp_path / "out", "--model", str(tmp_path / "model.tar.gz"))
+    assert status == 0 and report["model"] == "model.tar.gz"
+    assert all(job["stdout_tail"][0].endswith("model ['sub', 'weights.onnx']") for job in report["jobs"])
+    (model / "link").symlink_to("/etc/passwd")
+    with tarfile.open(tmp_path / "linked.tar.gz", "w:gz") as archive:
+        archive.add(model, arcname=".")
+    capsys.readouterr()
+    assert preflight(["--challenge", "tb-caverns", "--image", tag("ok"), "--cases", str(cohort / "input"),
+                      "--model", str(tmp_path / "linked.tar.gz"), "--output", str(tmp_path / "refused")]) == 1
+    assert not (tmp_path / "refused" / "preflight.json").exists()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"error: model linked\.tar\.gz: member \d is a link; grand-challenge's model tarballs hold "
+                        r"regular files and folders only", line), line
 
 
 def test_a_root_image_is_refused_before_any_job_as_grand_challenge_refuses_it(images, cohort, tmp_path, capsys):

@@ -13,7 +13,7 @@ BOXES = {"version": 1, "boxes": [{"voxel_bbox": [1, 1, 1, 4, 4, 3], "probability
 
 inputs = json.loads(Path("/input/inputs.json").read_text())
 image = next(Path("/input", v["interface"]["relative_path"]).glob("*.mha") for v in inputs)
-print(f"read {sorted(p.name for p in image)}")
+print(f"read {sorted(p.name for p in image)}; model {sorted(p.name for p in Path('/opt/ml/model').iterdir())}")
 
 if BEHAVIOUR == "ok":
     time.sleep(0.5)  # as a model loads: the runner's memory poll (every 0.1 s) sees the job running
