@@ -1,0 +1,44 @@
+"""A TB-caverns algorithm (socket ct-image in, tb-cavern-boxes.json out) that misbehaves as $BEHAVIOUR says."""
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+BEHAVIOUR = os.environ.get("BEHAVIOUR", "ok")
+OUTPUT = Path("/output")
+BOXES = {"version": 1, "boxes": [{"voxel_bbox": [1, 1, 1, 4, 4, 3], "probability": 0.5}]}
+
+inputs = json.loads(Path("/input/inputs.json").read_text())
+image = next(Path("/input", v["interface"]["relative_path"]).glob("*.mha") for v in inputs)
+print(f"read {sorted(p.name for p in image)}; model {sorted(p.name for p in Path('/opt/ml/model').iterdir())}")
+
+if BEHAVIOUR == "ok":
+    time.sleep(0.5)  # as a model loads: the runner's memory poll (every 0.1 s) sees the job running
+    (OUTPUT / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
+elif BEHAVIOUR == "no-output":
+    print("done, forgot to write")
+elif BEHAVIOUR == "wrong-name":
+    (OUTPUT / "tb_cavern_boxes.json").write_text(json.dumps(BOXES))
+elif BEHAVIOUR == "invalid-json":
+    (OUTPUT / "tb-cavern-boxes.json").write_text("{'boxes': [}")
+elif BEHAVIOUR == "crash":
+    raise RuntimeError("the model file weights.onnx is missing")
+elif BEHAVIOUR == "slow":
+    time.sleep(600)
+elif BEHAVIOUR == "memory":
+    hoard = [bytearray(64 << 20) for _ in range(10_000)]
+elif BEHAVIOUR == "memory-kill":  # shared memory: not data (RLIMIT_DATA), but the container's memory
+    import mmap
+
+    shared = mmap.mmap(-1, 8 << 30)
+    for offset in range(0, len(shared), 4096):
+        shared[offset] = 1
+elif BEHAVIOUR == "network":
+    socket.create_connection(("download.pytorch.org", 443), timeout=5)
+elif BEHAVIOUR == "outside":
+    (Path.home() / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
+else:
+    sys.exit(f"unknown BEHAVIOUR {BEHAVIOUR}")
