@@ -263,7 +263,8 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
 CSV_COLUMNS = ("rank", "team", "value", "low", "high", "median_rank", "rank_low", "rank_high", "p_first")
 
 
-FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")  # a spreadsheet evaluates a cell starting so as a formula
+# a spreadsheet evaluates a cell starting so as a formula (OWASP's other two, tab and CR, team_label makes visible)
+FORMULA_STARTS = ("=", "+", "-", "@")
 
 
 def spreadsheet_text(text: str) -> str:

@@ -4,6 +4,7 @@ significance map, drawn from leaderboard.json's content."""
 
 from __future__ import annotations
 
+import unicodedata
 from html import escape
 from typing import Any
 
@@ -13,9 +14,10 @@ BIDI_CONTROLS = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u20
 
 
 def team_label(name: str) -> str:
-    """A team name as shown to people (page, CSV, log): bidirectional formatting characters written as visible
-    `<U+202E>` marks, so that no name can reorder the text around it."""
-    return "".join(f"<U+{ord(c):04X}>" if ord(c) in BIDI_CONTROLS else c for c in name)
+    """A team name as shown to people (page, CSV, log): bidirectional formatting and control characters written as
+    visible `<U+202E>` marks, so that no name can reorder the text around it or break a line."""
+    return "".join(f"<U+{ord(c):04X}>" if ord(c) in BIDI_CONTROLS or unicodedata.category(c) == "Cc" else c
+                   for c in name)
 
 
 def _team(name: str) -> str:
