@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 
 from .errors import InputError
@@ -51,8 +52,13 @@ def cuda_provider_options() -> dict[str, str]:
     return {"use_tf32": tf32, "cudnn_conv_algo_search": "HEURISTIC"}
 
 
-def _first_line(exc: Exception) -> str:
-    return next((line.strip() for line in str(exc).splitlines() if line.strip()), type(exc).__name__)[:300]
+def _reason(exc: Exception) -> str:
+    """What ONNX Runtime's error says, in a few words: CUDA's `CUDA failure N: ...` when there is one (the message
+    starts with a C++ signature), else its first line."""
+    text = str(exc)
+    cuda = re.search(r"CUDA failure \d+: [^;\n]*", text)
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return (cuda.group(0).strip() if cuda else first)[:200]
 
 
 def create_session(model_path: Path, device: str = "auto", spinning: bool = True):
@@ -87,6 +93,7 @@ def create_session(model_path: Path, device: str = "auto", spinning: bool = True
     providers: list = ["CPUExecutionProvider"]
     if use_cuda:
         providers = [("CUDAExecutionProvider", cuda_provider_options())] + (providers if device == "auto" else [])
+    cuda_failed = False
     try:
         try:
             session = ort.InferenceSession(str(model_path), sess_options=options, providers=providers,
@@ -97,22 +104,23 @@ def create_session(model_path: Path, device: str = "auto", spinning: bool = True
             if device == "cuda":
                 if any(marker in str(exc) for marker in NO_GPU_MARKERS):
                     raise InputError("--device cuda: no GPU is visible (ONNX Runtime's CUDA provider did not start: "
-                                     f"{_first_line(exc)}); give the container a GPU, or use --device auto") from None
+                                     f"{_reason(exc)}); give the container a GPU, or use --device auto") from None
                 raise
-            log.warning("CUDA provider failed to start (%s); running on CPU", _first_line(exc))
+            log.warning("CUDA provider failed to start (%s); running on CPU", _reason(exc))
+            cuda_failed = True
             session = ort.InferenceSession(str(model_path), sess_options=options, providers=["CPUExecutionProvider"],
                                            enable_fallback=0)
     except InputError:
         raise
     except Exception as exc:  # onnxruntime raises its own exception types for unreadable models
-        raise InputError(f"{model_path}: cannot load the ONNX model ({type(exc).__name__}: {_first_line(exc)})"
+        raise InputError(f"{model_path}: cannot load the ONNX model ({type(exc).__name__}: {_reason(exc)})"
                          ) from None
     used = session.get_providers()
     if device == "cuda" and "CUDAExecutionProvider" not in used:
         raise InputError(f"--device cuda: no GPU is visible (ONNX Runtime's CUDA provider did not start; the "
                          f"session got {used}); give the container a GPU, or use --device auto")
     log.info("ONNX Runtime %s: model %s on %s", ort.__version__, model_path, used[0])
-    if use_cuda and used[0] != "CUDAExecutionProvider":
+    if use_cuda and not cuda_failed and used[0] != "CUDAExecutionProvider":
         log.warning("CUDA provider requested but no GPU is visible; running on CPU")
     return session
 
