@@ -72,7 +72,8 @@ def test_device_cuda_whose_session_got_no_cuda_provider_is_one_line(monkeypatch,
 def test_device_cuda_whose_provider_fails_without_a_gpu_is_one_line(monkeypatch, capsys):
     FakeGpuRuntime(monkeypatch, fails="CUDA failure 100: no CUDA-capable device is detected ; GPU=0\nmore")
     with pytest.raises(InputError, match=r"^--device cuda: no GPU is visible \(ONNX Runtime's CUDA provider did not "
-                                         r"start: CUDA failure 100: no CUDA-capable device is detected\); give the container a GPU"):
+                                         r"start: CUDA failure 100: no CUDA-capable device is detected\); give the "
+                                         r"container a GPU"):
         create_session(MODEL, "cuda")
     assert capsys.readouterr().out == ""
 

@@ -175,10 +175,6 @@ def check_nifti_complete(path: Path) -> tuple[NiftiHeader, int]:
     return nifti, counter.count if counter is not None else 0
 
 
-def non_finite_message(path: Path, count: int, what: str) -> str:
-    return f"{path}: {count} NaN or infinite voxel(s) in the {what}"
-
-
 def read_image(path: Path, what: str = "image", allow_non_finite: bool = False):
     """`sitk.ReadImage` after the header checks (NIfTI self-consistency and length, the image-size limit for every
     format), with one clear InputError line on failure. NaN or infinite voxels are refused unless
@@ -190,7 +186,8 @@ def read_image(path: Path, what: str = "image", allow_non_finite: bool = False):
         if path.name.lower().endswith((".nii", ".nii.gz")):
             _, non_finite = check_nifti_complete(path)
             if non_finite and not allow_non_finite:
-                raise InputError(f"{non_finite_message(path, non_finite, what)}; expected finite values")
+                raise InputError(f"{path}: {non_finite} NaN or infinite voxel(s) in the {what}; expected finite "
+                                 "values")
         else:  # other formats: the header's size against the limit before ITK allocates the voxels
             reader = sitk.ImageFileReader()
             reader.SetFileName(str(path))

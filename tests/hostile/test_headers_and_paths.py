@@ -34,7 +34,8 @@ def nifti_ct(path: Path, pixdim3: float | None = None, shape=(16, 12, 10), affin
 def test_an_implausible_nifti_spacing_is_one_line_naming_the_field(tmp_path, value):
     # ITK reads 0, NaN and infinity as 1.0 and a negative one as its absolute value: the stored pixdim is checked
     path = nifti_ct(tmp_path / "ct.nii.gz", value)
-    with pytest.raises(InputError, match=rf"ct.nii.gz: pixdim\[3\] = {re.escape(f'{value:g}')}: expected a voxel spacing between "
+    stored = re.escape(f"{value:g}")
+    with pytest.raises(InputError, match=rf"ct.nii.gz: pixdim\[3\] = {stored}: expected a voxel spacing between "
                                          r"0.01 and 100 mm"):
         read_ct(path)
 

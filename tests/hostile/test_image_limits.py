@@ -155,8 +155,8 @@ def png_of_zeros(path: Path, width: int, height: int, bit_depth: int = 16) -> Pa
     deflater = zlib.compressobj(9)
     row = bytes(1 + width * bit_depth // 8)  # filter byte 0, then the samples
     idat = b"".join(deflater.compress(row) for _ in range(height)) + deflater.flush()
-    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, bit_depth, 0, 0, 0, 0))
-                     + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
+    header = struct.pack(">IIBBBBB", width, height, bit_depth, 0, 0, 0, 0)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", idat) + chunk(b"IEND", b""))
     return path
 
 
@@ -171,7 +171,8 @@ def test_a_13000_square_16_bit_png_is_refused_by_the_caption_algorithm(big_png):
     assert big_png.stat().st_size < 400_000
     refused_with_little_memory(lambda: read_figure(big_png), rf"big.png: the header declares 169000000 pixels "
                                                              rf"\(13000 x 13000\), more than the limit of "
-                                                             rf"{MAX_PIXELS.default} pixels \(\$MEDCHALLENGE_MAX_PIXELS")
+                                                             rf"{MAX_PIXELS.default} pixels \(\$MEDCHALLENGE_MAX_"
+                                                             r"PIXELS")
 
 
 def test_a_13000_square_16_bit_png_is_refused_by_the_object_cxr_algorithm(big_png):

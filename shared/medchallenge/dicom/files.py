@@ -150,7 +150,8 @@ def read_pixels(path: Path):
         dataset = pydicom.dcmread(path)
         if "PixelData" not in dataset:
             raise InputError(f"{path}: no pixel data")
-        if not dataset.file_meta.TransferSyntaxUID.is_compressed or str(dataset.file_meta.TransferSyntaxUID) == DEFLATED:
+        syntax = dataset.file_meta.TransferSyntaxUID
+        if not syntax.is_compressed or str(syntax) == DEFLATED:  # native pixel data: its length is the check
             stored = len(dataset.PixelData)
             if stored not in (expected, expected + 1):
                 raise InputError(f"{path}: {stored} bytes of pixel data, but the header declares {declared}: "
