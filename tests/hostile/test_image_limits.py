@@ -147,6 +147,17 @@ def test_pixel_data_of_another_size_than_the_header_is_an_error(tmp_path):
         read_radiograph(path, (512, 512))
 
 
+def test_native_pixel_data_longer_than_the_header_says_is_refused_before_it_is_read(tmp_path):
+    meta, body = part10(radiograph(64, 64), "1.2.840.10008.1.2.1")
+    stored = 64 << 20
+    path = tmp_path / "long.dcm"
+    with open(path, "wb") as handle:
+        handle.write(meta + body + b"\xe0\x7f\x10\x00OB\0\0" + struct.pack("<I", stored))
+        handle.truncate(handle.tell() + stored)  # 64 MiB of zeros, sparse
+    refused_with_little_memory(lambda: read_pixels(path), r"long.dcm: 67108864 bytes of pixel data, but the header "
+                                                          r"declares Rows x Columns 64 x 64", budget=8 << 20)
+
+
 def png_of_zeros(path: Path, width: int, height: int, bit_depth: int = 16) -> Path:
     """A grey PNG of zeros, its IDAT compressed as a stream (13,000 x 13,000 x 16 bits: about 330 kB)."""
     def chunk(kind: bytes, data: bytes) -> bytes:

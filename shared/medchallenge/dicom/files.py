@@ -133,6 +133,7 @@ def read_pixels(path: Path):
     data whose length or decoded shape differs from what Rows, Columns, NumberOfFrames and SamplesPerPixel say is
     one InputError naming the file."""
     import pydicom
+    from pydicom.dataelem import RawDataElement
 
     header = read_header(path)
     rows, columns, frames, samples, bits = pixel_layout(header, path)
@@ -147,12 +148,15 @@ def read_pixels(path: Path):
                 if total > bound:
                     raise InputError(f"{path}: the deflated dataset inflates to more than {bound} bytes, more than "
                                      f"its header declares ({declared})")
-        dataset = pydicom.dcmread(path)
+        # values longer than the native pixel data are left in the file until used: a native file holding more
+        # than its header says is refused from the element's length, before it is read
+        dataset = pydicom.dcmread(path, defer_size=expected + 2)
         if "PixelData" not in dataset:
             raise InputError(f"{path}: no pixel data")
         syntax = dataset.file_meta.TransferSyntaxUID
         if not syntax.is_compressed or str(syntax) == DEFLATED:  # native pixel data: its length is the check
-            stored = len(dataset.PixelData)
+            item = dataset.get_item("PixelData", keep_deferred=True)
+            stored = item.length if isinstance(item, RawDataElement) else len(item.value)
             if stored not in (expected, expected + 1):
                 raise InputError(f"{path}: {stored} bytes of pixel data, but the header declares {declared}: "
                                  f"{expected} bytes")
