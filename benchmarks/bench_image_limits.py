@@ -22,12 +22,14 @@ import sys, struct, zlib
 from pathlib import Path
 kind, path = sys.argv[1], Path(sys.argv[2])
 from medchallenge.errors import InputError
+from medchallenge.algorithms.imageclef_caption import read_figure
+from medchallenge.algorithms.object_cxr import read_radiograph
 try:
-    if kind == "dicom":
-        from medchallenge.algorithms.object_cxr import read_radiograph
+    if kind == "imports":
+        pass
+    elif kind == "dicom":
         read_radiograph(path, (512, 512))
     else:
-        from medchallenge.algorithms.imageclef_caption import read_figure
         read_figure(path)
 except InputError as exc:
     print(exc)
@@ -82,15 +84,23 @@ def _deflated_bomb(path: Path, edge: int) -> Path:
     return path
 
 
-def _refusal(kind: str, path: Path) -> dict:
+def _child(kind: str, path: Path) -> tuple[float, float, str, int]:
+    """(seconds, peak RSS in MB, stdout, exit status) of the reader run on `path` in a fresh process."""
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", BOMB, kind, str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
     _, status, usage = os.wait4(proc.pid, 0)
-    message = proc.stdout.read().decode().strip()
-    return {"file_bytes": path.stat().st_size, "seconds": round(time.perf_counter() - start, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "refused": "more than the limit" in message,
-            "exit_status": os.waitstatus_to_exitcode(status)}
+    return (time.perf_counter() - start, usage.ru_maxrss / 1024, proc.stdout.read().decode().strip(),
+            os.waitstatus_to_exitcode(status))
+
+
+def _refusal(kind: str, path: Path) -> dict:
+    """The refusal's time and peak RSS, next to the peak RSS of the same process that only imports the readers (a
+    child's peak counts what it shared with this process when it started)."""
+    seconds, peak, message, status = _child(kind, path)
+    return {"file_bytes": path.stat().st_size, "seconds": round(seconds, 2), "peak_rss_mb": round(peak, 1),
+            "imports_only_peak_rss_mb": round(_child("imports", path)[1], 1),
+            "refused": "more than the limit" in message, "exit_status": status}
 
 
 def run() -> dict:
