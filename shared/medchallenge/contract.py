@@ -108,6 +108,8 @@ class SocketValue:
         files = sorted(p for p in self.path.glob("*") if p.is_file() and not p.name.startswith("."))
         if len(files) != 1:
             raise InputError(f"{self.path}: expected exactly one image file for socket '{self.slug}', found {len(files)}")
+        if files[0].is_symlink():
+            raise InputError(f"{self.path}: the image file of socket '{self.slug}' is a symbolic link; refused")
         return files[0]
 
 
@@ -117,6 +119,12 @@ def _socket_value(entry: object, base: Path, where: str) -> SocketValue:
     relative_path = interface.get("relative_path") if isinstance(interface, dict) else None
     if not isinstance(slug, str) or not isinstance(relative_path, str):
         raise InputError(f"{where}: socket value without a string interface.slug and interface.relative_path")
+    if not re.fullmatch(r"[A-Za-z0-9_.-]{1,128}", slug):
+        raise InputError(f"{where}: interface.slug is not a socket slug (letters, digits, '-', '_', '.')")
+    path = base / relative_path
+    parts = relative_path.replace("\\", "/").split("/")
+    if relative_path.startswith(("/", "\\")) or ".." in parts or not path.resolve().is_relative_to(base.resolve()):
+        raise InputError(f"{where}: interface.relative_path of socket '{slug}' leaves {base}; refused")
     image = entry.get("image") or {}
     if isinstance(image, dict) and image.get("name") is not None and not isinstance(image["name"], str):
         raise InputError(f"{where}: image.name of socket '{slug}' must be a string")
@@ -124,7 +132,7 @@ def _socket_value(entry: object, base: Path, where: str) -> SocketValue:
         slug=slug,
         relative_path=relative_path,
         super_kind=interface.get("super_kind", ""),
-        path=base / relative_path,
+        path=path,
         image_name=image.get("name") if isinstance(image, dict) else None,
         value=entry.get("value"),
     )
@@ -138,7 +146,19 @@ def read_inputs_json(input_dir: Path) -> dict[str, SocketValue] | None:
     entries = read_json_file(path)
     if not isinstance(entries, list):
         raise InputError(f"{path}: expected a JSON list of socket values")
-    return {sv.slug: sv for sv in (_socket_value(e, input_dir, f"{path}[{i}]") for i, e in enumerate(entries))}
+    sockets = {sv.slug: sv for sv in (_socket_value(e, input_dir, f"{path}[{i}]") for i, e in enumerate(entries))}
+    for socket in sockets.values():
+        if socket.image_name is not None and not is_plain_file_name(socket.image_name):
+            raise InputError(f"{path}: image.name of socket '{socket.slug}' is not a plain file name (a path, a "
+                             "control character or more than 255 characters); refused")
+    return sockets
+
+
+def is_plain_file_name(name: str) -> bool:
+    """Whether `name` is a file name as grand-challenge keeps an upload's (panimg): no folder, not `.` or `..`,
+    printable, at most 255 characters."""
+    return (0 < len(name) <= 255 and name not in (".", "..") and "/" not in name and "\\" not in name
+            and name.isprintable())
 
 
 @dataclass

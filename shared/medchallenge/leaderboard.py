@@ -36,6 +36,7 @@ from . import bootstrap as boot
 from .errors import InputError, report_errors
 from .evaluator import Evaluator, Scored, build_parser, score, write_results
 from .io import write_json_atomic, write_text_atomic
+from .leaderboard_page import render, team_label
 from .logs import setup_logging
 from .registry import CHALLENGES
 from .significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
@@ -262,12 +263,25 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
 CSV_COLUMNS = ("rank", "team", "value", "low", "high", "median_rank", "rank_low", "rank_high", "p_first")
 
 
+# a spreadsheet evaluates a cell starting so as a formula (OWASP's other two, tab and CR, team_label makes visible)
+FORMULA_STARTS = ("=", "+", "-", "@")
+
+
+def spreadsheet_text(text: str) -> str:
+    """A text cell no spreadsheet takes for a formula (OWASP's CSV injection advice: a leading `'`), with
+    bidirectional formatting characters made visible (`team_label`)."""
+    text = team_label(text)
+    return "'" + text if text.startswith(FORMULA_STARTS) else text
+
+
 def leaderboard_csv(board: dict[str, Any]) -> str:
+    """The ranking as CSV; team names (folder names: anyone's text) neutralised by `spreadsheet_text`."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS[:2], board["metric"], *CSV_COLUMNS[3:]])
+    writer.writerow([*CSV_COLUMNS[:2], spreadsheet_text(board["metric"]), *CSV_COLUMNS[3:]])
     for row in board["teams"]:
-        writer.writerow(["" if row[c] is None else row[c] for c in CSV_COLUMNS])
+        writer.writerow([spreadsheet_text(row[c]) if c == "team" else "" if row[c] is None else row[c]
+                         for c in CSV_COLUMNS])
     return out.getvalue()
 
 
@@ -291,14 +305,12 @@ def main(argv: list[str] | None = None) -> int:
     if not scored:
         raise InputError(f"{args.submissions}: no submission could be scored ({teams[0].name}: {teams[0].error})")
     board = build(evaluator, args, scored, [t for t in teams if t.error is not None])
-    from .leaderboard_page import render
-
     write_json_atomic(args.output / "leaderboard.json", board)
     write_text_atomic(args.output / "leaderboard.csv", leaderboard_csv(board))
     write_text_atomic(args.output / "leaderboard.html", render(board))
     for row in board["teams"]:
-        log.info("%3d  %-24s %s = %.4f [%.4f, %.4f]  median rank %.1f", row["rank"], row["team"], board["metric"],
-                 row["value"], row["low"] if row["low"] is not None else float("nan"),
+        log.info("%3d  %-24s %s = %.4f [%.4f, %.4f]  median rank %.1f", row["rank"], team_label(row["team"]),
+                 board["metric"], row["value"], row["low"] if row["low"] is not None else float("nan"),
                  row["high"] if row["high"] is not None else float("nan"), row["median_rank"])
     log.info("leaderboard of %d submission(s) -> %s", len(scored), args.output / "leaderboard.html")
     return 0

@@ -4,10 +4,24 @@ significance map, drawn from leaderboard.json's content."""
 
 from __future__ import annotations
 
+import unicodedata
 from html import escape
 from typing import Any
 
 CELL = 34  # px per team in the plots
+# Unicode's bidirectional formatting characters: a U+202E in a team name reverses the text after it on the page
+BIDI_CONTROLS = dict.fromkeys(map(ord, "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"))
+
+
+def team_label(name: str) -> str:
+    """A team name as shown to people (page, CSV, log): bidirectional formatting and control characters written as
+    visible `<U+202E>` marks, so that no name can reorder the text around it or break a line."""
+    return "".join(f"<U+{ord(c):04X}>" if ord(c) in BIDI_CONTROLS or unicodedata.category(c) == "Cc" else c
+                   for c in name)
+
+
+def _team(name: str) -> str:
+    return escape(team_label(name))
 MARGIN_LEFT, MARGIN_TOP, MARGIN_BOTTOM = 150, 20, 120
 
 
@@ -17,7 +31,7 @@ def _number(value: float | None, digits: int = 4) -> str:
 
 def _x_labels(names: list[str], x0: float, y: float) -> str:
     return "".join(f'<text x="{x0 + (k + 0.5) * CELL:.1f}" y="{y:.1f}" text-anchor="end" '
-                   f'transform="rotate(-45 {x0 + (k + 0.5) * CELL:.1f} {y:.1f})">{escape(name)}</text>'
+                   f'transform="rotate(-45 {x0 + (k + 0.5) * CELL:.1f} {y:.1f})">{_team(name)}</text>'
                    for k, name in enumerate(names))
 
 
@@ -47,7 +61,7 @@ def blob_plot(board: dict[str, Any]) -> str:
             if count:
                 radius = 0.48 * CELL * (count / resamples) ** 0.5
                 parts.append(f'<circle cx="{x:.1f}" cy="{y_of(rank):.1f}" r="{radius:.2f}" class="blob">'
-                             f'<title>{escape(row["team"])}: rank {rank} in {count} of {resamples} resamples'
+                             f'<title>{_team(row["team"])}: rank {rank} in {count} of {resamples} resamples'
                              '</title></circle>')
         parts.append(f'<circle cx="{x:.1f}" cy="{y_of(row["median_rank"]):.1f}" r="3" class="median"/>')
     parts.append(_x_labels([row["team"] for row in teams], x0, y0 + n * CELL + 12))
@@ -69,13 +83,13 @@ def significance_map(board: dict[str, Any]) -> str:
     x0, y0 = MARGIN_LEFT, MARGIN_TOP
     for i, row_name in enumerate(names):
         parts.append(f'<text x="{x0 - 8}" y="{y0 + (i + 0.5) * CELL + 4:.1f}" text-anchor="end">'
-                     f'{escape(row_name)}</text>')
+                     f'{_team(row_name)}</text>')
         for j, column_name in enumerate(names):
             if i == j:
-                css, tip = "diagonal", escape(row_name)
+                css, tip = "diagonal", _team(row_name)
             else:
                 css = "significant" if sig["significant"][i][j] else "not-significant"
-                tip = (f"{escape(row_name)} better than {escape(column_name)}: p = {_number(sig['p'][i][j])}, "
+                tip = (f"{_team(row_name)} better than {_team(column_name)}: p = {_number(sig['p'][i][j])}, "
                        f"Holm-adjusted p = {_number(sig['p_holm'][i][j])}")
             parts.append(f'<rect x="{x0 + j * CELL}" y="{y0 + i * CELL}" width="{CELL}" height="{CELL}" '
                          f'class="{css}"><title>{tip}</title></rect>')
@@ -125,17 +139,17 @@ def render(board: dict[str, Any]) -> str:
     bounds = [v for row in teams for v in (row["low"], row["high"], row["value"]) if v is not None]
     lowest, highest = min(bounds), max(bounds)
     rows = "".join(
-        f"<tr><td>{row['rank']}</td><td>{escape(row['team'])}</td><td>{_number(row['value'])}</td>"
+        f"<tr><td>{row['rank']}</td><td>{_team(row['team'])}</td><td>{_number(row['value'])}</td>"
         f"<td>[{_number(row['low'])}, {_number(row['high'])}]</td><td>{ci_bar(row, lowest, highest)}</td>"
         f"<td>{row['median_rank']:g} [{row['rank_low']:g}, {row['rank_high']:g}]</td>"
         f"<td>{_number(row['p_first'], 3)}</td></tr>"
         for row in teams)
     aggregate_rows = "".join(
-        f"<tr><td>{escape(row['team'])}</td><td>{escape(key)}</td><td>{_number(value)}</td>"
+        f"<tr><td>{_team(row['team'])}</td><td>{escape(key)}</td><td>{_number(value)}</td>"
         f"<td>[{_number(row['intervals'].get(key, {}).get('low'))}, "
         f"{_number(row['intervals'].get(key, {}).get('high'))}]</td></tr>"
         for row in teams for key, value in row["aggregates"].items())
-    failed = "".join(f"<li>{escape(name)}: {escape(error)}</li>" for name, error in board["failed"].items())
+    failed = "".join(f"<li>{_team(name)}: {escape(team_label(error))}</li>" for name, error in board["failed"].items())
     tau = board["mean_kendall_tau"]
     test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
                  else "one-sided paired bootstrap test of the aggregate")

@@ -38,25 +38,35 @@ class Limit:
             raise InputError(f"${self.variable}={text!r}: expected a positive whole number of {self.unit}")
         return value
 
-    def refuse(self, path: Path, found: str) -> InputError:
+    def refuse(self, path: object, found: str) -> InputError:
         return InputError(f"{path}: {found}, more than the limit of {self.value()} {self.unit} "
                           f"(${self.variable} sets it)")
 
 
 # 512 x 512 x 1024: above RibFrac's thinnest CTs (about 700 slices of 512 x 512)
 MAX_VOXELS = Limit("MEDCHALLENGE_MAX_VOXELS", 512 * 512 * 1024, "voxels")
+# 8192 x 8192: above the largest radiograph detectors (43 cm at 0.1 mm) and any published figure; a 2-D image costs
+# 10 to 17 bytes per pixel while it is decoded (16-bit PNG in the caption algorithm), one decode per core
+MAX_PIXELS = Limit("MEDCHALLENGE_MAX_PIXELS", 8192 * 8192, "pixels")
 MAX_TEXT_BYTES = Limit("MEDCHALLENGE_MAX_TEXT_BYTES", 64 << 20, "bytes")
 MAX_TEXT_LINES = Limit("MEDCHALLENGE_MAX_TEXT_LINES", 1_000_000, "lines")
 # one line of object-CXR's localization.csv at 1 MiB holds some 50,000 points: the limit on points per image
 MAX_LINE_BYTES = Limit("MEDCHALLENGE_MAX_LINE_BYTES", 1 << 20, "bytes per line")
 
 
-def check_voxel_count(path: Path, size: tuple[int, ...], components: int = 1) -> None:
-    """Refuse an image whose header declares more voxels than MAX_VOXELS (a decompression bomb or a mistake)."""
+def check_image_size(where: object, size: tuple[int, ...], components: int = 1,
+                     found: str = "the header declares") -> None:
+    """Refuse an image (decoded, or a grid to be resampled to) of more pixels than MAX_PIXELS (a 2-D image: two
+    axes, or a third of length 1; colour channels not counted) or voxels than MAX_VOXELS (a volume; times its
+    components), before its memory is allocated: the one check of every reader and resampler (a decompression bomb,
+    a header that lies, an absurd spacing)."""
+    size = tuple(int(d) for d in size)
+    planar = len(size) <= 2 or all(d == 1 for d in size[2:])
+    limit, components = (MAX_PIXELS, 1) if planar else (MAX_VOXELS, components)
     count = math.prod(size) * components
-    if count > MAX_VOXELS.value():
+    if count > limit.value():
         shape = " x ".join(str(d) for d in size) + (f" x {components} components" if components > 1 else "")
-        raise MAX_VOXELS.refuse(path, f"the header declares {count} voxels ({shape})")
+        raise limit.refuse(where, f"{found} {count} {limit.unit} ({shape})")
 
 
 def check_text_size(path: Path) -> None:

@@ -32,6 +32,7 @@ import numpy as np
 
 from ..contract import strip_image_suffix
 from ..errors import InputError
+from ..imaging import open_picture
 from ..formats.imageclef_caption import CAPTIONS_RUN, CONCEPTS_RUN, MAX_CONCEPTS, PIPE
 from ..sockets import CAPTION, CAPTION_INTERFACE, MEDICAL_IMAGE, UMLS_CONCEPTS
 from .runner import Algorithm, Case
@@ -110,7 +111,7 @@ def read_figure(path) -> Image.Image:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        with Image.open(path) as image:
+        with open_picture(path) as image:
             image.load()
             if getattr(image, "n_frames", 1) > 1:
                 image.seek(0)

@@ -28,6 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..imaging import open_picture
 from ..sockets import CHEST_X_RAY, FOREIGN_OBJECT_LIKELIHOOD, FOREIGN_OBJECTS, OBJECT_CXR_INTERFACE
 from ..dicom.detectors import foreign_object_results
 from .runner import Algorithm, Case, DicomContract
@@ -123,7 +124,7 @@ def read_pil(path: Path, target: tuple[int, int]) -> Radiograph:
     from PIL import Image, UnidentifiedImageError
 
     try:
-        image = Image.open(path)
+        image = open_picture(path)
         orientation = int(image.getexif().get(EXIF_ORIENTATION_TAG, 1) or 1)
         stored_w, stored_h = image.size
         upright = (stored_h, stored_w) if orientation in (5, 6, 7, 8) else (stored_w, stored_h)
@@ -161,14 +162,16 @@ def _orient(pixels: np.ndarray, orientation: int) -> np.ndarray:
 
 def read_dicom(path: Path) -> Radiograph:
     """A DICOM CR/DX radiograph: modality LUT applied, MONOCHROME1 inverted, colour by luma, first frame."""
-    import pydicom
     from pydicom.pixels import apply_modality_lut
 
+    from ..dicom.files import read_pixels
+
+    dataset, pixels = read_pixels(path)  # checked against its header and the image-size limit
     try:
-        dataset = pydicom.dcmread(path)
-        pixels = np.asarray(apply_modality_lut(dataset.pixel_array, dataset), dtype=np.float32)
-    except Exception as exc:  # pydicom raises many types for broken files and unsupported transfer syntaxes
-        raise InputError(f"{path}: cannot read the DICOM chest X-ray ({type(exc).__name__}: {exc})") from None
+        pixels = np.asarray(apply_modality_lut(pixels, dataset), dtype=np.float32)
+    except Exception as exc:  # pydicom raises many types for broken LUTs
+        raise InputError(f"{path}: cannot apply the modality LUT of the DICOM chest X-ray ({type(exc).__name__}: "
+                         f"{exc})") from None
     photometric = str(dataset.get("PhotometricInterpretation", "MONOCHROME2"))
     frames = int(dataset.get("NumberOfFrames", 1) or 1)
     if frames > 1:

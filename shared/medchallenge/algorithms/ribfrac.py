@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..formats.ribfrac import case_id_from_gc_image_name
-from ..imaging import read_ct
+from ..imaging import read_ct, resampled_size
 from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES, RIBFRAC_INTERFACE
 from ..dicom.detectors import rib_fracture_results
 from .runner import Algorithm, Case, DicomContract, ImageOutput
@@ -114,11 +114,13 @@ class CasePrediction:
     detections: list[Detection] = field(default_factory=list)
 
 
-def resample_isotropic(image, spacing_mm: float, interpolator=None, default: float = -1024.0, pixel_type=None):
-    """`image` on an isotropic grid of `spacing_mm` covering the same extent (same origin and direction)."""
+def resample_isotropic(image, spacing_mm: float, interpolator=None, default: float = -1024.0, pixel_type=None,
+                       where: object = "CT"):
+    """`image` on an isotropic grid of `spacing_mm` covering the same extent (same origin and direction); a grid
+    over the image-size limit is refused first."""
     import SimpleITK as sitk
 
-    size = [max(1, int(round(n * s / spacing_mm))) for n, s in zip(image.GetSize(), image.GetSpacing())]
+    size = resampled_size(image, (spacing_mm,) * 3, where)
     return sitk.Resample(image, size, sitk.Transform(), interpolator or sitk.sitkLinear, image.GetOrigin(),
                          (spacing_mm,) * 3, image.GetDirection(), default,
                          sitk.sitkFloat32 if pixel_type is None else pixel_type)
@@ -346,7 +348,7 @@ class FractureDetector:
         path = case.inputs[CT_IMAGE.slug]
         image, array = read_ct(path, case.read_image(CT_IMAGE.slug, "CT image"))
         check_hu_like(array, path, self.pre)
-        resampled = resample_isotropic(image, self.pre.spacing_mm)
+        resampled = resample_isotropic(image, self.pre.spacing_mm, where=path)
         labels, detections = self.predict_array(sitk.GetArrayViewFromImage(resampled),
                                                 self.classifier_on(image, resampled), str(path))
         label_image = sitk.GetImageFromArray(labels)

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..contract import strip_image_suffix
 from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
-from ..imaging import read_ct
+from ..imaging import read_ct, resampled_size
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
 from ..dicom.series import DicomSeries
 from ..dicom.sr import BoxFinding, FindingKind, box_report
@@ -225,7 +225,7 @@ class CavernDetector:
     def detect(self, ct_zyx: np.ndarray) -> list[Detection]:
         return probabilities_to_detections(self.probabilities(ct_zyx), ct_zyx.shape, self.pre, self.post)
 
-    def detect_image(self, image, ct_zyx: np.ndarray) -> list[Detection]:
+    def detect_image(self, image, ct_zyx: np.ndarray, where: object = "CT") -> list[Detection]:
         """Detections in `image`'s voxel grid; a CT of another spacing is resampled to the training spacing."""
         spacing = np.asarray(image.GetSpacing())
         target = np.asarray(self.pre.spacing_xyz_mm)
@@ -233,7 +233,7 @@ class CavernDetector:
             return self.detect(ct_zyx)
         import SimpleITK as sitk
 
-        resampled = resample_to_spacing(image, self.pre.spacing_xyz_mm)
+        resampled = resample_to_spacing(image, self.pre.spacing_xyz_mm, where)
         log.info("spacing %s mm resampled to %s mm for the model", tuple(round(v, 3) for v in spacing),
                  self.pre.spacing_xyz_mm)
         detections = self.detect(sitk.GetArrayViewFromImage(resampled))
@@ -241,17 +241,18 @@ class CavernDetector:
 
     def predict(self, case: Case) -> CaseDetections:
         """The case's detections and its per-case JSON."""
-        image, array = read_ct(case.inputs[CT_IMAGE.slug], case.read_image(CT_IMAGE.slug, "CT image"))
-        detections = self.detect_image(image, array)
+        path = case.inputs[CT_IMAGE.slug]
+        image, array = read_ct(path, case.read_image(CT_IMAGE.slug, "CT image"))
+        detections = self.detect_image(image, array, path)
         return CaseDetections(detections, case_result(case.name, image, detections))
 
 
-def resample_to_spacing(image, spacing_xyz_mm: tuple[float, float, float]):
-    """`image` on a grid of the given spacing (same origin and direction, linear interpolation, air outside)."""
+def resample_to_spacing(image, spacing_xyz_mm: tuple[float, float, float], where: object = "CT"):
+    """`image` on a grid of the given spacing (same origin and direction, linear interpolation, air outside); a grid
+    over the image-size limit is refused first."""
     import SimpleITK as sitk
 
-    size = np.asarray(image.GetSize()) * np.asarray(image.GetSpacing()) / np.asarray(spacing_xyz_mm)
-    return sitk.Resample(image, [max(1, int(round(n))) for n in size], sitk.Transform(), sitk.sitkLinear,
+    return sitk.Resample(image, resampled_size(image, spacing_xyz_mm, where), sitk.Transform(), sitk.sitkLinear,
                          image.GetOrigin(), tuple(spacing_xyz_mm), image.GetDirection(), -1024.0, sitk.sitkInt16)
 
 

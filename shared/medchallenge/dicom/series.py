@@ -22,7 +22,9 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..limits import check_voxel_count
+from ..imaging import check_spacing
+from ..limits import check_image_size
+from .files import number, read_header, read_pixels
 
 log = logging.getLogger("medchallenge.dicom")
 
@@ -72,15 +74,9 @@ class DicomSeries:
 
 def read_headers(files: list[Path]) -> list[DicomSeries]:
     """The series of `files` (headers read without pixel data), in order of study and series UID."""
-    import pydicom
-    from pydicom.errors import InvalidDicomError
-
     groups: dict[tuple[str, str], list[tuple[Path, object]]] = defaultdict(list)
     for path in files:
-        try:
-            header = pydicom.dcmread(path, stop_before_pixels=True)
-        except (InvalidDicomError, OSError, ValueError, EOFError, KeyError) as exc:
-            raise InputError(f"{path}: cannot read the DICOM header ({exc})") from None
+        header = read_header(path)
         if "SeriesInstanceUID" not in header or "StudyInstanceUID" not in header:
             raise InputError(f"{path}: a DICOM file without StudyInstanceUID or SeriesInstanceUID")
         groups[(str(header.StudyInstanceUID), str(header.SeriesInstanceUID))].append((path, header))
@@ -103,26 +99,32 @@ def find_series(folder: Path) -> list[DicomSeries]:
 
 def _vector(header, keyword: str, length: int, series: DicomSeries) -> np.ndarray:
     value = header.get(keyword)
-    if value is None or len(value) != length:
-        raise InputError(f"series {series.series_uid}: a slice without a valid {keyword}")
-    return np.asarray([float(v) for v in value], dtype=np.float64)
+    try:
+        vector = np.asarray([float(v) for v in value], dtype=np.float64) if value is not None else None
+    except (TypeError, ValueError):
+        vector = None
+    if vector is None or vector.shape != (length,) or not np.isfinite(vector).all():
+        raise InputError(f"series {series.series_uid}: a slice without a valid {keyword} (expected {length} numbers)")
+    return vector
 
 
 def ordered_volume_series(series: DicomSeries) -> tuple[DicomSeries, float]:
     """`series` with its slices in position order along the normal, and the slice spacing in mm; an InputError
     with one line when the series is no evenly spaced volume of parallel, untilted slices."""
     where = f"series {series.series_uid} ({series.modality}, {len(series.files)} file(s))"
-    if any("NumberOfFrames" in h and int(h.NumberOfFrames) > 1 for h in series.headers):
+    if any(number(h, "NumberOfFrames", f"series {series.series_uid}", default=1, kind=int) > 1
+           for h in series.headers):
         raise InputError(f"{where}: multi-frame images are not supported; export the series as single-frame slices")
     if len(series.files) < 2:
         raise InputError(f"{where}: a volume needs at least 2 slices")
-    tilt = [float(h.GantryDetectorTilt) for h in series.headers if h.get("GantryDetectorTilt") not in (None, "")]
+    tilt = [number(h, "GantryDetectorTilt", f"series {series.series_uid}", default=0.0) for h in series.headers]
     if any(abs(t) > 1e-3 for t in tilt):
         raise InputError(f"{where}: gantry tilt {max(tilt, key=abs):g} degrees; tilted acquisitions are refused "
                          "(reconstruct or resample the series without tilt)")
     first = series.first
     orientation = _vector(first, "ImageOrientationPatient", 6, series)
     spacing = _vector(first, "PixelSpacing", 2, series)
+    check_spacing(f"series {series.series_uid}", spacing, "PixelSpacing[{}]")
     for header, path in zip(series.headers, series.files):
         if (header.get("Rows"), header.get("Columns")) != (first.get("Rows"), first.get("Columns")):
             raise InputError(f"{path}: {header.get('Rows')}x{header.get('Columns')} pixels, other slices of {where} "
@@ -187,23 +189,21 @@ def select_study_series(series: list[DicomSeries], modalities: tuple[str, ...]) 
 
 def read_volume(series: DicomSeries, spacing_mm: float):
     """The SimpleITK image (float32 rescaled values, e.g. HU) of an ordered series from `ordered_volume_series`."""
-    import pydicom
     import SimpleITK as sitk
 
     first = series.first
-    rows, columns = int(first.Rows), int(first.Columns)
-    check_voxel_count(series.files[0].parent, (columns, rows, len(series.files)))
+    rows = number(first, "Rows", series.files[0], kind=int)
+    columns = number(first, "Columns", series.files[0], kind=int)
+    check_image_size(series.files[0].parent, (columns, rows, len(series.files)))
     volume = np.empty((len(series.files), rows, columns), dtype=np.float32)
     for k, path in enumerate(series.files):
-        try:
-            dataset = pydicom.dcmread(path)
-            pixels = dataset.pixel_array
-        except Exception as exc:  # pydicom raises many kinds for corrupt or undecodable pixel data
-            raise InputError(f"{path}: cannot decode the pixel data ({type(exc).__name__}: {exc})") from None
+        dataset, pixels = read_pixels(path)
         if pixels.shape != (rows, columns):
             raise InputError(f"{path}: pixel data of shape {pixels.shape}, expected ({rows}, {columns})")
-        slope = float(dataset.get("RescaleSlope", 1) or 1)
-        intercept = float(dataset.get("RescaleIntercept", 0) or 0)
+        slope = number(dataset, "RescaleSlope", path, default=1.0)
+        if slope == 0:
+            raise InputError(f"{path}: RescaleSlope 0: expected a non-zero number")
+        intercept = number(dataset, "RescaleIntercept", path, default=0.0)
         volume[k] = pixels.astype(np.float32) * slope + intercept
     orientation = np.asarray([float(v) for v in first.ImageOrientationPatient])
     normal = np.cross(orientation[:3], orientation[3:])

@@ -24,6 +24,7 @@ from ..errors import InputError, note_or_refuse
 from ..bootstrap import resampled_ids
 from ..evaluator import CaseRecord, Cases, Evaluator, Summary
 from ..formats import ribfrac as formats
+from ..imaging import nifti_non_finite_voxels
 from ..metrics import ribfrac as metrics
 from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES
 
@@ -285,6 +286,7 @@ def collect_sources(input_dir: Path, gt_dir: Path,
             sources[case_id] = CaseSource(gt_volumes[case_id], instances.image_file(), gt_rows, tuple(detections),
                                           str(detections_path))
     notes += _non_finite_notes(sources, strict)
+    notes += _non_finite_voxel_notes(sources, strict)
     notes += _nan_code_notes(sources, strict, formats.text_code_cell(row for rows in gt_csv.values() for row in rows),
                              formats.text_code_cell(row for s in sources.values() for row in s.pred_rows))
     notes += _text_confidence_notes(sources, strict)
@@ -345,6 +347,21 @@ def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]
                f"confidence in {len(cases)} case(s) ({name_list(cases)})")
     return note_or_refuse(message, strict, "NaN and -inf are above no FROC threshold and +inf above every one, as "
                           "in the official code (pandas); the detection records show them as null and 1.0")
+
+
+def _non_finite_voxel_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
+    """NaN or infinite voxels of NIfTI masks (floating-point ones, as nibabel writes a float array): the official
+    code casts nibabel's values to uint8, which makes them 0; ITK reads them as 0 too."""
+    volumes = [path for source in sources.values() for path in (source.gt_volume, source.pred_volume)
+               if path is not None and path.name.lower().endswith((".nii", ".nii.gz"))]
+    counts = {path: nifti_non_finite_voxels(path) for path in volumes}
+    bad = [path for path, count in counts.items() if count]
+    if not bad:
+        return []
+    message = (f"{sum(counts.values())} NaN or infinite voxel(s) in {len(bad)} mask(s) "
+               f"({name_list([p.name for p in bad])})")
+    return note_or_refuse(message, strict, "read as label 0 (background), as the official code's uint8 cast of "
+                          "nibabel's values reads them")
 
 
 NOTES = [

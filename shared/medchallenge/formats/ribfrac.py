@@ -286,7 +286,9 @@ def read_label_volume(path: Path) -> np.ndarray:
     """
     import SimpleITK as sitk
 
-    image = read_image(path, "label volume")
+    # NaN or infinite NIfTI voxels: ITK reads them as 0, as the official uint8 cast of nibabel's values does (the
+    # evaluator notes them, `--strict` refuses them); other formats keep them, refused below
+    image = read_image(path, "label volume", allow_non_finite=True)
     if image.GetNumberOfComponentsPerPixel() != 1 or image.GetDimension() != 3:
         raise InputError(f"{path}: expected a 3-D single-channel label volume, got {image.GetDimension()}-D "
                          f"with {image.GetNumberOfComponentsPerPixel()} component(s)")
