@@ -1,0 +1,107 @@
+"""Grand-challenge's conditions for an algorithm job, each with where it comes from, and the limits a job runs under.
+
+Sources (see /work/shared/docs/grand-challenge-contract.md, §1): comic/grand-challenge.org `components/models.py`,
+`algorithms/models.py`, `evaluation/models.py`, `components/backends/amazon_sagemaker_training.py`,
+`settings.py`; DIAGNijmegen/rse-sagemaker-shim (the binary GC puts into every image and that runs the job).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from .errors import EmulationError
+
+GIB = 1 << 30
+
+# The shim adds these to the process environment (and HOME from /etc/passwd, which docker sets the same way).
+GC_ENVIRONMENT = {"LOG_LEVEL": "INFO", "PYTHONUNBUFFERED": "1", "no_proxy": "amazonaws.com"}
+# The shim removes every variable of the image whose name starts with this (case-insensitive) before the job runs.
+STRIPPED_PREFIX = "grand_challenge_"
+
+# Phase `algorithm_time_limit`: default 20 min, between 5 min and 24 h (GC refuses other values).
+DEFAULT_TIME_LIMIT_S = 20 * 60
+GC_TIME_LIMIT_RANGE_S = (5 * 60, 24 * 3600)
+# Algorithm `job_requires_memory_gb`: default 8, between ALGORITHMS_MIN_MEMORY_GB and ALGORITHMS_MAX_MEMORY_GB.
+DEFAULT_MEMORY_GB = 8
+GC_MEMORY_RANGE_GB = (4, 32)
+# The shim sets RLIMIT_DATA to the instance's memory less 1 GiB (GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB).
+RESERVED_MEMORY_GB = 1
+
+# The cheapest SageMaker instance GC picks for (memory GB, GPU): its vCPUs (amazon_sagemaker_training.py).
+INSTANCES = (  # (name, memory GB, vCPUs, GPU)
+    ("ml.m7i.large", 8, 2, False), ("ml.r7i.large", 16, 2, False), ("ml.r7i.xlarge", 32, 4, False),
+    ("ml.g4dn.xlarge", 16, 4, True), ("ml.g4dn.2xlarge", 32, 8, True),
+)
+
+# What a job runs under, where it comes from, and how this runner reproduces it (the report lists them).
+CONDITIONS = (
+    ("inputs", "each upload converted by panimg (GC's import_images: default builders, no post-processors); the job "
+               "sees /input/<relative_path>/<image-pk>.mha and /input/inputs.json (ComponentInterfaceValueSerializer)",
+     "cases/tasks.py, components/serializers.py"),
+    ("entrypoint", "the image's own ENTRYPOINT and CMD, no arguments, as the image's USER (root refused)",
+     "sagemaker-shim: GRAND_CHALLENGE_COMPONENT_CMD_B64J / _ENTRYPOINT_B64J / _USER; components/models.py"),
+    ("environment", "the image's ENV without GRAND_CHALLENGE_* variables, plus LOG_LEVEL=INFO, PYTHONUNBUFFERED=1, "
+                    "no_proxy=amazonaws.com and HOME of the user", "sagemaker-shim"),
+    ("network", "none (jobs run in a VPC without egress)", "amazon_sagemaker_training.py"),
+    ("model", "/opt/ml/model: the algorithm's model tarball extracted with tarfile's 'data' filter; links, devices, "
+              "FIFOs and members outside the folder refused", "sagemaker-shim"),
+    ("file system", "/input read-only, /output and /tmp writable and empty at start (/tmp on disk), the image's "
+                    "own files writable only where its user owns them; files written anywhere but /output are "
+                    "discarded", "sagemaker-shim"),
+    ("memory", "the instance's memory, and RLIMIT_DATA = memory less 1 GiB; /dev/shm half the memory; killed "
+               "over it ('The container was killed as it exceeded its memory limit')",
+     "algorithms/models.py job_requires_memory_gb, sagemaker-shim"),
+    ("time", "per job, 20 min by default ('Time limit exceeded')", "phase algorithm_time_limit"),
+    ("CPUs", "the vCPUs of the instance GC picks for the memory and GPU", "amazon_sagemaker_training.py"),
+    ("GPU", "one GPU when the algorithm asks for one (T4 on GC)", "algorithms/models.py job_requires_gpu_type"),
+    ("outputs", "only the declared output sockets are read: a missing file, an empty or crowded image folder or "
+                "invalid JSON fails the job in GC's words; NaN/Infinity in JSON become null",
+     "components/backends/base.py get_outputs"),
+)
+
+
+@dataclass(frozen=True)
+class JobLimits:
+    """A job's memory, time and CPUs; defaults as grand-challenge's (8 GB, 20 min, the instance's vCPUs)."""
+
+    memory_gb: float = DEFAULT_MEMORY_GB
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S
+    cpus: float | None = None  # None: the vCPUs of GC's instance for this memory (capped by this host's)
+
+    def __post_init__(self) -> None:
+        if not self.memory_gb > RESERVED_MEMORY_GB:
+            raise EmulationError(f"memory limit {self.memory_gb} GB: must be more than the {RESERVED_MEMORY_GB} GB "
+                                 "grand-challenge reserves")
+        if not self.time_limit_s > 0:
+            raise EmulationError(f"time limit {self.time_limit_s} s: must be positive")
+        if self.cpus is not None and not self.cpus > 0:
+            raise EmulationError(f"CPUs {self.cpus}: must be positive")
+
+    @property
+    def memory_bytes(self) -> int:
+        return int(self.memory_gb * GIB)
+
+    @property
+    def data_limit_bytes(self) -> int:
+        """RLIMIT_DATA as the shim sets it."""
+        return int((self.memory_gb - RESERVED_MEMORY_GB) * GIB)
+
+    def instance(self, gpu: bool) -> tuple[str, int]:
+        """The SageMaker instance GC would pick and its vCPUs (the largest where the memory is above all)."""
+        fitting = [i for i in INSTANCES if i[3] == gpu and i[1] >= self.memory_gb]
+        name, _, vcpus, _ = fitting[0] if fitting else [i for i in INSTANCES if i[3] == gpu][-1]
+        return name, vcpus
+
+    def differences_from_gc(self) -> list[str]:
+        """Where these limits are outside what grand-challenge accepts (said in the report, not refused)."""
+        notes = []
+        low, high = GC_TIME_LIMIT_RANGE_S
+        if not low <= self.time_limit_s <= high:
+            notes.append(f"time limit {self.time_limit_s:g} s is outside grand-challenge's {low}-{high} s")
+        low, high = GC_MEMORY_RANGE_GB
+        if not low <= self.memory_gb <= high:
+            notes.append(f"memory {self.memory_gb:g} GB is outside grand-challenge's {low}-{high} GB")
+        return notes
+
+    def to_json(self) -> dict:
+        return asdict(self)

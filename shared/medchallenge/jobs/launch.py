@@ -1,0 +1,51 @@
+"""What starts a job's process and what comes back from it: the folders it sees, and the execution's facts."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from .conditions import JobLimits
+
+
+@dataclass(frozen=True)
+class JobFolders:
+    """The host folders a job sees as /input (read-only), /output, /opt/ml/model and /tmp."""
+
+    input: Path
+    output: Path
+    model: Path
+    tmp: Path
+
+
+@dataclass
+class Execution:
+    """What a launcher observed of one job's process."""
+
+    exit_code: int | None
+    wall_seconds: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    peak_memory_bytes: int | None = None  # None: not measurable here
+    used_gpu: bool | None = None  # None: not measurable here
+    stdout_tail: list[str] = field(default_factory=list)
+    stderr_tail: list[str] = field(default_factory=list)
+    written_outside: list[str] = field(default_factory=list)  # files written outside /output and /tmp
+    unenforced: list[str] = field(default_factory=list)  # GC conditions this launcher could not reproduce
+
+
+class Launcher(Protocol):
+    """Starts one job's process under grand-challenge's conditions (docker_run.DockerImage) or as near as a plain
+    process gets (process_run.LocalProcess)."""
+
+    description: str
+
+    def check(self) -> list[str]:
+        """Refuse (EmulationError) what grand-challenge refuses at upload; notes on what it would change."""
+
+    def gpu_available(self) -> bool:
+        """Whether a GPU can be given to the job."""
+
+    def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
+        """Run the job to its end, its time limit or its memory limit."""

@@ -1,0 +1,118 @@
+"""A job's output sockets as grand-challenge reads them from /output (components/backends/base.py `get_outputs`,
+components/models.py validators): only the declared sockets, each checked, failures in GC's words.
+
+/output was written by the container: only regular files are read (a link or a special file there is left out, as
+the shim uploads regular files only), JSON is size-checked before it is parsed, and image folders are copied out
+before panimg reads them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..limits import MAX_TEXT_BYTES
+from ..sockets import Socket
+from .errors import EmulationError
+from .uploads import import_output_image
+from .values import SocketValue
+
+# The JSON type each value kind's schema asks for (components/schemas.py), checked as GC's JSONValidator does.
+KIND_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
+    "Float": ("number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
+    "Integer": ("integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
+    "Bool": ("boolean", lambda v: isinstance(v, bool)),
+    "String": ("string", lambda v: isinstance(v, str)),
+}
+
+
+@dataclass
+class OutputResult:
+    """One declared output socket of a job: its stored value, or why GC would fail the job on it."""
+
+    socket: Socket
+    value: SocketValue | None = None
+    error: str | None = None
+
+    def to_json(self) -> dict:
+        return {"socket": self.socket.slug, "relative_path": self.socket.relative_path,
+                "valid": self.error is None, "error": self.error}
+
+
+def regular_files(output: Path) -> tuple[set[str], list[str]]:
+    """The regular files under `output` (relative POSIX paths), and what else is there (links, FIFOs, devices),
+    without following any link."""
+    files, others = set(), []
+    for root, dirs, names in os.walk(output, followlinks=False):
+        for name in [*names, *dirs]:
+            path = Path(root) / name
+            mode = path.lstat().st_mode
+            relative = path.relative_to(output).as_posix()
+            if stat.S_ISREG(mode):
+                files.add(relative)
+            elif not stat.S_ISDIR(mode):
+                others.append(relative)
+    return files, sorted(others)
+
+
+def _read_json(path: Path, socket: Socket):
+    if path.stat().st_size > MAX_TEXT_BYTES.value():
+        raise EmulationError(f"The output file '{socket.relative_path}' is larger than {MAX_TEXT_BYTES.value()} "
+                             f"bytes (${MAX_TEXT_BYTES.variable} sets it)")
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda _: None)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        raise EmulationError(f"The output file '{socket.relative_path}' is not valid json") from None
+    expected = KIND_TYPES.get(socket.kind)
+    if expected and not expected[1](value):
+        raise EmulationError(f"The output file '{socket.relative_path}' does not fulfill the schema of "
+                             f"'{socket.kind}': the value is not of type '{expected[0]}'")
+    return value
+
+
+def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: Path) -> SocketValue:
+    """One declared output socket from /output; an EmulationError in GC's words where GC would fail the job."""
+    path = output / socket.relative_path
+    if socket.super_kind == "Image":
+        prefix = socket.relative_path.rstrip("/") + "/"
+        members = sorted(f for f in files if f.startswith(prefix))
+        if not members:
+            raise EmulationError(f"Output directory '{socket.relative_path}' is empty")
+        staged = store / "staged"
+        for member in members:  # regular files only, copied so that panimg never follows a link of the container's
+            (staged / member).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(output / member, staged / member)
+        return import_output_image(staged / socket.relative_path, store / "imported", socket, pk)
+    if socket.relative_path not in files:
+        raise EmulationError(f"Output file '{socket.relative_path}' was not produced")
+    if socket.relative_path.endswith(".json"):
+        value = _read_json(path, socket)
+        if socket.super_kind == "Value":
+            return SocketValue(pk, socket, value=value)
+        return SocketValue(pk, socket, content=json.dumps(value).encode("utf-8"))
+    return SocketValue(pk, socket, content=path.read_bytes())
+
+
+def read_outputs(output: Path, sockets: tuple[Socket, ...] | list[Socket], pks, store: Path) -> list[OutputResult]:
+    """Every declared output socket, each with its value or its error (GC fails the job on the first)."""
+    files, _ = regular_files(output)
+    results = []
+    for socket in sockets:
+        try:
+            results.append(OutputResult(socket, value=read_output(output, files, socket, next(pks),
+                                                                  store / socket.slug)))
+        except EmulationError as exc:
+            results.append(OutputResult(socket, error=str(exc)))
+    return results
+
+
+def undeclared_files(output: Path, sockets) -> list[str]:
+    """What the job left in /output that no declared socket reads (GC drops it), and links or special files."""
+    files, others = regular_files(output)
+    declared = {s.relative_path for s in sockets}
+    image_folders = tuple(s.relative_path.rstrip("/") + "/" for s in sockets if s.super_kind == "Image")
+    return sorted([f for f in files if f not in declared and not f.startswith(image_folders)] + others)

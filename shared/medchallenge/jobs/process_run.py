@@ -1,0 +1,72 @@
+"""A job as a process on this host, without Docker: the project's inference scripts while developing, and the tests
+of the job runner that need no engine. The folders come as the project's INPUT_DIR, OUTPUT_DIR and MODEL_DIR (and
+TMPDIR); the time limit and RLIMIT_DATA are enforced as in a container, and the conditions a process cannot have
+(no network, its own user and file system, CPUs, GPU) are listed in every result as not enforced."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+
+from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
+from .launch import Execution, JobFolders
+
+LOG_LINES = 500
+UNENFORCED = ("no network", "the image's user and file system", "the CPU count", "the GPU choice",
+              "the environment (this process's is inherited)")
+
+
+class LocalProcess:
+    """`argv` run as one job with this host's programs."""
+
+    def __init__(self, argv: Sequence[str]):
+        self.argv = list(argv)
+        self.description = f"local process {' '.join(self.argv)}"
+
+    def check(self) -> list[str]:
+        return [f"run as a local process, not a container: not enforced: {', '.join(UNENFORCED)}"]
+
+    def gpu_available(self) -> bool:
+        return False
+
+    def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
+        env = {k: v for k, v in os.environ.items() if not k.lower().startswith(STRIPPED_PREFIX)}
+        env.update(GC_ENVIRONMENT, INPUT_DIR=str(folders.input), OUTPUT_DIR=str(folders.output),
+                   MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp))
+        data = limits.data_limit_bytes
+
+        def limit_data() -> None:
+            resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            started = time.perf_counter()
+            process = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, preexec_fn=limit_data,
+                                       start_new_session=True)
+            timed_out, status, usage = False, None, None
+            while status is None:
+                pid, status_raw, usage = os.wait4(process.pid, os.WNOHANG)
+                if pid:
+                    status = os.waitstatus_to_exitcode(status_raw)
+                    break
+                if time.perf_counter() - started > limits.time_limit_s:
+                    timed_out = True
+                    os.killpg(process.pid, signal.SIGKILL)
+                    _, status_raw, usage = os.wait4(process.pid, 0)
+                    status = os.waitstatus_to_exitcode(status_raw)
+                    break
+                time.sleep(0.05)
+            process.returncode = status
+            wall = time.perf_counter() - started
+            tails = []
+            for stream in (out, err):
+                stream.seek(0)
+                tails.append(stream.read().decode("utf-8", "replace").splitlines()[-LOG_LINES:])
+        exit_code = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell shows it
+        return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out,
+                         peak_memory_bytes=usage.ru_maxrss * 1024 if usage else None, used_gpu=None,
+                         stdout_tail=tails[0], stderr_tail=tails[1], unenforced=list(UNENFORCED))

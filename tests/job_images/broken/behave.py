@@ -1,0 +1,37 @@
+"""A TB-caverns algorithm (socket ct-image in, tb-cavern-boxes.json out) that misbehaves as $BEHAVIOUR says."""
+
+import json
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+BEHAVIOUR = os.environ.get("BEHAVIOUR", "ok")
+OUTPUT = Path("/output")
+BOXES = {"version": 1, "boxes": [{"voxel_bbox": [1, 1, 1, 4, 4, 3], "probability": 0.5}]}
+
+inputs = json.loads(Path("/input/inputs.json").read_text())
+image = next(Path("/input", v["interface"]["relative_path"]).glob("*.mha") for v in inputs)
+print(f"read {sorted(p.name for p in image)}")
+
+if BEHAVIOUR == "ok":
+    (OUTPUT / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
+elif BEHAVIOUR == "no-output":
+    print("done, forgot to write")
+elif BEHAVIOUR == "wrong-name":
+    (OUTPUT / "tb_cavern_boxes.json").write_text(json.dumps(BOXES))
+elif BEHAVIOUR == "invalid-json":
+    (OUTPUT / "tb-cavern-boxes.json").write_text("{'boxes': [}")
+elif BEHAVIOUR == "crash":
+    raise RuntimeError("the model file weights.onnx is missing")
+elif BEHAVIOUR == "slow":
+    time.sleep(600)
+elif BEHAVIOUR == "memory":
+    hoard = [bytearray(64 << 20) for _ in range(10_000)]
+elif BEHAVIOUR == "network":
+    socket.create_connection(("download.pytorch.org", 443), timeout=5)
+elif BEHAVIOUR == "outside":
+    (Path.home() / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
+else:
+    sys.exit(f"unknown BEHAVIOUR {BEHAVIOUR}")
