@@ -25,6 +25,10 @@ RIB_FRACTURE_TYPES = {1: "Displaced rib fracture", 2: "Nondisplaced rib fracture
 RIB_FRACTURE = FindingKind(finding_type=("72704001", "SCT", "Fracture"), finding_site=("113197003", "SCT", "Rib"),
                            algorithm_name="medchallenge ribfrac", algorithm_version="1",
                            series_description="Rib fracture segmentation (AI)")
+# TB caverns: the finding of the tb-caverns detector's SR (its algorithm name and version set by who writes it)
+TB_CAVERN = FindingKind(finding_type=("tb-cavern", PRIVATE_SCHEME, "Tuberculous lung cavern"),
+                        finding_site=("39607008", "SCT", "Lung"), algorithm_name="", algorithm_version="",
+                        series_description="TB cavern detection (AI)")
 FOREIGN_OBJECT = FindingKind(finding_type=("19227008", "SCT", "Foreign body"),
                              finding_site=("816094009", "SCT", "Chest"), algorithm_name="medchallenge object-cxr",
                              algorithm_version="1", series_description="Foreign object detection (AI)",

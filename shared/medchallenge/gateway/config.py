@@ -3,6 +3,7 @@ file and the key."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from dataclasses import dataclass
@@ -17,7 +18,9 @@ AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash,
 class Route:
     """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to a detector: either
     `command`, run with `--input DIR --output DIR` (an algorithm's entry script), or `inbox`, the folder a detector
-    container without network watches (`inference.py --watch DIR`: jobs in pending/, results in done/)."""
+    container without network watches (`inference.py --watch DIR`: jobs in pending/, results in done/), or `image`,
+    a grand-challenge algorithm image run by the job runner with `interface`'s sockets (image_routes.py), its
+    optional `model` tarball at /opt/ml/model, `memory_gb` and `gpu` ("auto", "on", "off")."""
 
     name: str
     modalities: tuple[str, ...]
@@ -25,6 +28,11 @@ class Route:
     command: tuple[str, ...]
     inbox: Path | None
     timeout_seconds: float
+    image: str | None = None
+    interface: str | None = None
+    model: Path | None = None
+    memory_gb: float = 8.0
+    gpu: str = "off"
 
 
 @dataclass(frozen=True)
@@ -81,6 +89,25 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
         raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
 
+IMAGE_KEYS = {"image", "interface", "model", "memory_gb", "gpu"}
+
+
+def _image_route(route: Route, table: dict, where: str) -> Route:
+    """An image route's keys, checked (the interface's DICOM mapping too: image_routes.check_image_route)."""
+    from .image_routes import check_image_route
+
+    gpu = _take(table, "gpu", str, where, "off")
+    memory = float(_take(table, "memory_gb", (int, float), where, 8))
+    if gpu not in ("auto", "on", "off") or memory <= 0:
+        raise InputError(f"{where}: gpu must be auto, on or off and memory_gb positive")
+    model = Path(_take(table, "model", str, where)) if "model" in table else None
+    route = dataclasses.replace(route, image=_take(table, "image", str, where),
+                                interface=_take(table, "interface", str, where), model=model, memory_gb=memory,
+                                gpu=gpu)
+    check_image_route(route, where)
+    return route
+
+
 def load_config(path: Path) -> GatewayConfig:
     """The gateway's configuration, checked: one InputError line naming the file and key for each kind of mistake."""
     try:
@@ -107,16 +134,21 @@ def load_config(path: Path) -> GatewayConfig:
         where = f"{path} [[route]] {number}"
         if not isinstance(table, dict):
             raise InputError(f"{where}: expected a table")
-        _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "inbox", "timeout_seconds"}, where)
-        if ("command" in table) == ("inbox" in table):
-            raise InputError(f"{where}: give either command (a detector run here) or inbox (a detector container's "
-                             "watched folder)")
+        _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "inbox", "timeout_seconds",
+                                 *IMAGE_KEYS}, where)
+        if sum(key in table for key in ("command", "inbox", "image")) != 1:
+            raise InputError(f"{where}: give either command (a detector run here), inbox (a detector container's "
+                             "watched folder) or image (a grand-challenge algorithm image)")
         command = _strings(table, "command", where, required=True) if "command" in table else ()
         inbox = Path(_take(table, "inbox", str, where)) if "inbox" in table else None
         timeout = float(_take(table, "timeout_seconds", (int, float), where, 3600))
-        routes.append(Route(_take(table, "name", str, where), tuple(m.upper() for m in _strings(table, "modalities",
-                            where, True)), tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
-                            command, inbox, timeout))
+        route = Route(_take(table, "name", str, where), tuple(m.upper() for m in _strings(table, "modalities",
+                      where, True)), tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
+                      command, inbox, timeout)
+        extra = sorted(set(table) & IMAGE_KEYS) if "image" not in table else []
+        if extra:
+            raise InputError(f"{where}: {', '.join(extra)} only go with image")
+        routes.append(_image_route(route, table, where) if "image" in table else route)
     names = [r.name for r in routes]
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")

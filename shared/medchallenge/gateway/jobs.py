@@ -1,6 +1,7 @@
 """Running a detector on one study: `run_detector(route, study, stopping)` fills the study's output/ or raises
 (InputError: the detector failed; DetectorKilled; subprocess.TimeoutExpired; GatewayStopping). The one place that
-knows how a detector is run: a command here, or a detector container watching an inbox folder."""
+knows how a detector is run: a command here, a detector container watching an inbox folder, or a grand-challenge
+algorithm image run by the job runner (image_routes.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .config import Route
+from .image_routes import run_image_route
 
 POLL_SECONDS = 0.5
 
@@ -75,7 +77,9 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
 
 def run_detector(route: Route, study: Path, stopping: threading.Event) -> None:
     """The route's detector on the study's input/ into its output/."""
-    if route.inbox is None:
+    if route.image is not None:
+        run_image_route(route, study)
+    elif route.inbox is None:
         run_command(route, study)
     else:
         run_in_inbox(route, study, stopping)

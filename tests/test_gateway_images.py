@@ -1,0 +1,125 @@
+"""The gateway's image routes on loopback: a CT study and a CR radiograph go to grand-challenge-forge's algorithm
+images (tests/external_images) through the job runner, and their output sockets come back to the PACS as DICOM SRs;
+a job that fails (the participant image without its model tarball) gets a failure note and failed/; an interface
+without a DICOM mapping is refused by `--check` with one line."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pydicom
+import pytest
+from conftest import REPO
+from dicom_helpers import write_tiny_series
+from external_images import generate_forge
+from gateway_helpers import FakePacs, GatewayProcess, free_port, send_files, states, wait_for
+from test_external_images import docker_images  # noqa: F401 (the fixture building the images)
+
+from medchallenge.dicom.series import find_series, select_study_series
+from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
+
+CONFIG = """
+[gateway]
+ae_title = "GATEWAY"
+host = "127.0.0.1"
+port = {port}
+work_dir = "{work}"
+study_quiet_seconds = 1
+max_attempts = 1
+
+[pacs]
+ae_title = "FAKEPACS"
+host = "127.0.0.1"
+port = {pacs_port}
+"""
+
+
+def image_route(name: str, modalities: list[str], body_parts: list[str], image: str, interface: str,
+                model: Path | None) -> str:
+    return f"""
+[[route]]
+name = "{name}"
+modalities = {json.dumps(modalities)}
+body_parts = {json.dumps(body_parts)}
+image = "{image}"
+interface = "{interface}"
+{f'model = "{model}"' if model else ""}
+memory_gb = 2
+timeout_seconds = 300
+"""
+
+
+def forge_model(challenge: str, out: Path) -> Path:
+    """The forge template's model/ folder packed as its do_save.sh packs it."""
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(generate_forge.OUT / challenge / "model", arcname=".")
+    return out
+
+
+def check(config: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--check"],
+                          capture_output=True, text=True, env={"PYTHONPATH": str(REPO / "shared")})
+
+
+def test_check_refuses_an_interface_without_dicom_mapping(tmp_path):
+    config = tmp_path / "gateway.toml"
+    config.write_text(CONFIG.format(port=11112, work=tmp_path / "work", pacs_port=104)
+                      + image_route("captions", ["CR"], [], "team/captioner:1", "imageclef-caption-2022", None))
+    done = check(config)
+    assert done.returncode != 0
+    (line,) = done.stderr.strip().splitlines()
+    assert "interface = 'imageclef-caption-2022': no DICOM mapping" in line and "[[route]] 1" in line
+
+
+def test_forge_images_behind_the_gateway(docker_images, studies, tmp_path):  # noqa: F811
+    work, pacs = tmp_path / "work", FakePacs()
+    port = free_port()
+    abdomen = write_tiny_series(tmp_path / "abdomen", key="gateway-abdomen", shape=(32, 32, 8))[2]
+    for path in abdomen:
+        ds = pydicom.dcmread(path)
+        ds.BodyPartExamined = "ABDOMEN"
+        ds.save_as(path)
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        CONFIG.format(port=port, work=work, pacs_port=pacs.port)
+        + image_route("forge-tb", ["CT"], ["CHEST"], docker_images["forge-tb-caverns"], "tb-caverns",
+                      forge_model("tb-caverns", tmp_path / "tb-model.tar.gz"))
+        + image_route("forge-cxr", ["CR", "DX"], [], docker_images["forge-object-cxr"], "object-cxr",
+                      forge_model("object-cxr", tmp_path / "cxr-model.tar.gz"))
+        # the participant's image without the model tarball it needs: the job fails
+        + image_route("no-model", ["CT"], ["ABDOMEN"], docker_images["participant"], "tb-caverns", None))
+    assert check(config).returncode == 0
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        gateway.wait_ready()
+        for files in (studies["tb"], studies["cxr"], abdomen):
+            assert set(send_files(files, port)) == {0}
+        wait_for(lambda: states(work)["sent"] == 2 and states(work)["failed"] == 1, 240, "three studies done")
+        wait_for(lambda: len(pacs.stored()) == 3, 60, "two SRs and a failure note in the PACS")
+        received = pacs.stored()
+    finally:
+        gateway.stop()
+        pacs.close()
+    by_study = {}
+    for ds in received.values():
+        by_study.setdefault(str(ds.StudyInstanceUID), []).append(ds)
+    tb_uid = str(pydicom.dcmread(studies["tb"][0]).StudyInstanceUID)
+    cxr_uid = str(pydicom.dcmread(studies["cxr"][0]).StudyInstanceUID)
+    abdomen_uid = str(pydicom.dcmread(abdomen[0]).StudyInstanceUID)
+    ((tb_sr,), (cxr_sr,), (note,)) = by_study[tb_uid], by_study[cxr_uid], by_study[abdomen_uid]
+    ((series, _),) = select_study_series(find_series(studies["tb"][0].parent), ("CT",))
+    assert read_box_report(tb_sr, series) == []  # the forge template's example value: no boxes
+    assert read_point_report(cxr_sr) == (0.5, [])  # its likelihood 0.5, no points
+    for sr, route in ((tb_sr, "forge-tb"), (cxr_sr, "forge-cxr")):
+        assert f'"{route}"' in sr.to_json()  # the algorithm's name in the SR: the route's
+    message = read_failure_note(note)
+    assert "no-model" in message and "exited with status 1" in message
+    assert "unet3d.onnx" not in message  # the container's stderr stays out of the PACS ...
+    failed = next((work / "failed").iterdir())
+    assert "no-model" in (failed / "error.txt").read_text()
+    result = json.loads((failed / "job" / "result.json").read_text())  # ... and in the job's result
+    assert result["status"] == "failed" and "unet3d.onnx" in "\n".join(result["stderr_tail"])
