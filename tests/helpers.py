@@ -72,3 +72,28 @@ def one_error_line(capsys) -> str:
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), lines
     return lines[0]
+
+
+class InProcessAlgorithm:
+    """A job runner Launcher (medchallenge.jobs.Launcher) calling `algorithm(job_input, job_output, model_dir)` in
+    this process: for tests of what the job runner provisions and reads, without Docker or a script."""
+
+    description = "in-process test algorithm"
+
+    def __init__(self, algorithm):
+        self.algorithm = algorithm
+
+    def check(self) -> list[str]:
+        return []
+
+    def gpu_available(self) -> bool:
+        return False
+
+    def launch(self, folders, limits, gpu, name):
+        import time
+
+        from medchallenge.jobs import Execution
+
+        started = time.perf_counter()
+        self.algorithm(folders.input, folders.output, folders.model)
+        return Execution(exit_code=0, wall_seconds=time.perf_counter() - started)

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from gc_uploads import GREY16, HEIGHT, RGB, WIDTH, write_dicom, write_jpeg, write_png
+from helpers import InProcessAlgorithm
 from medchallenge import gc_emulator as gc
 from medchallenge.gc_emulator import AlgorithmSpec, EmulationError, Socket
 
@@ -23,12 +24,12 @@ SCORE = Socket("score", "Float", "Value", "score.json")
 REPORT = Socket("report", "Anything", "Value", "report.json")
 POINTS = Socket("points", "Multiple points", "File", "points.json")
 MASK = Socket("mask", "Image", "Image", "images/mask")
-SPEC = AlgorithmSpec(service="unused", env_prefix="UNUSED", inference_script="unused.py", case_patterns=("*",),
-                     input_socket=IMAGE_IN, output_sockets=(SCORE, REPORT, POINTS, MASK))
+SPEC = AlgorithmSpec(image="unused", inference_script="unused.py", case_patterns=("*",), input_socket=IMAGE_IN,
+                     output_sockets=(SCORE, REPORT, POINTS, MASK))
 
 
 class FakeAlgorithm:
-    """A Runner that records what a job saw and writes every declared output plus undeclared extras."""
+    """An algorithm that records what a job saw and writes every declared output plus undeclared extras."""
 
     def __init__(self, skip: str | None = None):
         self.seen: list[dict] = []
@@ -76,7 +77,7 @@ def test_nifti_upload_keeps_geometry_and_is_stored_as_image_pk_mha(tmp_path):
 def test_job_layout_model_dir_outputs_and_evaluation_input(tmp_path):
     cases = [nifti_case(tmp_path / "TST_001.nii.gz"), write_jpeg(tmp_path / "08001.jpg")]
     algorithm = FakeAlgorithm()
-    eval_input = gc.emulate(SPEC, cases, tmp_path / "work", algorithm)
+    eval_input = gc.emulate(SPEC, cases, tmp_path / "work", InProcessAlgorithm(algorithm))
 
     # each job: inputs.json as GC serialises it, the upload as <image-pk>.mha, an empty /opt/ml/model
     for seen, name, size in zip(algorithm.seen, ["TST_001.nii.gz", "08001.jpg"], [(4, 3, 2), (WIDTH, HEIGHT)]):
@@ -123,7 +124,7 @@ def test_model_folder_or_tarball_fills_opt_ml_model(tmp_path):
     case = write_png(tmp_path / "a.png", "grey")
     for index, model in enumerate([tmp_path / "model", tmp_path / "model.tar.gz"]):
         algorithm = FakeAlgorithm()
-        gc.emulate(SPEC, [case], tmp_path / f"work{index}", algorithm, model=model)
+        gc.emulate(SPEC, [case], tmp_path / f"work{index}", InProcessAlgorithm(algorithm), model=model)
         assert algorithm.seen[0]["model"] == ["sub", "weights.onnx"]
 
 
@@ -131,16 +132,17 @@ def test_model_folder_or_tarball_fills_opt_ml_model(tmp_path):
                                            ("points.json", "Output file 'points.json' was not produced")])
 def test_a_missing_declared_output_fails_the_job_as_gc_says(tmp_path, skip, message):
     with pytest.raises(EmulationError, match=message):
-        gc.emulate(SPEC, [write_jpeg(tmp_path / "a.jpg")], tmp_path / "work", FakeAlgorithm(skip=skip))
+        gc.emulate(SPEC, [write_jpeg(tmp_path / "a.jpg")], tmp_path / "work",
+                   InProcessAlgorithm(FakeAlgorithm(skip=skip)))
 
 
 def test_unreadable_upload_and_reused_work_folder_are_one_line_errors(tmp_path):
     (tmp_path / "notes.txt").write_text("not an image")
     with pytest.raises(EmulationError, match=r"upload notes.txt: no image could be imported \(notes.txt: "):
         gc.upload_case(tmp_path / "notes.txt", tmp_path / "store")
-    gc.emulate(SPEC, [write_jpeg(tmp_path / "a.jpg")], tmp_path / "work", FakeAlgorithm())
+    gc.emulate(SPEC, [write_jpeg(tmp_path / "a.jpg")], tmp_path / "work", InProcessAlgorithm(FakeAlgorithm()))
     with pytest.raises(EmulationError, match="is not empty"):
-        gc.emulate(SPEC, [tmp_path / "a.jpg"], tmp_path / "work", FakeAlgorithm())
+        gc.emulate(SPEC, [tmp_path / "a.jpg"], tmp_path / "work", InProcessAlgorithm(FakeAlgorithm()))
 
 
 # What panimg 0.15.2 (GC's upload conversion) makes of 2-D uploads: the table in evaluators/object_cxr/README.md.

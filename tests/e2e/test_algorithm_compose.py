@@ -1,6 +1,6 @@
 """Every algorithm image with real Docker, as the registry lists them: one compose run from synthetic inputs through the
 algorithm and evaluator images to metrics.json, the same predictions scored without Docker, and the algorithm image
-run as grand-challenge would (emulator), scored as batch mode is."""
+run as grand-challenge would (the emulator's job runner), scored as batch mode is."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from helpers import open_dir, readable
-from medchallenge.gc_emulator import ALGORITHMS, compose_runner, emulate, find_cases
+from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, image_launcher
 from medchallenge.registry import CONFIGURATIONS_WITH_DATA, SERVICES, Configuration
 
 # every configuration with an algorithm service of its own (caption: one per edition)
@@ -83,7 +83,7 @@ def test_grand_challenge_emulation_matches_batch_mode(setup, docker_compose, tmp
         (cohort_view / case.name).symlink_to(case)
     (cohort_view / "notes.txt").write_text("not a case")
     eval_input = emulate(spec, find_cases(spec, cohort_view), tmp_path / "gc",
-                         compose_runner(spec, repo / "compose.yaml"))
+                         image_launcher(spec, name_prefix="medchallenge-test-job"))
     jobs = json.loads((eval_input / "predictions.json").read_text())
     assert len(jobs) == len(cases)
     for job in jobs:  # every output socket filled; the image's own model ran (empty /opt/ml/model)

@@ -278,13 +278,13 @@ def test_grand_challenge_emulation_scores_as_batch_mode(tmp_path, repo):
     """Each figure uploaded (panimg converts the JPEG to an MHA), one job each with the local runner; the evaluator
     gives the grand-challenge layout the same aggregates as the batch run files."""
     pytest.importorskip("panimg")
-    from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, local_runner
+    from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, local_launcher
 
     root = tmp_path / "cohort"
     assert synth(["imageclef-caption-images", "--edition", "2022", "--out", str(root), "--images", "3",
                   "--seed", "78"]) == 0
     spec = ALGORITHMS["imageclef-caption"]
-    eval_input = emulate(spec, find_cases(spec, root / "input"), tmp_path / "gc", local_runner(spec, repo))
+    eval_input = emulate(spec, find_cases(spec, root / "input"), tmp_path / "gc", local_launcher(spec, repo))
     assert run_caption(["--input", str(root / "input"), "--output", str(tmp_path / "batch"), "--device", "cpu"]) == 0
     aggregates = []
     for predictions in (eval_input, tmp_path / "batch"):

@@ -321,7 +321,7 @@ def test_grand_challenge_mode_through_the_emulator_matches_batch_mode(tmp_path, 
     (truth / "annotations.csv").write_text("image_name,annotation\n" + "".join(
         f"{n},1 {x1} {y1} {x2} {y2}\n" for n in ("08001.jpg", "08002.png")) + "08003.jpg,\n")
     spec = gc.ALGORITHMS["object-cxr"]
-    eval_input = gc.emulate(spec, gc.find_cases(spec, cases), tmp_path / "gc", gc.local_runner(spec, repo),
+    eval_input = gc.emulate(spec, gc.find_cases(spec, cases), tmp_path / "gc", gc.local_launcher(spec, repo),
                             model=planted_model)
     job = json.loads((eval_input / "predictions.json").read_text())[0]
     points = json.loads((eval_input / job["pk"] / "output" / "foreign-objects.json").read_text())

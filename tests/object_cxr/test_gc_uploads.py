@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from gc_uploads import write_dicom, write_jpeg, write_png
+from helpers import InProcessAlgorithm
 from medchallenge import gc_emulator as gc
 from medchallenge.contract import read_predictions_json
 from medchallenge.errors import InputError
@@ -19,7 +20,7 @@ pytest.importorskip("panimg")
 
 # The object-CXR sockets the evaluator reads (the algorithm image comes in a later issue).
 SPEC = gc.AlgorithmSpec(
-    service="object-cxr-algorithm", env_prefix="OBJECT_CXR", inference_script="unused.py", case_patterns=("*",),
+    image="unused", inference_script="unused.py", case_patterns=("*",),
     input_socket=gc.Socket("chest-x-ray", "Image", "Image", "images/chest-x-ray"),
     output_sockets=(gc.Socket("foreign-object-likelihood", "Float", "Value", "foreign-object-likelihood.json"),
                     gc.Socket("foreign-objects", "Multiple points", "File", "foreign-objects.json")))
@@ -47,7 +48,7 @@ def emulate(tmp_path: Path, writers: dict) -> Path:
     cases.mkdir()
     for name, write in writers.items():
         write(cases / name)
-    return gc.emulate(SPEC, [cases / name for name in writers], tmp_path / "work", world_point_algorithm)
+    return gc.emulate(SPEC, [cases / name for name in writers], tmp_path / "work", InProcessAlgorithm(world_point_algorithm))
 
 
 def write_mha(path: Path) -> None:

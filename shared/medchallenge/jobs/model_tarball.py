@@ -53,6 +53,7 @@ def _check_members(model: Path, archive: tarfile.TarFile, target: Path) -> list[
 def extract_model(model: Path, target: Path) -> None:
     """Fill `target` (/opt/ml/model) from a `.tar`/`.tar.gz` model tarball, or copy a folder (a model folder of the
     project's compose setup); links and special files refused either way."""
+    target.mkdir(parents=True, exist_ok=True)
     if model.is_dir():
         for path in sorted(model.rglob("*")):
             if path.is_symlink() or not (path.is_file() or path.is_dir()):

@@ -187,9 +187,11 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     if error is None:
         results = read_outputs(folders.output, tuple(outputs), pks, work_dir / "stored")
         error = next((r.error for r in results if r.error), None)
+        dropped = undeclared_files(folders.output, outputs)
+        if error and dropped:
+            error = f"{error} (/output held instead: {', '.join(printable(p, 120) for p in dropped[:5])})"
         if error and execution.written_outside:
             error = f"{error} ({_outside_note(execution.written_outside)})"
-        dropped = undeclared_files(folders.output, outputs)
         if dropped:
             notes.append(f"{len(dropped)} undeclared file(s) in /output, dropped as grand-challenge drops them: "
                          + ", ".join(printable(p, 120) for p in dropped[:5]))

@@ -1,0 +1,189 @@
+"""`medchallenge preflight`: run a participant's algorithm image once per case as grand-challenge would, then score
+the jobs with the challenge's evaluator.
+
+    medchallenge preflight --challenge NAME --image IMAGE[:TAG] --cases DIR [--ground-truth GT] [--model model.tar.gz]
+        [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--edition E] [--bootstrap 1000]
+        --output OUT
+
+Each case is uploaded (panimg) and run as one job by the one job runner (medchallenge.jobs.run_job, the conditions
+in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
+code of its evaluator image, on grand-challenge's evaluation input (a failed job is a missing prediction, which the
+evaluator scores as an empty one), with percentile bootstrap intervals. Writes OUT/preflight.json, OUT/preflight.html
+(offline, no script), OUT/evaluation/ (metrics.json and figures) and OUT/jobs/ (each job's folders); prints a table.
+Exit status 0 when every job succeeded (and the scoring did), 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from . import bootstrap as boot
+from .errors import InputError, report_errors
+from .evaluator import build_parser, score, write_results
+from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
+from .io import write_json_atomic, write_text_atomic
+from .jobs import CONDITIONS, DockerImage, JobLimits
+from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
+from .leaderboard import edition_environment
+from .logs import setup_logging
+from .preflight_page import render_page
+from .registry import CHALLENGES
+
+log = logging.getLogger("medchallenge.preflight")
+REPORT_FILES = ("preflight.json", "preflight.html")
+
+
+def build_parser_preflight() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="medchallenge preflight", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
+    parser.add_argument("--image", required=True, help="the algorithm image, as `docker load` or `docker build` "
+                                                       "made it (IMAGE[:TAG])")
+    parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
+    parser.add_argument("--ground-truth", type=Path, default=None, help="score the jobs against this ground truth")
+    parser.add_argument("--model", type=Path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
+    parser.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
+                        help="pass the GPU: auto (when there is one, default), on (fail without), off")
+    parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
+                        help=f"memory per job (grand-challenge's default {DEFAULT_MEMORY_GB}, from 4 to 32)")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                        help=f"seconds per job (grand-challenge's default {DEFAULT_TIME_LIMIT_S}, from 300 to 86400)")
+    parser.add_argument("--cpus", type=float, default=None,
+                        help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
+    parser.add_argument("--edition", default=None, help="the evaluator's configuration (e.g. 2021 for "
+                                                        "imageclef-caption, legacy for ribfrac)")
+    parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000; 0: none)")
+    parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
+    parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
+    parser.add_argument("--output", type=Path, required=True)
+    return parser
+
+
+def prepare_output(output: Path) -> None:
+    """OUT exists, the previous report is gone (a failed run leaves none to be mistaken for this one), and the jobs
+    and evaluation folders are fresh."""
+    output.mkdir(parents=True, exist_ok=True)
+    for name in REPORT_FILES:
+        (output / name).unlink(missing_ok=True)
+    for name in ("jobs", "evaluation"):
+        if (output / name).is_symlink() or (output / name).is_file():
+            raise InputError(f"{output / name}: expected a folder of a previous pre-flight, found something else")
+        shutil.rmtree(output / name, ignore_errors=True)
+
+
+def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> dict[str, Any]:
+    """The successful jobs scored as the evaluator image scores them; the report's `evaluation` section."""
+    eval_input = output / "jobs" / "evaluation-input"
+    write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
+    evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
+    argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
+            str(output / "evaluation"), "--no-progress", "--bootstrap", str(args.bootstrap),
+            "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level)]
+    failed = [job.case.name for job in jobs if not job.result.succeeded]
+    section: dict[str, Any] = {"evaluator": CHALLENGES[args.challenge].evaluator_module, "edition": args.edition,
+                               "scored_as_missing": failed, "error": None}
+    try:
+        with edition_environment(args.challenge, args.edition):
+            parsed = build_parser(evaluator).parse_args(argv)
+        scored = score(evaluator, parsed)
+        write_results(evaluator, parsed, scored)
+    except InputError as exc:
+        section["error"] = str(exc)
+        return section
+    section.update(aggregates=scored.summary.aggregates, intervals=scored.meta.get("bootstrap", {}),
+                   num_cases=len(scored.case), notes=scored.meta["notes"], warnings=scored.meta["warnings"],
+                   metrics="evaluation/metrics.json")
+    if failed:
+        section["notes"] = [f"{len(failed)} failed job(s) scored as the evaluator scores a missing prediction (an "
+                            "empty one): " + ", ".join(failed), *section["notes"]]
+    return section
+
+
+def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, image_notes: list[str],
+           evaluation: dict[str, Any] | None) -> dict[str, Any]:
+    results = [job.result for job in jobs]
+    peaks = [r.peak_memory_bytes for r in results if r.peak_memory_bytes is not None]
+    failed = [r for r in results if not r.succeeded]
+    instance, vcpus = limits.instance(any(r.gpu_passed for r in results))
+    return {
+        "tool": f"medchallenge {__version__} preflight",
+        "challenge": args.challenge,
+        "image": args.image,
+        "model": args.model.name if args.model else None,
+        "ready": not failed and (evaluation is None or evaluation["error"] is None),
+        "summary": {"num_jobs": len(results), "num_succeeded": len(results) - len(failed),
+                    "num_failed": len(failed), "total_wall_seconds": round(sum(r.wall_seconds for r in results), 3),
+                    "max_wall_seconds": round(max((r.wall_seconds for r in results), default=0.0), 3),
+                    "max_peak_memory_bytes": max(peaks) if peaks else None,
+                    "gpu_passed": any(r.gpu_passed for r in results),
+                    "used_gpu": any(bool(r.used_gpu) for r in results)},
+        "limits": {**limits.to_json(), "gc_instance": instance, "gc_instance_vcpus": vcpus},
+        "conditions": [{"condition": c, "how": how, "source": source} for c, how, source in CONDITIONS],
+        "image_notes": image_notes,
+        "jobs": [{"case": job.case.name, **job.result.to_json()} for job in jobs],
+        "evaluation": evaluation,
+    }
+
+
+def _size(value: int | None) -> str:
+    return "–" if value is None else f"{value / (1 << 20):.0f} MiB"
+
+
+def terminal_table(data: dict[str, Any]) -> str:
+    """The short table printed at the end: one line per job, then the aggregates."""
+    lines = [f"{'case':<28} {'status':<9} {'seconds':>8} {'memory':>9} {'GPU':>4}  error"]
+    for job in data["jobs"]:
+        gpu = "yes" if job["used_gpu"] else "no" if job["used_gpu"] is False else "?"
+        lines.append(f"{job['case'][:28]:<28} {job['status']:<9} {job['wall_seconds']:>8.1f} "
+                     f"{_size(job['peak_memory_bytes']):>9} {gpu:>4}  {(job['error'] or '')[:160]}")
+    evaluation = data["evaluation"]
+    if evaluation and evaluation["error"]:
+        lines.append(f"scoring failed: {evaluation['error']}")
+    elif evaluation:
+        for key, value in evaluation["aggregates"].items():
+            interval = evaluation["intervals"].get(key)
+            ci = f"  [{interval['low']:.4f}, {interval['high']:.4f}]" if interval else ""
+            lines.append(f"  {key:<30} {value:.4f}{ci}")
+    summary = data["summary"]
+    lines.append(f"{summary['num_succeeded']}/{summary['num_jobs']} jobs succeeded; "
+                 + ("ready to upload" if data["ready"] else "NOT ready: see the errors above"))
+    return "\n".join(lines)
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser_preflight().parse_args(argv)
+    setup_logging()
+    spec = ALGORITHMS[args.challenge]
+    for name, path in (("--model", args.model), ("--ground-truth", args.ground_truth)):
+        if path is not None and not path.exists():
+            raise InputError(f"{name} {path}: not found")
+    if args.bootstrap < 0:
+        raise InputError(f"--bootstrap {args.bootstrap}: expected a number of resamples >= 0")
+    boot.check_level(args.bootstrap_level)
+    limits = JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus)
+    cases = find_cases(spec, args.cases)
+    launcher = DockerImage(args.image, name_prefix="medchallenge-preflight")
+    image_notes = launcher.check()  # GC's upload checks first: a root image is refused before any job
+    prepare_output(args.output)
+    jobs = []
+    for job in run_jobs(spec, cases, args.output / "jobs", launcher, model=args.model, limits=limits, gpu=args.gpu):
+        jobs.append(job)
+    evaluation = score_jobs(args, jobs, args.output) if args.ground_truth is not None else None
+    data = report(args, jobs, limits, image_notes, evaluation)
+    write_json_atomic(args.output / "preflight.json", data)
+    write_text_atomic(args.output / "preflight.html", render_page(data))
+    print(terminal_table(data))
+    print(f"report: {args.output / 'preflight.html'}")
+    return 0 if data["ready"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""`medchallenge preflight` with real Docker on tiny images the project did not write as algorithms
+(tests/job_images/broken, FROM the offline python:3.11-slim): a good one scores, and each broken one gives one clear
+line in the report while the rest of the run (the other jobs, the scoring, the report, the Docker engine) is
+unaffected. The report page is checked in the headless browser as the leaderboard page is."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_leaderboard_page import Elements, browser, run_browser
+
+from medchallenge.preflight import main as preflight
+
+VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"
+IMAGE = "medchallenge-test/broken-algorithm"
+# behaviour: the one line of the report (a regular expression) for each job
+BROKEN = {
+    "no-output": r"Output file 'tb-cavern-boxes\.json' was not produced",
+    "wrong-name": r"Output file 'tb-cavern-boxes\.json' was not produced \(/output held instead: "
+                  r"tb_cavern_boxes\.json\)",
+    "invalid-json": r"The output file 'tb-cavern-boxes\.json' is not valid json",
+    "crash": r"The algorithm exited with status 1: RuntimeError: the model file weights\.onnx is missing",
+    "slow": r"Time limit exceeded \(the job ran longer than 4 s\)",
+    "memory": r"The algorithm exited with status 1: MemoryError \(the job ran out of memory: it may use 0\.5 GiB",
+    "network": r"The algorithm exited with status 1: socket\.gaierror: .*\(the job tried to reach the network; "
+               r"grand-challenge jobs have none",
+    "outside": r"Output file 'tb-cavern-boxes\.json' was not produced \(the job wrote 1 file\(s\) outside /output "
+               r"and /tmp, which grand-challenge discards: /home/user/tb-cavern-boxes\.json\)",
+}
+
+
+def tag(behaviour: str) -> str:
+    return f"{IMAGE}:{behaviour}-{VERSION}"
+
+
+@pytest.fixture(scope="module")
+def images(docker_compose, repo) -> None:
+    """Every behaviour's image built (seconds each: one layer over the base)."""
+    for behaviour in ["ok", *BROKEN]:
+        subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--tag",
+                        tag(behaviour), str(repo / "tests" / "job_images" / "broken")], check=True,
+                       capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def cohort(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("preflight-cohort")
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root), "--cases", "2",
+                    "--shape", "32", "32", "8", "--seed", "5"], check=True, capture_output=True)
+    return root
+
+
+def run_preflight(behaviour: str, cohort: Path, output: Path, *extra: str) -> tuple[int, dict]:
+    status = preflight(["--challenge", "tb-caverns", "--image", tag(behaviour), "--cases", str(cohort / "input"),
+                        "--ground-truth", str(cohort / "ground_truth"), "--output", str(output),
+                        "--bootstrap", "50", "--time-limit", "4" if behaviour == "slow" else "120", "--memory-gb",
+                        "1.5", *extra])
+    return status, json.loads((output / "preflight.json").read_text())
+
+
+def leftover_containers() -> list[str]:
+    return subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", "name=medchallenge-preflight"],
+                          capture_output=True, text=True, check=True).stdout.split()
+
+
+def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_path, capsys):
+    status, report = run_preflight("ok", cohort, tmp_path / "out")
+    assert status == 0 and report["ready"]
+    assert [job["status"] for job in report["jobs"]] == ["succeeded", "succeeded"]
+    for job in report["jobs"]:
+        assert job["exit_code"] == 0 and job["peak_memory_bytes"] > 1 << 20 and job["used_gpu"] in (False, None)
+        assert job["outputs"] == [{"socket": "tb-cavern-boxes", "relative_path": "tb-cavern-boxes.json",
+                                   "valid": True, "error": None}]
+        assert job["stdout_tail"][0].startswith("read ['") and job["stderr_tail"] == []
+    evaluation = report["evaluation"]
+    assert evaluation["scored_as_missing"] == [] and set(evaluation["aggregates"]) >= {"map", "ap_at_iou_0.40"}
+    assert evaluation["intervals"]["map"]["n"] == 50
+    assert json.loads((tmp_path / "out" / "evaluation" / "metrics.json").read_text())["aggregates"] == \
+        evaluation["aggregates"]
+    assert {c["condition"] for c in report["conditions"]} >= {"network", "memory", "time", "model", "GPU"}
+    table = capsys.readouterr().out
+    assert re.search(r"TST_001\.nii\.gz\s+succeeded", table) and "2/2 jobs succeeded; ready to upload" in table
+    assert not leftover_containers()
+
+
+@pytest.mark.parametrize("behaviour", sorted(BROKEN))
+def test_a_broken_image_gives_one_clear_line_per_job_and_nothing_else(images, cohort, tmp_path, behaviour,
+                                                                      capsys):
+    status, report = run_preflight(behaviour, cohort, tmp_path / "out")
+    assert status == 1 and not report["ready"]
+    for job in report["jobs"]:
+        assert job["status"] == "failed" and "\n" not in job["error"]
+        assert re.match(BROKEN[behaviour], job["error"]), job["error"]
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.out + captured.err
+    # the scoring still ran, every failed job as a missing prediction, and said so
+    evaluation = report["evaluation"]
+    assert evaluation["error"] is None and evaluation["scored_as_missing"] == ["TST_001.nii.gz", "TST_002.nii.gz"]
+    assert evaluation["notes"][0].startswith("2 failed job(s) scored as the evaluator scores a missing prediction")
+    assert (tmp_path / "out" / "preflight.html").exists() and not leftover_containers()
+    if behaviour == "memory":
+        assert all(job["peak_memory_bytes"] > 256 << 20 for job in report["jobs"])
+
+
+def test_a_root_image_is_refused_before_any_job_as_grand_challenge_refuses_it(images, cohort, tmp_path, capsys):
+    status = preflight(["--challenge", "tb-caverns", "--image", "python:3.11-slim", "--cases",
+                        str(cohort / "input"), "--output", str(tmp_path / "out")])
+    assert status == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line.startswith("error: image python:3.11-slim: The container runs as root.")
+    assert not (tmp_path / "out" / "jobs").exists()
+
+
+def test_the_report_page_renders_offline_with_every_job_and_score(images, cohort, tmp_path):
+    browser()
+    output = tmp_path / "out"
+    run_preflight("crash", cohort, output)
+    page = output / "preflight.html"
+    html = page.read_text()
+    assert not re.search(r"\b(src|href)\s*=", html) and "<script" not in html
+    dom = run_browser("--dump-dom", page.as_uri(), home=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Failed to load" in line]
+    elements = Elements()
+    elements.feed(dom.stdout)
+    assert elements.counts["jobs:tr"] == 3 and elements.counts["jobs:.failed"] == 2
+    assert elements.counts["scores:tr"] == 1 + 9 and elements.counts[":.log"] == 2
+    assert "RuntimeError: the model file weights.onnx is missing" in dom.stdout

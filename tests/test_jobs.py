@@ -1,0 +1,139 @@
+"""The job runner without Docker: model tarballs refused with one line, GC's output checks and wording, and a job
+as a local process under its time and memory limits (the container conditions: tests/e2e/test_preflight.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from helpers import InProcessAlgorithm
+from medchallenge.jobs import EmulationError, JobLimits, LocalProcess, SocketValue, extract_model, run_job
+from medchallenge.jobs.docker_run import written_outside
+from medchallenge.sockets import Socket
+
+SCORE = Socket("score", "Float", "Value", "score.json")
+NOTE = Socket("note", "String", "Value", "note.json")
+TEXT_IN = Socket("age", "Integer", "Value", "age.json")
+
+
+def tarball(path: Path, *members: tarfile.TarInfo) -> Path:
+    with tarfile.open(path, "w:gz") as archive:
+        ok = tarfile.TarInfo("weights.onnx")
+        ok.size = 3
+        archive.addfile(ok, io.BytesIO(b"abc"))
+        for member in members:
+            archive.addfile(member, io.BytesIO(b"x" * member.size) if member.isfile() else None)
+    return path
+
+
+def member(name: str, kind: bytes = tarfile.REGTYPE, link: str = "") -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname, info.size = kind, link, 1 if kind == tarfile.REGTYPE else 0
+    return info
+
+
+@pytest.mark.parametrize("bad, problem", [
+    (member("link", tarfile.SYMTYPE, "/etc/passwd"), "member 2 is a link"),
+    (member("hard", tarfile.LNKTYPE, "weights.onnx"), "member 2 is a link"),
+    (member("../escape.txt"), r"member 2 is a path outside the model folder \(\.\.\)"),
+    (member("/abs.txt"), "member 2 is an absolute path"),
+    (member("pipe", tarfile.FIFOTYPE), "member 2 is a FIFO"),
+    (member("dev", tarfile.CHRTYPE), "member 2 is a device"),
+])
+def test_a_model_tarball_with_a_link_escape_or_special_file_is_refused_with_one_line(tmp_path, bad, problem):
+    target = tmp_path / "model"
+    target.mkdir()
+    with pytest.raises(EmulationError, match=f"^model model.tar.gz: {problem}; grand-challenge's model tarballs"):
+        extract_model(tarball(tmp_path / "model.tar.gz", bad), target)
+    assert not any(target.iterdir()) and not (tmp_path / "escape.txt").exists()
+
+
+def test_a_good_model_tarball_is_extracted_and_a_non_tarball_is_one_line(tmp_path):
+    extract_model(tarball(tmp_path / "model.tar.gz", member("sub/extra.bin")), tmp_path / "model")
+    assert sorted(p.relative_to(tmp_path / "model").as_posix() for p in (tmp_path / "model").rglob("*")) == [
+        "sub", "sub/extra.bin", "weights.onnx"]
+    (tmp_path / "model.zip").write_bytes(b"PK\x03\x04 not a tarball")
+    with pytest.raises(EmulationError, match=r"^model model.zip: not a readable tar or tar.gz file"):
+        extract_model(tmp_path / "model.zip", tmp_path / "model2")
+
+
+def writes(outputs: dict[str, str], link: str | None = None):
+    def algorithm(job_input: Path, job_output: Path, model: Path) -> None:
+        for name, text in outputs.items():
+            (job_output / name).write_text(text)
+        if link:
+            (job_output / link).symlink_to("/etc/hostname")
+    return InProcessAlgorithm(algorithm)
+
+
+@pytest.mark.parametrize("outputs, link, error", [
+    ({"score.json": "0.5", "note.json": '"fine"'}, None, None),
+    ({"note.json": '"fine"'}, None, "Output file 'score.json' was not produced"),
+    ({"scores.json": "0.5", "note.json": '"x"'}, None,
+     r"Output file 'score.json' was not produced \(/output held instead: scores.json\)"),
+    ({"score.json": "{'a': 1", "note.json": '"x"'}, None, "The output file 'score.json' is not valid json"),
+    ({"score.json": '"high"', "note.json": '"x"'}, None,
+     "The output file 'score.json' does not fulfill the schema of 'Float': the value is not of type 'number'"),
+    ({"score.json": "NaN", "note.json": '"x"'}, None,  # GC parses NaN as null, which a Float schema refuses
+     "The output file 'score.json' does not fulfill the schema of 'Float'"),
+    ({"note.json": '"x"'}, "score.json", "Output file 'score.json' was not produced"),  # a link is not read
+])
+def test_output_sockets_are_validated_in_grand_challenge_s_words(tmp_path, outputs, link, error):
+    result = run_job(writes(outputs, link), [SocketValue(1, TEXT_IN, value=42)], [SCORE, NOTE], tmp_path / "job")
+    assert result.status == ("succeeded" if error is None else "failed")
+    if error is None:
+        assert [v.value for v in result.output_values] == [0.5, "fine"]
+    else:
+        assert "\n" not in result.error
+        assert re.fullmatch(error + ".*", result.error), result.error
+    assert json.loads((tmp_path / "job" / "input" / "inputs.json").read_text())[0]["value"] == 42
+    assert (tmp_path / "job" / "input" / "age.json").read_text() == "42"
+
+
+SCRIPT = """
+import os, sys, time
+mode = sys.argv[1]
+if mode == "slow":
+    time.sleep(60)
+if mode == "memory":
+    hoard = [bytearray(64 << 20) for _ in range(1000)]
+open(os.path.join(os.environ["OUTPUT_DIR"], "score.json"), "w").write("0.25")
+"""
+
+
+@pytest.mark.parametrize("mode, error", [
+    ("ok", None),
+    ("slow", r"Time limit exceeded \(the job ran longer than 1 s\)"),
+    ("memory", r"The algorithm exited with status 1: MemoryError \(the job ran out of memory: it may use 0.5 GiB"),
+])
+def test_a_local_process_job_has_its_time_and_memory_limits(tmp_path, mode, error):
+    (tmp_path / "algorithm.py").write_text(SCRIPT)
+    result = run_job(LocalProcess([sys.executable, str(tmp_path / "algorithm.py"), mode]), [], [SCORE],
+                     tmp_path / "job",
+                     limits=JobLimits(memory_gb=1.5, time_limit_s=1 if mode == "slow" else 60))
+    if error is None:
+        assert result.succeeded and result.output_values[0].value == 0.25 and result.peak_memory_bytes > 1 << 20
+    else:
+        assert not result.succeeded and re.match(error, result.error), result.error
+    assert any("not enforced: no network" in note for note in result.notes)
+
+
+def test_files_written_outside_the_mounts_are_the_leaves_of_docker_diff():
+    diff = "C /home\nC /home/user\nA /home/user/x.json\nA /opt\nA /opt/ml\nA /opt/ml/model\nA /input\nA /output\n" \
+           "C /etc\nA /etc/evil\nA /tmp"
+    assert written_outside(diff) == ["/etc/evil", "/home/user/x.json"]
+
+
+def test_limits_refuse_nonsense_and_name_what_grand_challenge_would_not_accept():
+    with pytest.raises(EmulationError, match="must be more than the 1 GB"):
+        JobLimits(memory_gb=1)
+    assert JobLimits().differences_from_gc() == [] and JobLimits().instance(False) == ("ml.m7i.large", 2)
+    assert JobLimits(memory_gb=16).instance(True) == ("ml.g4dn.xlarge", 4)
+    assert JobLimits(time_limit_s=5).differences_from_gc() == ["time limit 5 s is outside grand-challenge's "
+                                                                "300-86400 s"]
