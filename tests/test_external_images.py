@@ -1,10 +1,11 @@
 """Images the project did not write (tests/external_images): grand-challenge-forge's algorithm template for two
 challenges and a participant's realistic-size models (nnU-Net's default 3-D U-Net, a ResNet-50), built offline and
-run by the one job runner (medchallenge.jobs.run_job) on small synthetic cases, on the CPU."""
+run through `medchallenge preflight` (jobs and scoring) on two small synthetic cases each, on the CPU."""
 
 from __future__ import annotations
 
 import filecmp
+import json
 import os
 import subprocess
 import sys
@@ -15,13 +16,7 @@ import pytest
 from conftest import docker_problem
 from external_images import build, generate_forge, participant_models
 
-from medchallenge.jobs import JobLimits, run_job, upload_case
-from medchallenge.jobs.docker_run import DockerImage
-from medchallenge.registry import CHALLENGES
-
-NAME_PREFIX = "medchallenge-job-external"
-LIMITS = JobLimits(memory_gb=4, time_limit_s=300)
-
+from medchallenge import preflight
 
 def test_forge_templates_are_what_the_generator_writes(tmp_path):
     """The committed templates are byte for byte what generate_forge.py makes with the pinned forge."""
@@ -56,16 +51,16 @@ def docker_images():
 
 
 @pytest.fixture(scope="module")
-def cases(tmp_path_factory) -> dict[str, list[Path]]:
-    """Two small synthetic cases per challenge: 64 x 64 x 32 CTs, 256-pixel radiographs."""
+def cases(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
+    """(cases, ground truth) of two small synthetic cases per challenge: 64 x 64 x 32 CTs, 256-pixel radiographs."""
     root = tmp_path_factory.mktemp("external_cases")
     python = [sys.executable, "-m", "medchallenge.synth"]
     subprocess.run([*python, "tb-caverns", "--out", str(root / "tb"), "--cases", "2", "--seed", "5",
                     "--shape", "64", "64", "32"], check=True, capture_output=True)
     subprocess.run([*python, "object-cxr-images", "--out", str(root / "cxr"), "--images", "2", "--seed", "3",
                     "--size", "256"], check=True, capture_output=True)
-    return {"tb-caverns": sorted((root / "tb" / "input").glob("*.nii.gz")),
-            "object-cxr": sorted((root / "cxr" / "input").glob("*.jpg"))}
+    return {"tb-caverns": (root / "tb" / "input", root / "tb" / "ground_truth"),
+            "object-cxr": (root / "cxr" / "input", root / "cxr" / "ground_truth")}
 
 
 @pytest.fixture(scope="module")
@@ -79,46 +74,42 @@ def participant_tarballs(tmp_path_factory) -> dict[str, Path]:
     return tarballs
 
 
-def run_cases(image: str, challenge: str, cases: list[Path], model: Path | None, work: Path):
-    """One job per case with the challenge's interface, as pre-flight runs them."""
-    interface = CHALLENGES[challenge].interface
-    results = []
-    for index, case in enumerate(cases):
-        uploaded = upload_case(case, work / "store")
-        results.append(run_job(DockerImage(image, name_prefix=NAME_PREFIX), [uploaded.value(1_000_000 + index,
-                               interface.inputs[0])], list(interface.outputs), work / f"job{index}",
-                               model=model, limits=LIMITS, gpu="off"))
-    return results
-
-
-def assert_succeeded(results, challenge: str) -> None:
-    slugs = {s.slug for s in CHALLENGES[challenge].interface.outputs}
-    for result in results:
-        assert result.status == "succeeded", (result.error, result.stderr_tail[-5:])
-        assert {o.socket.slug for o in result.outputs if o.error is None and o.value is not None} == slugs
-        assert result.peak_memory_bytes and result.wall_seconds > 0 and result.used_gpu in (False, None)
+def run_preflight(image: str, challenge: str, cases: tuple[Path, Path], model: Path, out: Path) -> dict:
+    """`medchallenge preflight` on the CPU with the ground truth; its preflight.json."""
+    inputs, ground_truth = cases
+    status = preflight.main(["--challenge", challenge, "--image", image, "--cases", str(inputs), "--ground-truth",
+                             str(ground_truth), "--model", str(model), "--gpu", "off", "--memory-gb", "4",
+                             "--time-limit", "300", "--bootstrap", "100", "--output", str(out)])
+    report = json.loads((out / "preflight.json").read_text())
+    assert status == 0 and report["ready"], [(j["case"], j["error"], j["stderr_tail"][-3:]) for j in report["jobs"]]
+    assert report["summary"]["num_succeeded"] == 2 and not report["summary"]["used_gpu"]
+    for job in report["jobs"]:
+        assert job["outputs"] and all(o["valid"] for o in job["outputs"])
+        assert job["peak_memory_bytes"] and job["wall_seconds"] > 0
+    assert report["evaluation"]["error"] is None and report["evaluation"]["aggregates"]
+    return report
 
 
 @pytest.mark.parametrize("challenge", generate_forge.CHALLENGE_NAMES)
-def test_forge_image_passes_the_job_runner(challenge, docker_images, cases, tmp_path):
-    """The forge image reads its input socket and the model tarball's subfolder as generated, and writes valid
-    output sockets: the model tarball is the template's model/ folder packed as its do_save.sh packs it."""
+def test_forge_image_passes_preflight(challenge, docker_images, cases, tmp_path):
+    """The forge image reads its input socket and the model tarball's subfolder as generated and writes valid
+    output sockets, which the challenge's evaluator scores: the model tarball is the template's model/ folder packed
+    as its do_save.sh packs it."""
     model = tmp_path / "model.tar.gz"
     with tarfile.open(model, "w:gz") as tar:
         tar.add(generate_forge.OUT / challenge / "model", arcname=".")
-    results = run_cases(docker_images[f"forge-{challenge}"], challenge, cases[challenge], model, tmp_path)
-    assert_succeeded(results, challenge)
-    assert "For instance: some weights for your model." in "\n".join(results[0].stdout_tail)
+    report = run_preflight(docker_images[f"forge-{challenge}"], challenge, cases[challenge], model, tmp_path / "out")
+    assert "For instance: some weights for your model." in "\n".join(report["jobs"][0]["stdout_tail"])
 
 
 @pytest.mark.parametrize(("model_name", "challenge"), [("unet3d", "tb-caverns"), ("resnet50", "object-cxr")])
-def test_participant_model_on_small_inputs(model_name, challenge, docker_images, cases, participant_tarballs,
-                                           tmp_path):
+def test_participant_model_passes_preflight_on_small_inputs(model_name, challenge, docker_images, cases,
+                                                            participant_tarballs, tmp_path):
     """The realistic-size models run on the CPU within the job limits and write valid output sockets."""
-    results = run_cases(docker_images["participant"], challenge, cases[challenge][:1],
-                        participant_tarballs[model_name], tmp_path)
-    assert_succeeded(results, challenge)
-    log = "\n".join(results[0].stdout_tail)
-    assert f"{model_name}.onnx: ONNX Runtime" in log and "CPUExecutionProvider" in log
-    # the weights alone are over 90 MB: the peak shows the model was loaded, not a stub
-    assert results[0].peak_memory_bytes > 200e6
+    report = run_preflight(docker_images["participant"], challenge, cases[challenge], participant_tarballs[model_name],
+                           tmp_path / "out")
+    for job in report["jobs"]:
+        log = "\n".join(job["stdout_tail"])
+        assert f"{model_name}.onnx: ONNX Runtime" in log and "CPUExecutionProvider" in log
+        # the weights alone are over 90 MB: the peak shows the model was loaded, not a stub
+        assert job["peak_memory_bytes"] > 200e6
