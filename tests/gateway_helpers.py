@@ -55,12 +55,12 @@ class FakePacs:
         self.server.shutdown()
 
 
-def send_files(files: list[Path], port: int, ae_title: str = "GATEWAY") -> list[int]:
-    """C-STORE every file to 127.0.0.1:port; the status of each."""
+def send_files(files: list[Path], port: int, ae_title: str = "GATEWAY", calling: str = "SENDER") -> list[int]:
+    """C-STORE every file to 127.0.0.1:port as `calling`; the status of each."""
     from pynetdicom import AE
 
     datasets = [pydicom.dcmread(f) for f in files]
-    ae = AE(ae_title="SENDER")
+    ae = AE(ae_title=calling)
     for sop_class in sorted({str(ds.SOPClassUID) for ds in datasets}):
         ae.add_requested_context(sop_class)
     for _ in range(100):  # the gateway may still be starting
@@ -104,7 +104,9 @@ timeout_seconds = 300
 """
 
 
-def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0) -> str:
+def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0,
+                gateway_extra: str = "") -> str:
+    """A gateway on loopback taking studies from SENDER (send_files) and ORTHANC, both from 127.0.0.1."""
     return f"""
 [gateway]
 ae_title = "GATEWAY"
@@ -113,6 +115,14 @@ port = {port}
 work_dir = "{work}"
 study_quiet_seconds = {quiet}
 max_attempts = 2
+{gateway_extra}
+[[caller]]
+ae_title = "SENDER"
+addresses = ["127.0.0.1"]
+
+[[caller]]
+ae_title = "ORTHANC"
+addresses = ["127.0.0.1"]
 
 [pacs]
 ae_title = "FAKEPACS"

@@ -26,6 +26,9 @@ class Pacs:
         if not datasets:
             return 0
         ae = AE(ae_title=self.config.ae_title)
+        limits = self.config.limits
+        ae.acse_timeout, ae.dimse_timeout = limits.acse_timeout_seconds, limits.dimse_timeout_seconds
+        ae.network_timeout = limits.network_timeout_seconds
         for sop_class in sorted({str(ds.SOPClassUID) for ds in datasets}):
             ae.add_requested_context(sop_class)
         c = self.config
