@@ -184,3 +184,30 @@ def write_gateway_studies(root: Path) -> dict:
     return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "cxr": [cxr], "root": root}
 
 
+
+
+def start_gateway(tmp_path: Path, pacs_port: int, command: list[str], quiet: float = 1.0,
+                  gateway_extra: str = "") -> tuple[GatewayProcess, int, Path]:
+    """A gateway process on loopback (work queue tmp_path/work, log tmp_path/gateway.log), ready to receive."""
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", port, pacs_port, command, quiet, gateway_extra))
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    gateway.wait_ready()
+    return gateway, port, config
+
+
+def associate(port: int, calling: str = "SENDER", called: str = "GATEWAY", source: str = "127.0.0.1",
+              contexts: tuple[str, ...] = ("1.2.840.10008.1.1",)):
+    """One association attempt (no retries), from `source` on loopback; the association (maybe not established)."""
+    from pynetdicom import AE
+
+    ae = AE(ae_title=calling)
+    ae.acse_timeout = ae.network_timeout = 10
+    for context in contexts:
+        ae.add_requested_context(context)
+    return ae.associate("127.0.0.1", port, ae_title=called, bind_address=(source, 0))
+
+
+def audit_lines(work: Path) -> list[dict]:
+    return [json.loads(line) for line in (work / "audit.jsonl").read_text().splitlines()]

@@ -70,6 +70,7 @@ class StorageServer:
         self.audit.write("association", calling_ae=calling, called_ae=called, address=address, port=port,
                          result="rejected", reason=reason)
         assoc.acse.send_reject(0x01, 0x01, diagnostic)
+        assoc.kill()  # as pynetdicom's own rejections: waits (ARTIM-bounded) until the reject is sent and closed
 
     def on_pdu(self, event) -> None:
         """A P-DATA PDU received: an instance growing past the size limit aborts its association (the instance is
