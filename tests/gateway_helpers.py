@@ -144,11 +144,12 @@ class GatewayProcess:
     def __init__(self, config: Path, log: Path):
         env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
         self.log = log
+        self.starts_before = log.read_text().count("listening on") if log.exists() else 0
         self.process = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config)],
                                         stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env)
 
     def wait_ready(self) -> None:
-        wait_for(lambda: "listening on" in self.log.read_text(), 60, "the gateway to listen")
+        wait_for(lambda: self.log.read_text().count("listening on") > self.starts_before, 60, "the gateway to listen")
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
