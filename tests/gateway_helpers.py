@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pydicom
 from dicom_helpers import write_tiny_series
+from pydicom.uid import generate_uid
 
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, write_ct_series
@@ -199,16 +200,30 @@ def start_gateway(tmp_path: Path, pacs_port: int, command: list[str], quiet: flo
 
 
 def associate(port: int, calling: str = "SENDER", called: str = "GATEWAY", source: str = "127.0.0.1",
-              contexts: tuple[str, ...] = ("1.2.840.10008.1.1",)):
+              contexts: tuple[str, ...] = ("1.2.840.10008.1.1",), transfer_syntaxes: list[str] | None = None):
     """One association attempt (no retries), from `source` on loopback; the association (maybe not established)."""
-    from pynetdicom import AE
+    from pynetdicom import AE, DEFAULT_TRANSFER_SYNTAXES
 
     ae = AE(ae_title=calling)
     ae.acse_timeout = ae.network_timeout = 10
     for context in contexts:
-        ae.add_requested_context(context)
+        ae.add_requested_context(context, transfer_syntaxes or DEFAULT_TRANSFER_SYNTAXES)
     return ae.associate("127.0.0.1", port, ae_title=called, bind_address=(source, 0))
 
 
 def audit_lines(work: Path) -> list[dict]:
     return [json.loads(line) for line in (work / "audit.jsonl").read_text().splitlines()]
+
+
+def copy_study(files: list[Path], folder: Path, **changes) -> list[Path]:
+    """The files with new SOP Instance UIDs and the given attributes changed (e.g. another study, same series)."""
+    folder.mkdir(parents=True)
+    copies = []
+    for path in files:
+        ds = pydicom.dcmread(path)
+        ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+        for keyword, value in changes.items():
+            setattr(ds, keyword, value)
+        copies.append(folder / f"{ds.SOPInstanceUID}.dcm")
+        ds.save_as(copies[-1])
+    return copies

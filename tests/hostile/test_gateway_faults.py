@@ -12,12 +12,11 @@ import shutil
 import sys
 import threading
 import time
-from pathlib import Path
 
 import pydicom
 import pytest
-from gateway_helpers import (INFERENCE, FakePacs, GatewayProcess, associate, audit_lines, config_text, free_port,
-                             send_files, start_gateway, states, wait_for)
+from gateway_helpers import (INFERENCE, FakePacs, GatewayProcess, associate, audit_lines, config_text, copy_study,
+                             free_port, send_files, start_gateway, states, wait_for)
 from pydicom.uid import generate_uid
 
 from medchallenge.dicom.sr import read_failure_note
@@ -37,20 +36,6 @@ def pacs():
     server = FakePacs()
     yield server
     server.close()
-
-
-def copy_study(files: list[Path], folder: Path, **changes) -> list[Path]:
-    """The files with new SOP Instance UIDs and the given attributes changed (e.g. another study, same series)."""
-    folder.mkdir(parents=True)
-    copies = []
-    for path in files:
-        ds = pydicom.dcmread(path)
-        ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
-        for keyword, value in changes.items():
-            setattr(ds, keyword, value)
-        copies.append(folder / f"{ds.SOPInstanceUID}.dcm")
-        ds.save_as(copies[-1])
-    return copies
 
 
 def test_a_study_breaking_routing_or_sending_fails_alone_and_the_gateway_goes_on(tmp_path, pacs, studies):
@@ -180,8 +165,8 @@ def test_results_are_identified_by_study_series_and_instances_and_every_record_i
         time.sleep(2)
     finally:
         assert gateway.stop() == 0
-    assert sorted(p.name for p in (work / "sent").iterdir()) == sorted([study_uid, f"{study_uid}~1",
-                                                                        str(pydicom.dcmread(other[0]).StudyInstanceUID)])
+    other_uid = str(pydicom.dcmread(other[0]).StudyInstanceUID)
+    assert sorted(p.name for p in (work / "sent").iterdir()) == sorted([study_uid, f"{study_uid}~1", other_uid])
     assert not (work / "sent" / study_uid / "input").exists() and states(work)["received"] == 0
     results = [ds for ds in pacs.received]
     assert len(results) == 3 and len({ds.SOPInstanceUID for ds in results}) == 3  # nothing skipped as "sent before"

@@ -151,13 +151,14 @@ class WorkQueue:
         return done
 
     def remove_older_than(self, state: str, seconds: float) -> list[str]:
-        """Remove the studies of `state` that arrived there more than `seconds` ago; their names."""
+        """Remove the studies of `state` (or the files of tmp/: instances of associations that were cut off) last
+        changed more than `seconds` ago; their names."""
         limit = time.time() - seconds
         removed = []
-        for study in self.studies(state):
-            if study.stat().st_mtime < limit:
-                shutil.rmtree(study, ignore_errors=True)
-                removed.append(study.name)
+        for path in self.studies(state) if state != RECEIVING else list((self.root / RECEIVING).iterdir()):
+            if path.stat().st_mtime < limit:
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                removed.append(path.name)
         return removed
 
 

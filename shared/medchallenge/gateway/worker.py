@@ -18,7 +18,7 @@ from .config import GatewayConfig, Route
 from .jobs import POLL_SECONDS, DetectorKilled, GatewayStopping, run_detector
 from .notes import Failure, send_failure_note
 from .pacs import Pacs
-from .queue import INTERRUPTED, TOO_LARGE, WorkQueue, is_disk_full, read_job, recover, study_instances
+from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, recover, study_instances
 from .routing import route_study
 from .server import StorageServer
 
@@ -190,6 +190,10 @@ class Gateway:
         self.recounted = time.monotonic()
         for name in self.queue.remove_older_than("unroutable", self.config.unroutable_keep_hours * 3600):
             log.info("study %s: removed from unroutable/ after %g hour(s)", name, self.config.unroutable_keep_hours)
+        limits = self.config.limits
+        stale = limits.network_timeout_seconds + limits.dimse_timeout_seconds
+        for name in self.queue.remove_older_than(RECEIVING, stale):
+            log.info("removed %s: the instance of an association cut off while sending it", name)
         self.queue.recount()
 
     def step(self) -> bool:
