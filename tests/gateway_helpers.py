@@ -142,12 +142,12 @@ timeout_seconds = 300
 class GatewayProcess:
     """`python -m medchallenge.gateway` in its own process, its log in a file."""
 
-    def __init__(self, config: Path, log: Path):
-        env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+    def __init__(self, config: Path, log: Path, cwd: Path | None = None, extra_env: dict | None = None):
+        env = {**os.environ, "PYTHONPATH": str(REPO / "shared"), **(extra_env or {})}
         self.log = log
         self.starts_before = log.read_text().count("listening on") if log.exists() else 0
         self.process = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config)],
-                                        stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env)
+                                        stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env, cwd=cwd)
 
     def wait_ready(self) -> None:
         wait_for(lambda: self.log.read_text().count("listening on") > self.starts_before, 60, "the gateway to listen")
