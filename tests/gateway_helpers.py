@@ -32,7 +32,8 @@ def free_port() -> int:
 class FakePacs:
     """Receives C-STOREs on loopback and keeps the datasets (by SOP Instance UID, as a PACS stores them)."""
 
-    def __init__(self, ae_title: str = "FAKEPACS", host: str = "127.0.0.1", port: int | None = None):
+    def __init__(self, ae_title: str = "FAKEPACS", host: str = "127.0.0.1", port: int | None = None,
+                 ssl_context=None):
         from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, evt
 
         self.port = port or free_port()
@@ -47,7 +48,8 @@ class FakePacs:
             self.received.append(ds)
             return 0x0000
 
-        self.server = ae.start_server((host, self.port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)])
+        self.server = ae.start_server((host, self.port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)],
+                                      ssl_context=ssl_context)
 
     def stored(self) -> dict[str, pydicom.Dataset]:
         return {str(ds.SOPInstanceUID): ds for ds in self.received}
@@ -106,7 +108,7 @@ timeout_seconds = 300
 
 
 def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0,
-                gateway_extra: str = "") -> str:
+                gateway_extra: str = "", pacs_extra: str = "") -> str:
     """A gateway on loopback taking studies from SENDER (send_files) and ORTHANC, both from 127.0.0.1."""
     return f"""
 [gateway]
@@ -129,7 +131,7 @@ addresses = ["127.0.0.1"]
 ae_title = "FAKEPACS"
 host = "127.0.0.1"
 port = {pacs_port}
-
+{pacs_extra}
 [[route]]
 name = "tb-caverns"
 modalities = ["CT"]
@@ -189,18 +191,19 @@ def write_gateway_studies(root: Path) -> dict:
 
 
 def start_gateway(tmp_path: Path, pacs_port: int, command: list[str], quiet: float = 1.0,
-                  gateway_extra: str = "") -> tuple[GatewayProcess, int, Path]:
+                  gateway_extra: str = "", pacs_extra: str = "") -> tuple[GatewayProcess, int, Path]:
     """A gateway process on loopback (work queue tmp_path/work, log tmp_path/gateway.log), ready to receive."""
     port = free_port()
     config = tmp_path / "gateway.toml"
-    config.write_text(config_text(tmp_path / "work", port, pacs_port, command, quiet, gateway_extra))
+    config.write_text(config_text(tmp_path / "work", port, pacs_port, command, quiet, gateway_extra, pacs_extra))
     gateway = GatewayProcess(config, tmp_path / "gateway.log")
     gateway.wait_ready()
     return gateway, port, config
 
 
 def associate(port: int, calling: str = "SENDER", called: str = "GATEWAY", source: str = "127.0.0.1",
-              contexts: tuple[str, ...] = ("1.2.840.10008.1.1",), transfer_syntaxes: list[str] | None = None):
+              contexts: tuple[str, ...] = ("1.2.840.10008.1.1",), transfer_syntaxes: list[str] | None = None,
+              tls_args=None):
     """One association attempt (no retries), from `source` on loopback; the association (maybe not established)."""
     from pynetdicom import AE, DEFAULT_TRANSFER_SYNTAXES
 
@@ -208,7 +211,7 @@ def associate(port: int, calling: str = "SENDER", called: str = "GATEWAY", sourc
     ae.acse_timeout = ae.network_timeout = 10
     for context in contexts:
         ae.add_requested_context(context, transfer_syntaxes or DEFAULT_TRANSFER_SYNTAXES)
-    return ae.associate("127.0.0.1", port, ae_title=called, bind_address=(source, 0))
+    return ae.associate("127.0.0.1", port, ae_title=called, bind_address=(source, 0), tls_args=tls_args)
 
 
 def audit_lines(work: Path) -> list[dict]:

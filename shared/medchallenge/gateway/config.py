@@ -62,6 +62,34 @@ class Limits:
 
 
 @dataclass(frozen=True)
+class Tls:
+    """DICOM TLS for one direction: our certificate and key (optional for a client), and the CA certificates the
+    peer's certificate must chain to (for the gateway's server: required of every caller, mutual TLS)."""
+
+    certificate: Path | None
+    private_key: Path | None
+    ca_certificates: Path
+
+    def server_context(self):
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(self.ca_certificates))
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(self.certificate), str(self.private_key))
+        return context
+
+    def client_context(self):
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(self.ca_certificates))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.certificate is not None:
+            context.load_cert_chain(str(self.certificate), str(self.private_key))
+        return context
+
+
+@dataclass(frozen=True)
 class GatewayConfig:
     ae_title: str
     host: str
@@ -78,6 +106,8 @@ class GatewayConfig:
     audit_log: Path
     unroutable_keep_hours: float
     disk_full_retry_seconds: float
+    tls: Tls | None = None  # the gateway's server
+    pacs_tls: Tls | None = None  # to the PACS
 
 
 def _take(table: dict, key: str, kind, where: str, default=None):
@@ -122,7 +152,7 @@ def _positive(table: dict, key: str, where: str, default: float) -> float:
 
 
 MIB = 1 << 20
-GATEWAY_KEYS = {"ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
+GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
                 "max_instance_mib", "max_study_mib", "work_quota_mib", "max_associations", "acse_timeout_seconds",
                 "dimse_timeout_seconds", "network_timeout_seconds", "unroutable_keep_hours",
                 "disk_full_retry_seconds"}
@@ -148,6 +178,30 @@ def _callers(document: dict, path: Path) -> tuple[Caller, ...]:
                 raise InputError(f"{where}: addresses: {address!r} is not an IP address or network") from None
         callers.append(Caller(_ae_title(table, where), tuple(networks)))
     return tuple(callers)
+
+
+def _tls(table: dict, where: str, server: bool) -> Tls | None:
+    """The optional `tls` table of [gateway] (server: certificate and key required) or [pacs]; files checked."""
+    if "tls" not in table:
+        return None
+    tls = _take(table, "tls", dict, where)
+    where = f"{where[:-1]}.tls]"
+    _no_unknown_keys(tls, {"certificate", "private_key", "ca_certificates"}, where)
+    paths = {}
+    for key in ("certificate", "private_key", "ca_certificates"):
+        if key in tls or server or key == "ca_certificates":
+            path = Path(_take(tls, key, str, where))
+            if not path.is_file():
+                raise InputError(f"{where}: {key} = {str(path)!r}: no such file")
+            paths[key] = path
+    if ("certificate" in paths) != ("private_key" in paths):
+        raise InputError(f"{where}: give both certificate and private_key, or neither")
+    config = Tls(paths.get("certificate"), paths.get("private_key"), paths["ca_certificates"])
+    try:
+        config.server_context() if server else config.client_context()
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise InputError(f"{where}: cannot load the certificates ({exc})") from None
+    return config
 
 
 def _limits(gateway: dict, where: str) -> Limits:
@@ -184,7 +238,7 @@ def load_config(path: Path) -> GatewayConfig:
     pacs = _take(document, "pacs", dict, str(path))
     where_g, where_p = f"{path} [gateway]", f"{path} [pacs]"
     _no_unknown_keys(gateway, GATEWAY_KEYS, where_g)
-    _no_unknown_keys(pacs, {"ae_title", "host", "port"}, where_p)
+    _no_unknown_keys(pacs, {"ae_title", "host", "port", "tls"}, where_p)
     quiet = float(_take(gateway, "study_quiet_seconds", (int, float), where_g, 30))
     attempts = _take(gateway, "max_attempts", int, where_g, 2)
     if quiet <= 0 or attempts < 1:
@@ -219,4 +273,5 @@ def load_config(path: Path) -> GatewayConfig:
         callers=_callers(document, path), limits=_limits(gateway, where_g),
         audit_log=Path(_take(gateway, "audit_log", str, where_g, str(work_dir / "audit.jsonl"))),
         unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72),
-        disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60))
+        disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60),
+        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False))

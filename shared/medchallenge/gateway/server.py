@@ -40,6 +40,21 @@ class AssociationRecord:
     released: bool = False
 
 
+def gateway_server_class():
+    """pynetdicom's threaded server, with the TLS handshake moved out of the accepting thread: pynetdicom does it
+    while accepting, so one caller that connects and sends nothing would stop every other connection."""
+    from pynetdicom.transport import ThreadedAssociationServer
+
+    class GatewayServer(ThreadedAssociationServer):
+        def get_request(self):
+            client, address = self.socket.accept()
+            if self.ssl_context:  # the handshake happens in the association's thread, at its first read
+                client = self.ssl_context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            return client, address
+
+    return GatewayServer
+
+
 class StorageServer:
     """The gateway's listening AE, storing what it receives into the work queue."""
 
@@ -181,9 +196,14 @@ class StorageServer:
         handlers = [(evt.EVT_C_STORE, self.handle_store), (evt.EVT_REQUESTED, self.on_requested),
                     (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),
                     (evt.EVT_ABORTED, self.on_end), (evt.EVT_CONN_CLOSE, self.on_end)]
-        self.server = ae.start_server((self.config.host, self.config.port), block=False, evt_handlers=handlers)
-        log.info("gateway %s listening on %s:%d; callers %s; PACS %s@%s:%d; work queue %s", self.config.ae_title,
-                 self.config.host, self.config.port, ", ".join(c.ae_title for c in self.config.callers),
+        tls = self.config.tls.server_context() if self.config.tls else None
+        self.server = ae.make_server((self.config.host, self.config.port), evt_handlers=handlers, ssl_context=tls,
+                                     server_class=gateway_server_class())
+        ae._servers.append(self.server)  # as AE.start_server does: its shutdown() removes it from there
+        threading.Thread(target=self.server.serve_forever, name="gateway-acceptor", daemon=True).start()
+        log.info("gateway %s listening on %s:%d%s; callers %s; PACS %s@%s:%d; work queue %s", self.config.ae_title,
+                 self.config.host, self.config.port, " (TLS)" if tls else "",
+                 ", ".join(c.ae_title for c in self.config.callers),
                  self.config.pacs_ae_title, self.config.pacs_host, self.config.pacs_port, self.config.work_dir)
 
     def shutdown(self) -> None:
