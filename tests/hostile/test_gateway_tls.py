@@ -5,6 +5,7 @@ checks the PACS's certificate and host name when it sends."""
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import subprocess
 from pathlib import Path
@@ -67,6 +68,7 @@ ca_certificates = "{certificates / 'hospital-ca.crt'}"
     ct = pydicom.dcmread(studies["tb"][0])
     try:
         assert not associate(port).is_established  # plain TCP
+        silent = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]  # connect, never handshake
         assert not associate(port, tls_args=(client_context(certificates, "stranger", "hospital"),
                                              "127.0.0.1")).is_established  # another CA's certificate
         sender = associate(port, contexts=(str(ct.SOPClassUID),),
@@ -74,6 +76,8 @@ ca_certificates = "{certificates / 'hospital-ca.crt'}"
         assert sender.is_established
         assert {sender.send_c_store(pydicom.dcmread(p)).Status for p in studies["tb"]} == {0}
         sender.release()
+        for connection in silent:
+            connection.close()
         wait_for(lambda: states(work)["failed"] == 1 and len(pacs.received) == 1, 60, "the note over TLS")
     finally:
         assert gateway.stop() == 0
