@@ -56,11 +56,13 @@ def coded(triple: tuple[str, str, str]):
 
 
 def result_uid(series: DicomSeries, kind: FindingKind, content: object, what: str) -> str:
-    """A UID that depends only on the source series, the algorithm and its result (`content`, JSON-able)."""
+    """A UID that depends only on what the result was computed from (the study, the series and the set of its
+    instances: a study sent again with more slices, or another study reusing the series UID, gets results of its
+    own), the algorithm and its result (`content`, JSON-able)."""
     from pydicom.uid import generate_uid
 
-    return generate_uid(entropy_srcs=[series.series_uid, kind.algorithm_name, kind.algorithm_version,
-                                      json.dumps(content), what])
+    return generate_uid(entropy_srcs=[series.study_uid, series.series_uid, *sorted(series.sop_instance_uids),
+                                      kind.algorithm_name, kind.algorithm_version, json.dumps(content), what])
 
 
 # Patient and General Study attributes of type 2 (present, maybe empty) that highdicom copies from the source
@@ -251,23 +253,24 @@ def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:
 FAILURE_SERIES_NUMBER = 903
 
 
-def failure_note(series: list[DicomSeries], detector: str, message: str):
-    """A Comprehensive SR telling the PACS that `detector` could not process the study of `series` (a Diagnostic
-    Imaging Report with one Comment: the error line), marked partial, every instance of the study as evidence. Its
-    UIDs derive from the study, the detector and the message."""
+def failure_note(series: list[DicomSeries], detector: str, text: str):
+    """A Comprehensive SR telling the PACS that `detector` (a route's name, or "gateway") could not process the study
+    of `series`: a Diagnostic Imaging Report with one Comment, `text` (a fixed wording chosen by the caller, never
+    text from the images), marked partial, every instance of the study as evidence. Its UIDs derive from the study,
+    the set of its instances, the detector and the text."""
     import highdicom as hd
     from pydicom.sr.codedict import codes
     from pydicom.uid import generate_uid
 
     study_uid = series[0].study_uid
     root = hd.sr.ContainerContentItem(name=codes.LN.DiagnosticImagingReport)
-    root.ContentSequence = [hd.sr.TextContentItem(
-        name=codes.DCM.Comment, value=f"AI detector {detector} could not process this study: {message}",
-        relationship_type=hd.sr.RelationshipTypeValues.CONTAINS)]
+    root.ContentSequence = [hd.sr.TextContentItem(name=codes.DCM.Comment, value=text,
+                                                  relationship_type=hd.sr.RelationshipTypeValues.CONTAINS)]
     headers = [header for s in series for header in evidence(s)]
+    instances = sorted(uid for s in series for uid in s.sop_instance_uids)
 
     def uid(what: str) -> str:
-        return generate_uid(entropy_srcs=[study_uid, detector, message, what])
+        return generate_uid(entropy_srcs=[study_uid, *instances, detector, text, what])
 
     return hd.sr.ComprehensiveSR(
         evidence=headers, content=root, series_instance_uid=uid("failure-series"),

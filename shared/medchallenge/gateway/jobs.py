@@ -38,10 +38,18 @@ def die_with_parent() -> None:
 
 
 def run_command(route: Route, study: Path) -> None:
-    """The route's command on the study's input/ into its output/."""
+    """The route's command on the study's input/ into its output/; its home and temporary folder are a scratch
+    folder of the study (removed afterwards), so that nothing is written outside the work folder."""
     command = [*route.command, "--input", str(study / "input"), "--output", str(study / "output")]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=route.timeout_seconds,
-                          preexec_fn=die_with_parent)
+    scratch = study / "scratch"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir()
+    env = {**os.environ, "HOME": str(scratch), "TMPDIR": str(scratch)}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=route.timeout_seconds,
+                              preexec_fn=die_with_parent, env=env)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
     if done.returncode < 0:
         raise DetectorKilled(f"detector {route.name} killed by signal {-done.returncode}")
     if done.returncode != 0:

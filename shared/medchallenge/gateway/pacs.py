@@ -26,10 +26,14 @@ class Pacs:
         if not datasets:
             return 0
         ae = AE(ae_title=self.config.ae_title)
+        limits = self.config.limits
+        ae.acse_timeout, ae.dimse_timeout = limits.acse_timeout_seconds, limits.dimse_timeout_seconds
+        ae.network_timeout = limits.network_timeout_seconds
         for sop_class in sorted({str(ds.SOPClassUID) for ds in datasets}):
             ae.add_requested_context(sop_class)
         c = self.config
-        association = ae.associate(c.pacs_host, c.pacs_port, ae_title=c.pacs_ae_title)
+        tls = (c.pacs_tls.client_context(), c.pacs_host) if c.pacs_tls else None
+        association = ae.associate(c.pacs_host, c.pacs_port, ae_title=c.pacs_ae_title, tls_args=tls)
         if not association.is_established:
             raise InputError(f"PACS {c.pacs_ae_title}@{c.pacs_host}:{c.pacs_port}: association refused or no answer")
         try:

@@ -1,21 +1,33 @@
-"""The work queue: one folder per state, a study moving between them by atomic renames, and the ledger of the
-result UIDs the PACS confirmed."""
+"""The work queue: one folder per state, a study moving between them by atomic renames, the ledger of the result
+UIDs the PACS confirmed, and the byte counts the size limits are checked against."""
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
 import shutil
 import threading
+import time
 from pathlib import Path
 
-from ..io import atomic_output, write_text_atomic
+from ..io import write_text_atomic
 
 log = logging.getLogger("medchallenge.gateway")
 
 STATES = ("incoming", "received", "running", "sent", "failed", "unroutable", "duplicate")
+FINAL_STATES = ("sent", "failed", "unroutable", "duplicate")
 SENT_LEDGER = "sent-uids.txt"
+RECEIVING = "tmp"  # pynetdicom writes an instance being received here (the process's temporary folder)
+INTERRUPTED = "reception-interrupted"  # marker: the study's reception was cut off (gateway killed, A-ABORT)
+TOO_LARGE = "too-large"  # marker: an instance of the study was refused for the study's size limit
+EARLIER = "~"  # sent/<study>~1, ~2...: the earlier records of a study that ended there more than once
+DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
 def study_instances(folder: Path) -> list[str]:
@@ -28,17 +40,30 @@ def read_job(study: Path) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def folder_bytes(folder: Path) -> int:
+    total = 0
+    for root, _, files in os.walk(folder):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
 class WorkQueue:
-    """The folders of the work queue and the ledger of sent result UIDs."""
+    """The folders of the work queue, the ledger of sent result UIDs and the bytes the queue holds."""
 
     def __init__(self, root: Path):
         self.root = root
-        for state in STATES:
+        for state in (*STATES, RECEIVING):
             (root / state).mkdir(parents=True, exist_ok=True)
         self.ledger = root / SENT_LEDGER
         self.ledger.touch()
         self.sent = set(self.ledger.read_text().split())
         self.lock = threading.Lock()  # between the storage handler (network threads) and the worker
+        self.bytes_held = folder_bytes(root)  # recounted by the worker (`recount`); added to by `store`
+        self.study_bytes: dict[str, int] = {}  # incoming studies, by UID
 
     def folder(self, state: str, study_uid: str) -> Path:
         return self.root / state / study_uid
@@ -46,21 +71,65 @@ class WorkQueue:
     def studies(self, state: str) -> list[Path]:
         return sorted((p for p in (self.root / state).iterdir() if p.is_dir()), key=lambda p: p.stat().st_mtime)
 
+    def records(self, state: str, study_uid: str) -> list[Path]:
+        """The study's folders in a final state: the latest and the earlier ones."""
+        return [p for p in (self.folder(state, study_uid), *(self.root / state).glob(study_uid + EARLIER + "*"))
+                if p.is_dir()]
+
     def move(self, study: Path, state: str) -> Path:
-        """Rename `study` into `state` (atomic; a leftover of the same study there is replaced)."""
+        """Rename `study` into `state` (atomic). In a final state an earlier record of the same study is kept
+        (renamed `<study>~N`); into received/, instances of the same study already waiting there are merged."""
         target = self.root / state / study.name
-        if target.exists():
+        if target.exists() and state in FINAL_STATES:
+            number = 1 + max((int(p.name.rpartition(EARLIER)[2]) for p in
+                              (self.root / state).glob(study.name + EARLIER + "*")), default=0)
+            os.rename(target, target.with_name(f"{study.name}{EARLIER}{number}"))
+        elif target.exists() and state == "received":
+            self.merge(study, target)
+            return target
+        elif target.exists():
             shutil.rmtree(target)
         os.rename(study, target)
         return target
 
-    def store(self, study_uid: str, sop_uid: str, encoded: bytes) -> None:
-        """One received instance into incoming/, written atomically (complete or absent)."""
+    @staticmethod
+    def merge(study: Path, target: Path) -> None:
+        """The instances and markers of `study` into `target` (the same study), then `study` removed."""
+        (target / "input").mkdir(exist_ok=True)
+        for path in (study / "input").glob("*.dcm"):
+            os.replace(path, target / "input" / path.name)
+        for marker in (INTERRUPTED, TOO_LARGE):
+            if (study / marker).exists():
+                (target / marker).touch()
+        if (study / "job.json").exists() and not (target / "job.json").exists():
+            os.replace(study / "job.json", target / "job.json")
+        shutil.rmtree(study)
+
+    def store(self, study_uid: str, sop_uid: str, received: Path) -> None:
+        """One received instance (the file pynetdicom wrote in tmp/) into incoming/, by rename (complete or
+        absent). An instance arriving clears the study's interrupted mark: its sender is sending (again)."""
+        size = received.stat().st_size
         with self.lock:
-            folder = self.folder("incoming", study_uid) / "input"
-            with atomic_output(folder / f"{sop_uid}.dcm", "wb") as handle:
-                handle.write(encoded)
-            os.utime(folder.parent)  # the study's last arrival
+            folder = self.folder("incoming", study_uid)
+            (folder / "input").mkdir(parents=True, exist_ok=True)
+            os.replace(received, folder / "input" / f"{sop_uid}.dcm")
+            (folder / INTERRUPTED).unlink(missing_ok=True)
+            os.utime(folder)  # the study's last arrival
+            self.study_bytes[study_uid] = self.study_bytes.get(study_uid, 0) + size
+            self.bytes_held += size
+
+    def mark(self, study_uid: str, marker: str) -> None:
+        """Put a marker on a study still being received (if it is)."""
+        with self.lock:
+            folder = self.folder("incoming", study_uid)
+            if folder.is_dir():
+                (folder / marker).touch()
+
+    def recount(self) -> None:
+        """The bytes held, counted again (the worker removes images as studies finish)."""
+        held = folder_bytes(self.root)
+        with self.lock:
+            self.bytes_held = held
 
     def sent_uids(self) -> set[str]:
         return set(self.sent)
@@ -77,15 +146,27 @@ class WorkQueue:
         study moved back to received/ is tried again)."""
         done = set()
         for state in ("sent", "failed"):
-            record = self.folder(state, study_uid) / "job.json"
-            if record.exists():
-                done |= set(json.loads(record.read_text()).get("instances", []))
+            for record in self.records(state, study_uid):
+                done |= set(read_job(record).get("instances", []))
         return done
+
+    def remove_older_than(self, state: str, seconds: float) -> list[str]:
+        """Remove the studies of `state` (or the files of tmp/: instances of associations that were cut off) last
+        changed more than `seconds` ago; their names."""
+        limit = time.time() - seconds
+        removed = []
+        for path in self.studies(state) if state != RECEIVING else list((self.root / RECEIVING).iterdir()):
+            if path.stat().st_mtime < limit:
+                shutil.rmtree(path, ignore_errors=True) if path.is_dir() else path.unlink(missing_ok=True)
+                removed.append(path.name)
+        return removed
 
 
 def recover(queue: WorkQueue, max_attempts: int) -> None:
-    """After a restart: studies left running go back to received (or to failed after `max_attempts` runs), partial
-    instance files are removed, and the quiet period of studies still being received starts again."""
+    """After a restart: studies left running go back to received (or to failed after `max_attempts` runs); the
+    images of a study already in sent/ (the gateway stopped while removing them) are removed; instances half
+    received are removed; studies still being received are marked interrupted (they are not processed as complete
+    unless their sender sends again) and their quiet period starts again."""
     for study in queue.studies("running"):
         job = read_job(study)
         if job.get("attempts", 0) >= max_attempts:
@@ -97,7 +178,14 @@ def recover(queue: WorkQueue, max_attempts: int) -> None:
             shutil.rmtree(study / "output", ignore_errors=True)
             queue.move(study, "received")
             log.info("study %s: was running when the gateway stopped; queued again", study.name)
-    for part in queue.root.glob("incoming/*/input/.*.part"):
-        part.unlink()
+    for study in (queue.root / "sent").iterdir():
+        shutil.rmtree(study / "input", ignore_errors=True)
+    for leftover in [*queue.root.glob("incoming/*/input/.*.part"), *(queue.root / RECEIVING).iterdir()]:
+        if leftover.is_file():
+            leftover.unlink()
     for study in queue.studies("incoming"):  # the time the gateway was down is no quiet time: the PACS may resend
+        (study / INTERRUPTED).touch()
         os.utime(study)
+        log.warning("study %s: its reception was interrupted by the stop of the gateway; it is processed only if "
+                    "its sender sends it again", study.name)
+    queue.recount()
