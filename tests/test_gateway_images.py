@@ -16,26 +16,15 @@ import pytest
 from conftest import REPO
 from dicom_helpers import write_tiny_series
 from external_images import generate_forge
-from gateway_helpers import FakePacs, GatewayProcess, free_port, send_files, states, wait_for
+from gateway_helpers import FakePacs, GatewayProcess, config_text, free_port, send_files, states, wait_for
 from test_external_images import docker_images  # noqa: F401 (the fixture building the images)
 
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
 
-CONFIG = """
-[gateway]
-ae_title = "GATEWAY"
-host = "127.0.0.1"
-port = {port}
-work_dir = "{work}"
-study_quiet_seconds = 1
-max_attempts = 1
-
-[pacs]
-ae_title = "FAKEPACS"
-host = "127.0.0.1"
-port = {pacs_port}
-"""
+def gateway_config(work: Path, port: int, pacs_port: int) -> str:
+    """The loopback gateway of gateway_helpers without its routes."""
+    return config_text(work, port, pacs_port, []).split("[[route]]")[0]
 
 
 def image_route(name: str, modalities: list[str], body_parts: list[str], image: str, interface: str,
@@ -67,7 +56,7 @@ def check(config: Path) -> subprocess.CompletedProcess:
 
 def test_check_refuses_an_interface_without_dicom_mapping(tmp_path):
     config = tmp_path / "gateway.toml"
-    config.write_text(CONFIG.format(port=11112, work=tmp_path / "work", pacs_port=104)
+    config.write_text(gateway_config(tmp_path / "work", 11112, 104)
                       + image_route("captions", ["CR"], [], "team/captioner:1", "imageclef-caption-2022", None))
     done = check(config)
     assert done.returncode != 0
@@ -85,7 +74,7 @@ def test_forge_images_behind_the_gateway(docker_images, studies, tmp_path):  # n
         ds.save_as(path)
     config = tmp_path / "gateway.toml"
     config.write_text(
-        CONFIG.format(port=port, work=work, pacs_port=pacs.port)
+        gateway_config(work, port, pacs.port)
         + image_route("forge-tb", ["CT"], ["CHEST"], docker_images["forge-tb-caverns"], "tb-caverns",
                       forge_model("tb-caverns", tmp_path / "tb-model.tar.gz"))
         + image_route("forge-cxr", ["CR", "DX"], [], docker_images["forge-object-cxr"], "object-cxr",
@@ -116,10 +105,11 @@ def test_forge_images_behind_the_gateway(docker_images, studies, tmp_path):  # n
     assert read_point_report(cxr_sr) == (0.5, [])  # its likelihood 0.5, no points
     for sr, route in ((tb_sr, "forge-tb"), (cxr_sr, "forge-cxr")):
         assert f'"{route}"' in sr.to_json()  # the algorithm's name in the SR: the route's
-    message = read_failure_note(note)
-    assert "no-model" in message and "exited with status 1" in message
-    assert "unet3d.onnx" not in message  # the container's stderr stays out of the PACS ...
+    assert read_failure_note(note).startswith("AI detector no-model could not process this study: the detector "
+                                              "could not process the images of this study.")
     failed = next((work / "failed").iterdir())
-    assert "no-model" in (failed / "error.txt").read_text()
+    error = (failed / "error.txt").read_text()
+    assert "no-model" in error and "exited with status 1" in error
+    assert "unet3d.onnx" not in error  # the container's stderr stays out of the gateway's records ...
     result = json.loads((failed / "job" / "result.json").read_text())  # ... and in the job's result
     assert result["status"] == "failed" and "unet3d.onnx" in "\n".join(result["stderr_tail"])

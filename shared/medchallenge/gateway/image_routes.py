@@ -14,6 +14,7 @@ import dataclasses
 import json
 import math
 import shutil
+import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +26,7 @@ from ..errors import InputError
 from ..io import write_dicom_atomic, write_json_atomic
 from ..jobs import JobLimits, run_job
 from ..jobs.docker_run import DockerImage
+from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
 from ..sockets import OBJECT_CXR_INTERFACE, TB_CAVERNS_INTERFACE, Interface
@@ -154,8 +156,8 @@ def study_upload(study: Path, socket_slug: str, upload: Path) -> DicomSeries:
 
 
 def run_image_route(route: Route, study: Path) -> None:
-    """The route's image on the study's input/ into output/dicom/ (InputError with the job's error line when the
-    job fails, times out or runs out of memory)."""
+    """The route's image on the study's input/ into output/dicom/: InputError with the job's error line when the job
+    fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
     route_interface, kind = CHALLENGE_INTERFACES[route.interface]
     interface = route_interface.interface
     socket = interface.inputs[0]
@@ -172,6 +174,8 @@ def run_image_route(route: Route, study: Path) -> None:
                      gpu=route.gpu)
     write_json_atomic(work / "result.json", result.to_json())
     if result.status != "succeeded":
+        if result.error.startswith(TIME_LIMIT):  # the gateway's time-out note, as for its other detectors
+            raise subprocess.TimeoutExpired(route.image, route.timeout_seconds)
         raise InputError(f"detector {route.name} failed: {note_line(result.error, result.exit_code)}")
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
