@@ -1,7 +1,7 @@
 """The gateway's image routes on loopback: a CT study and a CR radiograph go to grand-challenge-forge's algorithm
 images (tests/external_images) through the job runner, and their output sockets come back to the PACS as DICOM SRs;
 a job that fails (the participant image without its model tarball) gets a failure note and failed/; an interface
-without a DICOM mapping is refused by `--check` with one line."""
+without a DICOM mapping is refused by `--check` with one line; and the same end to end with Orthanc."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 import pydicom
 import pytest
 from conftest import REPO
-from dicom_helpers import write_tiny_series
+from dicom_helpers import dciodvfy_errors, write_tiny_series
 from external_images import generate_forge
 from gateway_helpers import FakePacs, GatewayProcess, config_text, free_port, send_files, states, wait_for
 from test_external_images import docker_images  # noqa: F401 (the fixture building the images)
@@ -113,3 +113,38 @@ def test_forge_images_behind_the_gateway(docker_images, studies, tmp_path):  # n
     assert "unet3d.onnx" not in error  # the container's stderr stays out of the gateway's records ...
     result = json.loads((failed / "job" / "result.json").read_text())  # ... and in the job's result
     assert result["status"] == "failed" and "unet3d.onnx" in "\n".join(result["stderr_tail"])
+
+
+def test_forge_images_between_orthanc_and_the_gateway(docker_images, studies, tmp_path):  # noqa: F811
+    """Orthanc forwards a chest CT and a radiograph to the gateway (its auto-routing), the forge images run on them
+    and their SRs appear in Orthanc, valid for dciodvfy, reading back to the images' outputs."""
+    from test_gateway_orthanc import Orthanc, sr_series
+
+    port = free_port()
+    orthanc = Orthanc(tmp_path / "orthanc", port)
+    config = tmp_path / "gateway.toml"
+    config.write_text(
+        gateway_config(tmp_path / "work", port, orthanc.dicom).replace('ae_title = "FAKEPACS"', 'ae_title = "ORTHANC"')
+        + image_route("forge-tb", ["CT"], ["CHEST"], docker_images["forge-tb-caverns"], "tb-caverns",
+                      forge_model("tb-caverns", tmp_path / "tb-model.tar.gz"))
+        + image_route("forge-cxr", ["CR", "DX"], [], docker_images["forge-object-cxr"], "object-cxr",
+                      forge_model("object-cxr", tmp_path / "cxr-model.tar.gz")))
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        gateway.wait_ready()
+        orthanc.upload(studies["tb"])
+        orthanc.upload(studies["cxr"])
+        results = {}
+        for key in ("tb", "cxr"):
+            uid = str(pydicom.dcmread(studies[key][0]).StudyInstanceUID)
+            (entry,) = wait_for(lambda: sr_series(orthanc, uid), 240, f"the {key} SR in Orthanc")
+            results[key] = tmp_path / f"{key}-sr.dcm"
+            results[key].write_bytes(orthanc.get(f"/instances/{entry['Instances'][0]}/file"))
+            assert dciodvfy_errors(results[key]) == []
+    finally:
+        assert gateway.stop() == 0
+        orthanc.close()
+    ((series, _),) = select_study_series(find_series(studies["root"] / "tb"), ("CT",))
+    assert read_box_report(results["tb"], series) == []
+    assert read_point_report(results["cxr"]) == (0.5, [])
+    assert "Traceback" not in (tmp_path / "gateway.log").read_text()
