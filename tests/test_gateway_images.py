@@ -6,6 +6,8 @@ without a DICOM mapping is refused by `--check` with one line; and the same end 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import tarfile
@@ -148,3 +150,33 @@ def test_forge_images_between_orthanc_and_the_gateway(docker_images, studies, tm
     assert read_box_report(results["tb"], series) == []
     assert read_point_report(results["cxr"]) == (0.5, [])
     assert "Traceback" not in (tmp_path / "gateway.log").read_text()
+
+
+def test_the_job_runner_service_runs_image_routes_for_a_gateway_without_docker(docker_images, studies,  # noqa: F811
+                                                                                tmp_path):
+    """An image route with an inbox: the gateway (here without any `docker` on its PATH) hands the study over, the
+    job-runner service (`--job-runner`, the one holding the Docker socket) runs the image, the SR reaches the PACS."""
+    work, pacs, port = tmp_path / "work", FakePacs(), free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(gateway_config(work, port, pacs.port)
+                      + image_route("forge-cxr", ["CR", "DX"], [], docker_images["forge-object-cxr"], "object-cxr",
+                                    forge_model("object-cxr", tmp_path / "cxr-model.tar.gz"))
+                      + f'inbox = "{tmp_path / "inbox" / "forge-cxr"}"\n')
+    assert check(config).returncode == 0
+    gateway = GatewayProcess(config, tmp_path / "gateway.log", extra_env={"PATH": str(tmp_path / "no-docker")})
+    runner_log = open(tmp_path / "job-runner.log", "w")
+    runner = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--job-runner"],
+                              stdout=runner_log, stderr=subprocess.STDOUT,
+                              env={**os.environ, "PYTHONPATH": str(REPO / "shared")})
+    try:
+        gateway.wait_ready()
+        assert set(send_files(studies["cxr"], port)) == {0}
+        (sr,) = wait_for(lambda: list(pacs.stored().values()), 240, "the SR from the job runner")
+    finally:
+        gateway.stop()
+        runner.send_signal(signal.SIGTERM)
+        assert runner.wait(timeout=60) == 0
+        pacs.close()
+    assert read_point_report(sr) == (0.5, [])
+    assert "job runner: watching" in (tmp_path / "job-runner.log").read_text()
+    assert states(work)["sent"] == 1 and not any((tmp_path / "inbox" / "forge-cxr" / "pending").iterdir())

@@ -21,7 +21,8 @@ class Route:
     `command`, run with `--input DIR --output DIR` (an algorithm's entry script), or `inbox`, the folder a detector
     container without network watches (`inference.py --watch DIR`: jobs in pending/, results in done/), or `image`,
     a grand-challenge algorithm image run by the job runner with `interface`'s sockets (image_routes.py), its
-    optional `model` tarball at /opt/ml/model, `memory_gb` and `gpu` ("auto", "on", "off")."""
+    optional `model` tarball at /opt/ml/model, `memory_gb` and `gpu` ("auto", "on", "off"): here, or with an
+    `inbox` by the job-runner service that holds the Docker socket (job_runner.py)."""
 
     name: str
     modalities: tuple[str, ...]
@@ -280,9 +281,10 @@ def load_config(path: Path) -> GatewayConfig:
             raise InputError(f"{where}: expected a table")
         _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "inbox", "timeout_seconds",
                                  *IMAGE_KEYS}, where)
-        if sum(key in table for key in ("command", "inbox", "image")) != 1:
+        if sum(key in table for key in ("command", "inbox", "image")) - ("image" in table and "inbox" in table) != 1:
             raise InputError(f"{where}: give either command (a detector run here), inbox (a detector container's "
-                             "watched folder) or image (a grand-challenge algorithm image)")
+                             "watched folder) or image (a grand-challenge algorithm image, with an inbox when the "
+                             "job-runner service runs it)")
         command = _strings(table, "command", where, required=True) if "command" in table else ()
         inbox = Path(_take(table, "inbox", str, where)) if "inbox" in table else None
         timeout = float(_take(table, "timeout_seconds", (int, float), where, 3600))

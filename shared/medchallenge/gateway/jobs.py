@@ -1,7 +1,7 @@
 """Running a detector on one study: `run_detector(route, study, stopping)` fills the study's output/ or raises
 (InputError: the detector failed; DetectorKilled; subprocess.TimeoutExpired; GatewayStopping). The one place that
-knows how a detector is run: a command here, a detector container watching an inbox folder, or a grand-challenge
-algorithm image run by the job runner (image_routes.py)."""
+knows how a detector is run: a command here, a detector container (or the job-runner service of image routes)
+watching an inbox folder, or a grand-challenge algorithm image run here by the job runner (image_routes.py)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .config import Route
 from .image_routes import run_image_route
 
 POLL_SECONDS = 0.5
+IMAGE_JOB_MARGIN_SECONDS = 300
 
 
 class DetectorKilled(Exception):
@@ -68,7 +69,8 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
         shutil.rmtree(staging, ignore_errors=True)
         shutil.copytree(study / "input", staging / "input")
         os.rename(staging, folders["pending"])
-    deadline = time.monotonic() + route.timeout_seconds
+    # an image route's job runner converts the study and starts the container before the job's own time limit
+    deadline = time.monotonic() + route.timeout_seconds + (IMAGE_JOB_MARGIN_SECONDS if route.image else 0)
     while not folders["done"].exists():
         if time.monotonic() > deadline:
             raise subprocess.TimeoutExpired(str(route.inbox), route.timeout_seconds)
@@ -85,7 +87,7 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
 
 def run_detector(route: Route, study: Path, stopping: threading.Event) -> None:
     """The route's detector on the study's input/ into its output/."""
-    if route.image is not None:
+    if route.image is not None and route.inbox is None:
         run_image_route(route, study)
     elif route.inbox is None:
         run_command(route, study)

@@ -1,4 +1,4 @@
-"""`medchallenge gateway --config FILE [--check]`: the command line."""
+"""`medchallenge gateway --config FILE [--check | --job-runner]`: the command line."""
 
 from __future__ import annotations
 
@@ -6,11 +6,13 @@ import argparse
 import logging
 import os
 import signal
+import threading
 from pathlib import Path
 
 from ..errors import report_errors
 from ..logs import setup_logging
 from .config import load_config
+from .job_runner import serve_job_runner
 from .worker import Gateway
 
 log = logging.getLogger("medchallenge.gateway")
@@ -25,6 +27,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                            "gateway.toml")),
                         help="the configuration file (default $GATEWAY_CONFIG or /etc/medchallenge/gateway.toml)")
     parser.add_argument("--check", action="store_true", help="check the configuration and stop")
+    parser.add_argument("--job-runner", action="store_true",
+                        help="run the jobs of the image routes with an inbox (the service holding the Docker socket, "
+                             "apart from the gateway; gateway/job_runner.py)")
     return parser
 
 
@@ -36,6 +41,12 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config)
     if args.check:
         log.info("%s: configuration valid (%d route(s))", args.config, len(config.routes))
+        return 0
+    if args.job_runner:
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        signal.signal(signal.SIGINT, lambda *_: stopping.set())
+        serve_job_runner(config, stopping)
         return 0
     gateway = Gateway(config)
     signal.signal(signal.SIGTERM, lambda *_: gateway.stopping.set())
