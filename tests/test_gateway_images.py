@@ -5,6 +5,7 @@ without a DICOM mapping is refused by `--check` with one line; and the same end 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -180,3 +181,66 @@ def test_the_job_runner_service_runs_image_routes_for_a_gateway_without_docker(d
     assert read_point_report(sr) == (0.5, [])
     assert "job runner: watching" in (tmp_path / "job-runner.log").read_text()
     assert states(work)["sent"] == 1 and not any((tmp_path / "inbox" / "forge-cxr" / "pending").iterdir())
+
+
+def test_check_refuses_a_generic_output_kind_without_mapping(tmp_path):
+    config = tmp_path / "gateway.toml"
+    config.write_text(gateway_config(tmp_path / "work", 11112, 104)
+                      + image_route("lungs", ["CT"], [], "team/lungs:1", "generic", None)
+                      + 'input = "ct-image"\noutputs = [{slug = "volume", kind = "Float"}, '
+                        '{slug = "heatmap", kind = "Heat Map"}]\n')
+    done = check(config)
+    (line,) = done.stderr.strip().splitlines()
+    assert done.returncode != 0 and "output 'heatmap' of kind 'Heat Map': no DICOM mapping" in line
+
+
+def test_generic_outputs_become_seg_and_sr(tmp_path):
+    """A generic interface's outputs as DICOM: a label image on the CT's grid -> a SEG (its labels read back), a
+    Float -> an SR measurement, a String -> an SR text item (control characters replaced); points on a radiograph ->
+    SR SCOORD points; every object valid for dciodvfy. A label image off the grid is refused in one line."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    from medchallenge.dicom.seg import read_label_segmentation
+    from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset
+    from medchallenge.errors import InputError
+    from medchallenge.gateway.config import Route
+    from medchallenge.gateway.image_routes import GENERIC_FINDING, generic_results
+    from medchallenge.io import write_dicom_atomic
+
+    write_tiny_series(tmp_path / "ct", key="generic", shape=(16, 12, 6))
+    ((series, _),) = select_study_series(find_series(tmp_path / "ct"), ("CT",))
+    labels = np.zeros((6, 12, 16), np.uint8)
+    labels[1:3, 2:5, 3:9], labels[4, 6:9, 10:14] = 1, 2
+    label_file = tmp_path / "labels.mha"
+    sitk.WriteImage(sitk.GetImageFromArray(labels), str(label_file))
+    route = Route("lungs", ("CT",), (), (), None, 60, image="team/lungs:1", interface="generic",
+                  input_socket="ct-image", outputs=(("lesions", "Segmentation"), ("volume-ml", "Float"),
+                                                    ("impression", "String")))
+    kind = dataclasses.replace(GENERIC_FINDING, algorithm_name="lungs", algorithm_version="1")
+    seg, sr = generic_results(route, {"lesions": label_file, "volume-ml": 12.5, "impression": "two\x1bnodules"},
+                              series, (16, 12, 6), kind)
+    read_labels, segments = read_label_segmentation(seg, series)
+    assert np.array_equal(read_labels, labels) and [s.label for s in segments] == [1, 2]
+    text = pydicom.dcmread(write_dicom_atomic(tmp_path / "values.dcm", sr)).to_json()
+    assert "[12.5]" in text and "two?nodules" in text and "\x1b" not in text
+    radiograph = write_dicom_atomic(tmp_path / "cr" / "cr.dcm", radiograph_dataset(
+        np.zeros((64, 48), np.uint16), SyntheticStudy("generic-cr", "GEN_CR")))
+    (cr_series,) = find_series(tmp_path / "cr")
+    points_route = dataclasses.replace(route, input_socket="chest-x-ray", outputs=(("nodules", "Multiple points"),))
+    (points_sr,) = generic_results(points_route, {"nodules": {"points": [{"point": [10.0, 20.0, 0.0],
+                                                                          "probability": 0.8}]}},
+                                   cr_series, (48, 64), kind)
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+
+    (group,) = hd.sr.ComprehensiveSR.from_dataset(points_sr).content.get_planar_roi_measurement_groups()
+    assert group.roi.value.tolist() == [[10.5, 20.5]]  # DICOM pixel coordinates: the pixel centre + 0.5
+    assert [float(m.value) for m in group.get_measurements(name=codes.DCM.Probability)] == [0.8]
+    for number, dataset in enumerate((seg, sr, points_sr)):
+        path = write_dicom_atomic(tmp_path / f"out{number}.dcm", dataset)
+        assert dciodvfy_errors(path) == [], number
+    sitk.WriteImage(sitk.GetImageFromArray(labels[:, :6]), str(label_file))
+    with pytest.raises(InputError, match="lesions: expected non-negative integer labels on the input's 16x12x6 grid"):
+        generic_results(route, {"lesions": label_file, "volume-ml": 1.0, "impression": ""}, series, (16, 12, 6),
+                        kind)

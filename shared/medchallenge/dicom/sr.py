@@ -221,6 +221,17 @@ def point_report(series: DicomSeries, probability: float, points: list[PointFind
         finding_type=coded(kind.finding_type), algorithm_id=algorithm, finding_sites=site,
         measurements=[_probability(probability, algorithm)],
         source_images=[hd.sr.SourceImageForMeasurementGroup(str(image.SOPClassUID), str(image.SOPInstanceUID))])]
+    groups += _point_groups(series, points, kind, content, algorithm)
+    return measurement_report(series, groups, kind, content)
+
+
+def _point_groups(series: DicomSeries, points: list[PointFinding], kind: FindingKind, content: object,
+                  algorithm) -> list:
+    """One TID 1410 group per point on the series' first image: a SCOORD POINT with its probability."""
+    import highdicom as hd
+
+    image = series.first
+    groups = []
     for number, point in enumerate(points, start=1):
         region = hd.sr.ImageRegion(hd.sr.GraphicTypeValues.POINT,
                                    np.asarray([[point.x + 0.5, point.y + 0.5]], dtype=np.float32),
@@ -229,8 +240,34 @@ def point_report(series: DicomSeries, probability: float, points: list[PointFind
             tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"point-{number}"),
                                                          identifier=f"point {number}"),
             referenced_region=region, finding_type=coded(kind.finding_type), algorithm_id=algorithm,
-            finding_sites=site, measurements=[_probability(point.probability, algorithm)]))
-    return measurement_report(series, groups, kind, content)
+            finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))],
+            measurements=[_probability(point.probability, algorithm)]))
+    return groups
+
+
+def value_report(series: DicomSeries, numbers: list[tuple[tuple[str, str, str], float]],
+                 texts: list[tuple[tuple[str, str, str], str]], points: list[PointFinding], kind: FindingKind):
+    """The Comprehensive SR (TID 1500) of an algorithm's values on `series`: one TID 1501 group holding each number
+    as a measurement (unit 1) and each text as a TEXT item, each named by its coded concept, and one TID 1410 group
+    per point (on the series' first image)."""
+    import highdicom as hd
+
+    algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
+    content = [[list(c), round(v, 6)] for c, v in numbers] + [[list(c), s] for c, s in texts] + \
+        [[round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for p in points]
+    group = hd.sr.MeasurementsAndQualitativeEvaluations(
+        tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "values"),
+                                                     identifier="values"),
+        finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+        measurements=[hd.sr.Measurement(name=coded(c), value=v, unit=coded(PROBABILITY_UNIT), algorithm_id=algorithm)
+                      for c, v in numbers] or None)
+    for concept, text in texts:
+        group[0].ContentSequence.append(hd.sr.TextContentItem(name=coded(concept), value=text,
+                                                              relationship_type="CONTAINS"))
+    groups = [group] + _point_groups(series, points, kind, content, algorithm)
+    sr = measurement_report(series, groups, kind, content)
+    declare_private_schemes(sr, [kind.finding_type, kind.finding_site, *(c for c, _ in numbers), *(c for c, _ in texts)])
+    return sr
 
 
 def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:

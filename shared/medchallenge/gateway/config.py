@@ -35,6 +35,8 @@ class Route:
     model: Path | None = None
     memory_gb: float = 8.0
     gpu: str = "off"
+    input_socket: str | None = None  # interface "generic": the input socket's slug
+    outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
 
 
 @dataclass(frozen=True)
@@ -234,7 +236,7 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
         raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
 
-IMAGE_KEYS = {"image", "interface", "model", "memory_gb", "gpu"}
+IMAGE_KEYS = {"image", "interface", "model", "memory_gb", "gpu", "input", "outputs"}
 
 
 def _image_route(route: Route, table: dict, where: str) -> Route:
@@ -249,6 +251,15 @@ def _image_route(route: Route, table: dict, where: str) -> Route:
     route = dataclasses.replace(route, image=_take(table, "image", str, where),
                                 interface=_take(table, "interface", str, where), model=model, memory_gb=memory,
                                 gpu=gpu)
+    if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
+        outputs = _take(table, "outputs", list, where)
+        if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and
+                                  isinstance(o.get("kind"), str) for o in outputs):
+            raise InputError(f"{where}: outputs: expected a list of {{slug = \"...\", kind = \"...\"}}")
+        route = dataclasses.replace(route, input_socket=_take(table, "input", str, where),
+                                    outputs=tuple((o["slug"], o["kind"]) for o in outputs))
+    elif "input" in table or "outputs" in table:
+        raise InputError(f"{where}: input and outputs declare an interface = \"generic\"")
     check_image_route(route, where)
     return route
 

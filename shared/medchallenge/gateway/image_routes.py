@@ -3,25 +3,30 @@ panimg, as grand-challenge converts an upload), one job by the project's job run
 network, memory and time limits, the GPU when configured), the output sockets as DICOM objects in the study.
 
 Interfaces a route may name (`interface = "..."`): those of the challenges with an algorithm (tb-caverns: boxes ->
-an SR with one box per finding; object-cxr: likelihood and points -> an SR with SCOORD points). Their outputs are
-read as the challenge's evaluator reads them and checked against the image before anything is written: a container's
-output is hostile like any input. An interface whose output socket has no DICOM mapping is refused at `--check`.
+an SR with one box per finding; object-cxr: likelihood and points -> an SR with SCOORD points), or "generic", declared
+in the route (`input` socket, `outputs` with their kinds): a label image (`Segmentation`) -> a SEG, `Float` -> an SR
+measurement, `String` -> an SR text item, `Multiple points` (radiographs) -> SR SCOORD points. Outputs are checked
+against the image before anything is written: a container's output is hostile like any input. An interface whose
+output socket has no DICOM mapping is refused at `--check`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
+import re
 import shutil
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..dicom.detectors import FOREIGN_OBJECT, TB_CAVERN
+from ..dicom.detectors import FOREIGN_OBJECT, PRIVATE_SCHEME, TB_CAVERN
+from ..dicom.seg import SegmentFinding, label_segmentation
 from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_series
-from ..dicom.sr import BoxFinding, FindingKind, PointFinding, box_report, point_report
+from ..dicom.sr import BoxFinding, FindingKind, PointFinding, box_report, point_report, value_report
 from ..errors import InputError
 from ..io import write_dicom_atomic, write_json_atomic
 from ..jobs import JobLimits, run_job
@@ -29,7 +34,7 @@ from ..jobs.docker_run import DockerImage
 from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
-from ..sockets import OBJECT_CXR_INTERFACE, TB_CAVERNS_INTERFACE, Interface
+from ..sockets import CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket
 from .config import Route
 
 RESULT_FOLDER = "dicom"
@@ -99,6 +104,71 @@ def foreign_object_results(values: dict[str, object], series: DicomSeries, shape
     return [point_report(series, likelihood, points, kind)]
 
 
+GENERIC = "generic"
+# generic output kinds with a DICOM mapping -> (super kind, relative path of slug)
+GENERIC_KINDS = {"Float": ("Value", "{}.json"), "String": ("Value", "{}.json"),
+                 "Multiple points": ("File", "{}.json"), "Segmentation": ("Image", "images/{}")}
+INPUT_SOCKETS = {CT_IMAGE.slug: CT_IMAGE, CHEST_X_RAY.slug: CHEST_X_RAY}
+SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MAX_TEXT = 1024  # characters of a String output kept in the SR
+MAX_LABELS = 255
+GENERIC_FINDING = FindingKind(finding_type=("ai-result", PRIVATE_SCHEME, "AI result"),
+                              finding_site=("38266002", "SCT", "Entire body"), algorithm_name="",
+                              algorithm_version="", series_description="AI results")
+
+
+def generic_interface(route: Route) -> Interface:
+    """The interface a generic route declares: its input socket and its output sockets by kind."""
+    outputs = tuple(Socket(slug, kind, GENERIC_KINDS[kind][0], GENERIC_KINDS[kind][1].format(slug))
+                    for slug, kind in route.outputs)
+    return Interface((INPUT_SOCKETS[route.input_socket],), outputs, ())
+
+
+def _concept(slug: str) -> tuple[str, str, str]:
+    return slug[:16], PRIVATE_SCHEME, slug
+
+
+def generic_results(route: Route, values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+                    kind: FindingKind) -> list:
+    """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    numbers, texts, points, results = [], [], [], []
+    for slug, output_kind in route.outputs:
+        value = values[slug]
+        if output_kind == "Float":
+            numbers.append((_concept(slug), _number(value, slug, -1e12, 1e12)))
+        elif output_kind == "String":
+            texts.append((_concept(slug), "".join(c if c.isprintable() else "?" for c in value)[:MAX_TEXT]))
+        elif output_kind == "Multiple points":
+            entries = _limited(value.get("points") if isinstance(value, dict) else None, f"{slug}: points")
+            for index, point in enumerate(entries):
+                xyz = point.get("point") if isinstance(point, dict) else None
+                if not (isinstance(xyz, list) and len(xyz) in (2, 3)):
+                    raise InputError(f"{slug}: points[{index}]: point must be [x, y] or [x, y, z]")
+                points.append(PointFinding(_number(xyz[0], f"{slug}: points[{index}]: x", 0, shape[0] - 1),
+                                           _number(xyz[1], f"{slug}: points[{index}]: y", 0, shape[1] - 1),
+                                           _number(point.get("probability", 1.0), f"{slug}: probability", 0, 1)))
+        else:  # Segmentation: a label image on the input's grid
+            labels = sitk.GetArrayFromImage(sitk.ReadImage(str(value)))
+            expected = (len(series.headers), int(series.first.Rows), int(series.first.Columns))
+            if labels.size != int(np.prod(expected)) or not np.issubdtype(labels.dtype, np.integer) \
+                    or labels.min() < 0:
+                raise InputError(f"{slug}: expected non-negative integer labels on the input's "
+                                 f"{'x'.join(map(str, expected[::-1]))} grid")
+            labels = labels.reshape(expected)
+            present = [int(v) for v in np.unique(labels) if v > 0]
+            if len(present) > MAX_LABELS:
+                raise InputError(f"{slug}: {len(present)} labels, more than {MAX_LABELS}")
+            if present:
+                segments = [SegmentFinding(v, _concept(slug), 1.0) for v in present]
+                results.append(label_segmentation(series, labels.astype(np.int32), segments, kind))
+    if numbers or texts or points or not results:
+        results.append(value_report(series, numbers, texts, points, kind))
+    return results
+
+
 CHALLENGE_INTERFACES = {
     "tb-caverns": (RouteInterface(TB_CAVERNS_INTERFACE, cavern_results), TB_CAVERN),
     "object-cxr": (RouteInterface(OBJECT_CXR_INTERFACE, foreign_object_results), FOREIGN_OBJECT),
@@ -108,15 +178,29 @@ CHALLENGE_INTERFACES = {
 def check_image_route(route: Route, where: str) -> None:
     """`--check`: the route's interface is known, its input socket has a series conversion and every output socket
     a DICOM mapping; one InputError line otherwise."""
-    if route.interface not in CHALLENGE_INTERFACES:
+    if route.interface == GENERIC:
+        if route.input_socket not in INPUT_SOCKETS:
+            raise InputError(f"{where}: input = {route.input_socket!r}: expected one of {', '.join(INPUT_SOCKETS)}")
+        for slug, kind in route.outputs:
+            if not SLUG.fullmatch(slug):
+                raise InputError(f"{where}: output slug {slug!r}: expected lower-case words joined by '-'")
+            if kind not in GENERIC_KINDS or (kind == "Multiple points" and route.input_socket in VOLUME_SOCKETS):
+                raise InputError(f"{where}: output {slug!r} of kind {kind!r}: no DICOM mapping for it on a "
+                                 f"{route.input_socket} (mapped: {', '.join(GENERIC_KINDS)}; points on radiographs)")
+        if len({slug for slug, _ in route.outputs}) != len(route.outputs):
+            raise InputError(f"{where}: output slugs must differ")
+    elif route.interface not in CHALLENGE_INTERFACES:
         raise InputError(f"{where}: interface = {route.interface!r}: no DICOM mapping for its output sockets "
-                         f"(mapped: {', '.join(CHALLENGE_INTERFACES)})")
+                         f"(mapped: {', '.join(CHALLENGE_INTERFACES)}, or generic)")
     if route.model is not None and not route.model.exists():
         raise InputError(f"{where}: model = '{route.model}': no such file or folder")
 
 
 def _socket_value(value: SocketValue) -> object:
-    """The JSON of an output socket value (a Value socket's value, a File socket's bytes)."""
+    """The JSON of an output socket value (a Value socket's value, a File socket's bytes), or an image socket's
+    stored file."""
+    if value.image_file is not None:
+        return value.image_file
     if value.content is None:
         return value.value
     try:
@@ -158,8 +242,14 @@ def study_upload(study: Path, socket_slug: str, upload: Path) -> DicomSeries:
 def run_image_route(route: Route, study: Path) -> None:
     """The route's image on the study's input/ into output/dicom/: InputError with the job's error line when the job
     fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
-    route_interface, kind = CHALLENGE_INTERFACES[route.interface]
-    interface = route_interface.interface
+    if route.interface == GENERIC:
+        interface, kind = generic_interface(route), GENERIC_FINDING
+        if route.input_socket not in VOLUME_SOCKETS:
+            kind = dataclasses.replace(kind, procedure=FOREIGN_OBJECT.procedure)  # a radiograph
+        write = functools.partial(generic_results, route)
+    else:
+        route_interface, kind = CHALLENGE_INTERFACES[route.interface]
+        interface, write = route_interface.interface, route_interface.write
     socket = interface.inputs[0]
     work = study / JOB_FOLDER
     shutil.rmtree(work, ignore_errors=True)
@@ -181,7 +271,7 @@ def run_image_route(route: Route, study: Path) -> None:
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
     named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
     try:
-        datasets = route_interface.write(values, series, shape, named)
+        datasets = write(values, series, shape, named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
     for dataset in datasets:
