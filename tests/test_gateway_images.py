@@ -244,3 +244,36 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
     with pytest.raises(InputError, match="lesions: expected non-negative integer labels on the input's 16x12x6 grid"):
         generic_results(route, {"lesions": label_file, "volume-ml": 1.0, "impression": ""}, series, (16, 12, 6),
                         kind)
+
+
+def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
+    """RibFrac's output sockets (instance image, detections) -> the SEG the RibFrac detector writes: each fracture's
+    label, type and confidence read back; a detection naming a label the image lacks is refused in one line."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    from medchallenge.dicom.detectors import RIB_FRACTURE, rib_fracture_type
+    from medchallenge.dicom.seg import read_label_segmentation
+    from medchallenge.errors import InputError
+    from medchallenge.gateway.image_routes import rib_fracture_route_results
+    from medchallenge.io import write_dicom_atomic
+
+    write_tiny_series(tmp_path / "ct", key="ribfrac-route", shape=(16, 12, 6))
+    ((series, _),) = select_study_series(find_series(tmp_path / "ct"), ("CT",))
+    labels = np.zeros((6, 12, 16), np.uint8)
+    labels[1:3, 2:5, 3:9], labels[4, 6:9, 10:14] = 1, 2
+    image = tmp_path / "instances.mha"
+    sitk.WriteImage(sitk.GetImageFromArray(labels), str(image))
+    detections = {"detections": [{"label_id": 1, "confidence": 0.9, "label_code": 2},
+                                 {"label_id": 2, "confidence": 0.6, "label_code": -1}]}
+    (seg,) = rib_fracture_route_results({"rib-fracture-instances": image, "rib-fracture-detections": detections},
+                                        series, (16, 12, 6), RIB_FRACTURE)
+    assert dciodvfy_errors(write_dicom_atomic(tmp_path / "seg.dcm", seg)) == []
+    read_labels, segments = read_label_segmentation(seg, series)
+    assert np.array_equal(read_labels, labels)
+    assert [(s.label, s.segment_type, s.confidence) for s in segments] == [
+        (1, rib_fracture_type(2), 0.9), (2, rib_fracture_type(-1), 0.6)]
+    detections["detections"][1]["label_id"] = 3
+    with pytest.raises(InputError, match=r"detections\[1\]: label_id must be a label of the instance image"):
+        rib_fracture_route_results({"rib-fracture-instances": image, "rib-fracture-detections": detections},
+                                   series, (16, 12, 6), RIB_FRACTURE)

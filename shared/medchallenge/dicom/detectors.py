@@ -40,15 +40,15 @@ def rib_fracture_type(label_code: int) -> tuple[str, str, str]:
     return f"RIBFRAC-{label_code}", PRIVATE_SCHEME, RIB_FRACTURE_TYPES[label_code]
 
 
-def rib_fracture_results(series: DicomSeries, prediction) -> list:
+def rib_fracture_results(series: DicomSeries, prediction, kind: FindingKind = RIB_FRACTURE) -> list:
     """RibFrac on a CT series: the SEG of its fractures, or an SR saying there is none."""
     import SimpleITK as sitk
 
     if not prediction.detections:
-        return [box_report(series, [], RIB_FRACTURE)]
+        return [box_report(series, [], kind)]
     segments = [SegmentFinding(d.label_id, rib_fracture_type(d.label_code), d.confidence)
                 for d in prediction.detections]
-    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, RIB_FRACTURE)]
+    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, kind)]
 
 
 def foreign_object_results(series: DicomSeries, prediction) -> list:

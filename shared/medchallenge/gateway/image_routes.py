@@ -3,7 +3,8 @@ panimg, as grand-challenge converts an upload), one job by the project's job run
 network, memory and time limits, the GPU when configured), the output sockets as DICOM objects in the study.
 
 Interfaces a route may name (`interface = "..."`): those of the challenges with an algorithm (tb-caverns: boxes ->
-an SR with one box per finding; object-cxr: likelihood and points -> an SR with SCOORD points), or "generic", declared
+an SR with one box per finding; object-cxr: likelihood and points -> an SR with SCOORD points; ribfrac: instance
+image and detections -> a SEG with each fracture's type and confidence), or "generic", declared
 in the route (`input` socket, `outputs` with their kinds): a label image (`Segmentation`) -> a SEG, `Float` -> an SR
 measurement, `String` -> an SR text item, `Multiple points` (radiographs) -> SR SCOORD points. Outputs are checked
 against the image before anything is written: a container's output is hostile like any input. An interface whose
@@ -22,8 +23,10 @@ import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 
-from ..dicom.detectors import FOREIGN_OBJECT, PRIVATE_SCHEME, TB_CAVERN
+from ..dicom.detectors import (FOREIGN_OBJECT, PRIVATE_SCHEME, RIB_FRACTURE, RIB_FRACTURE_TYPES, TB_CAVERN,
+                               rib_fracture_results)
 from ..dicom.seg import SegmentFinding, label_segmentation
 from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_series
 from ..dicom.sr import BoxFinding, FindingKind, PointFinding, box_report, point_report, value_report
@@ -34,7 +37,8 @@ from ..jobs.docker_run import DockerImage
 from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
-from ..sockets import CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket
+from ..sockets import (CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES,
+                       RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket)
 from .config import Route
 
 RESULT_FOLDER = "dicom"
@@ -128,11 +132,49 @@ def _concept(slug: str) -> tuple[str, str, str]:
     return slug[:16], PRIVATE_SCHEME, slug
 
 
+def label_map(path: Path, series: DicomSeries, slug: str):
+    """An output label image as an int32 array (z, y, x) on the series' grid, at most MAX_LABELS labels; InputError
+    otherwise."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    labels = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
+    expected = (len(series.headers), int(series.first.Rows), int(series.first.Columns))
+    if labels.size != int(np.prod(expected)) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+        raise InputError(f"{slug}: expected non-negative integer labels on the input's "
+                         f"{'x'.join(map(str, expected[::-1]))} grid")
+    if len(np.unique(labels)) > MAX_LABELS + 1:
+        raise InputError(f"{slug}: more than {MAX_LABELS} labels")
+    return labels.reshape(expected).astype(np.int32)
+
+
+def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+                               kind: FindingKind) -> list:
+    """rib-fracture-instances and rib-fracture-detections -> the SEG of the fractures (each its RibFrac type and
+    confidence), or an SR saying there is none, as the RibFrac detector writes them."""
+    import SimpleITK as sitk
+
+    labels = label_map(values[RIB_FRACTURE_INSTANCES.slug], series, RIB_FRACTURE_INSTANCES.slug)
+    document = values[RIB_FRACTURE_DETECTIONS.slug]
+    where = RIB_FRACTURE_DETECTIONS.slug
+    detections = []
+    for index, entry in enumerate(_limited(document.get("detections") if isinstance(document, dict) else None,
+                                           f"{where}: detections")):
+        label = entry.get("label_id") if isinstance(entry, dict) else None
+        code = entry.get("label_code") if isinstance(entry, dict) else None
+        if type(label) is not int or label <= 0 or not (labels == label).any() or code not in RIB_FRACTURE_TYPES:
+            raise InputError(f"{where}: detections[{index}]: label_id must be a label of the instance image and "
+                             f"label_code one of {', '.join(map(str, RIB_FRACTURE_TYPES))}")
+        detections.append(SimpleNamespace(label_id=label, label_code=code, confidence=_number(
+            entry.get("confidence"), f"{where}: detections[{index}]: confidence", 0, 1)))
+    return rib_fracture_results(series, SimpleNamespace(instances=sitk.GetImageFromArray(labels),
+                                                        detections=detections), kind)
+
+
 def generic_results(route: Route, values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
                     kind: FindingKind) -> list:
     """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points."""
     import numpy as np
-    import SimpleITK as sitk
 
     numbers, texts, points, results = [], [], [], []
     for slug, output_kind in route.outputs:
@@ -151,16 +193,8 @@ def generic_results(route: Route, values: dict[str, object], series: DicomSeries
                                            _number(xyz[1], f"{slug}: points[{index}]: y", 0, shape[1] - 1),
                                            _number(point.get("probability", 1.0), f"{slug}: probability", 0, 1)))
         else:  # Segmentation: a label image on the input's grid
-            labels = sitk.GetArrayFromImage(sitk.ReadImage(str(value)))
-            expected = (len(series.headers), int(series.first.Rows), int(series.first.Columns))
-            if labels.size != int(np.prod(expected)) or not np.issubdtype(labels.dtype, np.integer) \
-                    or labels.min() < 0:
-                raise InputError(f"{slug}: expected non-negative integer labels on the input's "
-                                 f"{'x'.join(map(str, expected[::-1]))} grid")
-            labels = labels.reshape(expected)
+            labels = label_map(value, series, slug)
             present = [int(v) for v in np.unique(labels) if v > 0]
-            if len(present) > MAX_LABELS:
-                raise InputError(f"{slug}: {len(present)} labels, more than {MAX_LABELS}")
             if present:
                 segments = [SegmentFinding(v, _concept(slug), 1.0) for v in present]
                 results.append(label_segmentation(series, labels.astype(np.int32), segments, kind))
@@ -172,6 +206,7 @@ def generic_results(route: Route, values: dict[str, object], series: DicomSeries
 CHALLENGE_INTERFACES = {
     "tb-caverns": (RouteInterface(TB_CAVERNS_INTERFACE, cavern_results), TB_CAVERN),
     "object-cxr": (RouteInterface(OBJECT_CXR_INTERFACE, foreign_object_results), FOREIGN_OBJECT),
+    "ribfrac": (RouteInterface(RIBFRAC_INTERFACE, rib_fracture_route_results), RIB_FRACTURE),
 }
 
 
