@@ -194,6 +194,20 @@ def test_check_refuses_a_generic_output_kind_without_mapping(tmp_path):
     assert done.returncode != 0 and "output 'heatmap' of kind 'Heat Map': no DICOM mapping" in line
 
 
+def labelled_ct(folder: Path):
+    """A 16 x 12 x 6 CT series, a label map on its grid with labels 1 and 2, and that map as an .mha file."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    write_tiny_series(folder / "ct", key=f"labelled-{folder.name}", shape=(16, 12, 6))
+    ((series, _),) = select_study_series(find_series(folder / "ct"), ("CT",))
+    labels = np.zeros((6, 12, 16), np.uint8)
+    labels[1:3, 2:5, 3:9], labels[4, 6:9, 10:14] = 1, 2
+    label_file = folder / "labels.mha"
+    sitk.WriteImage(sitk.GetImageFromArray(labels), str(label_file))
+    return series, labels, label_file
+
+
 def test_generic_outputs_become_seg_and_sr(tmp_path):
     """A generic interface's outputs as DICOM: a label image on the CT's grid -> a SEG (its labels read back), a
     Float -> an SR measurement, a String -> an SR text item (control characters replaced); points on a radiograph ->
@@ -208,12 +222,7 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
     from medchallenge.gateway.image_routes import GENERIC_FINDING, generic_results
     from medchallenge.io import write_dicom_atomic
 
-    write_tiny_series(tmp_path / "ct", key="generic", shape=(16, 12, 6))
-    ((series, _),) = select_study_series(find_series(tmp_path / "ct"), ("CT",))
-    labels = np.zeros((6, 12, 16), np.uint8)
-    labels[1:3, 2:5, 3:9], labels[4, 6:9, 10:14] = 1, 2
-    label_file = tmp_path / "labels.mha"
-    sitk.WriteImage(sitk.GetImageFromArray(labels), str(label_file))
+    series, labels, label_file = labelled_ct(tmp_path)
     route = Route("lungs", ("CT",), (), (), None, 60, image="team/lungs:1", interface="generic",
                   input_socket="ct-image", outputs=(("lesions", "Segmentation"), ("volume-ml", "Float"),
                                                     ("impression", "String")))
@@ -224,7 +233,7 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
     assert np.array_equal(read_labels, labels) and [s.label for s in segments] == [1, 2]
     text = pydicom.dcmread(write_dicom_atomic(tmp_path / "values.dcm", sr)).to_json()
     assert "[12.5]" in text and "two?nodules" in text and "\x1b" not in text
-    radiograph = write_dicom_atomic(tmp_path / "cr" / "cr.dcm", radiograph_dataset(
+    write_dicom_atomic(tmp_path / "cr" / "cr.dcm", radiograph_dataset(
         np.zeros((64, 48), np.uint16), SyntheticStudy("generic-cr", "GEN_CR")))
     (cr_series,) = find_series(tmp_path / "cr")
     points_route = dataclasses.replace(route, input_socket="chest-x-ray", outputs=(("nodules", "Multiple points"),))
@@ -250,7 +259,6 @@ def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
     """RibFrac's output sockets (instance image, detections) -> the SEG the RibFrac detector writes: each fracture's
     label, type and confidence read back; a detection naming a label the image lacks is refused in one line."""
     import numpy as np
-    import SimpleITK as sitk
 
     from medchallenge.dicom.detectors import RIB_FRACTURE, rib_fracture_type
     from medchallenge.dicom.seg import read_label_segmentation
@@ -258,12 +266,7 @@ def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
     from medchallenge.gateway.image_routes import rib_fracture_route_results
     from medchallenge.io import write_dicom_atomic
 
-    write_tiny_series(tmp_path / "ct", key="ribfrac-route", shape=(16, 12, 6))
-    ((series, _),) = select_study_series(find_series(tmp_path / "ct"), ("CT",))
-    labels = np.zeros((6, 12, 16), np.uint8)
-    labels[1:3, 2:5, 3:9], labels[4, 6:9, 10:14] = 1, 2
-    image = tmp_path / "instances.mha"
-    sitk.WriteImage(sitk.GetImageFromArray(labels), str(image))
+    series, labels, image = labelled_ct(tmp_path)
     detections = {"detections": [{"label_id": 1, "confidence": 0.9, "label_code": 2},
                                  {"label_id": 2, "confidence": 0.6, "label_code": -1}]}
     (seg,) = rib_fracture_route_results({"rib-fracture-instances": image, "rib-fracture-detections": detections},
