@@ -240,8 +240,8 @@ IMAGE_KEYS = {"image", "interface", "model", "memory_gb", "gpu", "input", "outpu
 
 
 def _image_route(route: Route, table: dict, where: str) -> Route:
-    """An image route's keys, checked (the interface's DICOM mapping too: image_routes.check_image_route)."""
-    from .image_routes import check_image_route
+    """An image route's keys, checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
+    from .output_dicom import check_image_route
 
     gpu = _take(table, "gpu", str, where, "off")
     memory = float(_take(table, "memory_gb", (int, float), where, 8))
