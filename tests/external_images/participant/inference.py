@@ -88,6 +88,8 @@ def chest_x_ray_handler():
 def create_session(path):
     providers = ["CPUExecutionProvider"]
     if "CUDAExecutionProvider" in onnxruntime.get_available_providers():
+        # the GPU variant: the CUDA and cuDNN libraries are pip wheels (nvidia-*), loaded from there
+        onnxruntime.preload_dlls(directory="")
         providers.insert(0, ("CUDAExecutionProvider", {"use_tf32": 0}))
     session = onnxruntime.InferenceSession(str(path), providers=providers)
     print(f"{path.name}: ONNX Runtime {onnxruntime.__version__}, providers {session.get_providers()}")
