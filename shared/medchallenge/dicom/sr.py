@@ -266,7 +266,8 @@ def value_report(series: DicomSeries, numbers: list[tuple[tuple[str, str, str], 
                                                               relationship_type="CONTAINS"))
     groups = [group] + _point_groups(series, points, kind, content, algorithm)
     sr = measurement_report(series, groups, kind, content)
-    declare_private_schemes(sr, [kind.finding_type, kind.finding_site, *(c for c, _ in numbers), *(c for c, _ in texts)])
+    declare_private_schemes(sr, [kind.finding_type, kind.finding_site, *(c for c, _ in numbers),
+                                 *(c for c, _ in texts)])
     return sr
 
 
