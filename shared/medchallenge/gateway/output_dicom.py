@@ -98,6 +98,7 @@ INPUT_SOCKETS = {CT_IMAGE.slug: CT_IMAGE, CHEST_X_RAY.slug: CHEST_X_RAY}
 SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_TEXT = 1024  # characters of a String output kept in the SR
 MAX_LABELS = 255
+MAX_LABEL_VALUE = 65535  # label values index a lookup table when the SEG is written
 GENERIC_FINDING = FindingKind(finding_type=("ai-result", PRIVATE_SCHEME, "AI result"),
                               finding_site=("38266002", "SCT", "Entire body"), algorithm_name="",
                               algorithm_version="", series_description="AI results")
@@ -125,8 +126,8 @@ def label_map(path: Path, series: DicomSeries, slug: str):
     if labels.size != int(np.prod(expected)) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
         raise InputError(f"{slug}: expected non-negative integer labels on the input's "
                          f"{'x'.join(map(str, expected[::-1]))} grid")
-    if len(np.unique(labels)) > MAX_LABELS + 1:
-        raise InputError(f"{slug}: more than {MAX_LABELS} labels")
+    if len(np.unique(labels)) > MAX_LABELS + 1 or labels.max() > MAX_LABEL_VALUE:
+        raise InputError(f"{slug}: more than {MAX_LABELS} labels, or a label above {MAX_LABEL_VALUE}")
     return labels.reshape(expected).astype(np.int32)
 
 
@@ -136,7 +137,10 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, s
     confidence), or an SR saying there is none, as the RibFrac detector writes them."""
     import SimpleITK as sitk
 
+    import numpy as np
+
     labels = label_map(values[RIB_FRACTURE_INSTANCES.slug], series, RIB_FRACTURE_INSTANCES.slug)
+    present = set(np.unique(labels).tolist())
     document = values[RIB_FRACTURE_DETECTIONS.slug]
     where = RIB_FRACTURE_DETECTIONS.slug
     detections = []
@@ -144,7 +148,7 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, s
                                            f"{where}: detections")):
         label = entry.get("label_id") if isinstance(entry, dict) else None
         code = entry.get("label_code") if isinstance(entry, dict) else None
-        if type(label) is not int or label <= 0 or not (labels == label).any() or code not in RIB_FRACTURE_TYPES:
+        if type(label) is not int or label <= 0 or label not in present or code not in RIB_FRACTURE_TYPES:
             raise InputError(f"{where}: detections[{index}]: label_id must be a label of the instance image and "
                              f"label_code one of {', '.join(map(str, RIB_FRACTURE_TYPES))}")
         detections.append(SimpleNamespace(label_id=label, label_code=code, confidence=_number(
@@ -179,7 +183,7 @@ def generic_results(route: Route, values: dict[str, object], series: DicomSeries
             present = [int(v) for v in np.unique(labels) if v > 0]
             if present:
                 segments = [SegmentFinding(v, _concept(slug), 1.0) for v in present]
-                results.append(label_segmentation(series, labels.astype(np.int32), segments, kind))
+                results.append(label_segmentation(series, labels, segments, kind))
     if numbers or texts or points or not results:
         results.append(value_report(series, numbers, texts, points, kind))
     return results
