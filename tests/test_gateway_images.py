@@ -116,6 +116,8 @@ def test_forge_images_behind_the_gateway(docker_images, studies, tmp_path):  # n
     assert "unet3d.onnx" not in error  # the container's stderr stays out of the gateway's records ...
     result = json.loads((failed / "job" / "result.json").read_text())  # ... and in the job's result
     assert result["status"] == "failed" and "unet3d.onnx" in "\n".join(result["stderr_tail"])
+    for study in (*(work / "sent").iterdir(), failed):  # the job's copies (images, model, outputs) are gone
+        assert [p.name for p in (study / "job").iterdir()] == ["result.json"]
 
 
 def test_forge_images_between_orthanc_and_the_gateway(docker_images, studies, tmp_path):  # noqa: F811

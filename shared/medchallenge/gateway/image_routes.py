@@ -85,9 +85,20 @@ def run_image_route(route: Route, study: Path) -> None:
     else:
         route_interface, kind = CHALLENGE_INTERFACES[route.interface]
         interface, write = route_interface.interface, route_interface.write
-    socket = interface.inputs[0]
     work = study / JOB_FOLDER
     shutil.rmtree(work, ignore_errors=True)
+    try:
+        datasets = _run(route, interface, kind, write, study, work)
+    finally:  # the job's copies of the images, the model and the outputs go; its record (result.json) stays
+        for name in ("upload", "converted", "run"):
+            shutil.rmtree(work / name, ignore_errors=True)
+    for dataset in datasets:
+        write_dicom_atomic(study / "output" / RESULT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
+
+
+def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
+    """Convert, run, check and write: the DICOM objects of the job's outputs."""
+    socket = interface.inputs[0]
     series = study_upload(study, socket.slug, work / "upload")
     images = convert(work / "upload", work / "converted", None, f"study {study.name}")
     if len(images) != 1:
@@ -106,9 +117,6 @@ def run_image_route(route: Route, study: Path) -> None:
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
     named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
     try:
-        datasets = write(values, series, shape, named)
+        return write(values, series, shape, named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
-    for dataset in datasets:
-        write_dicom_atomic(study / "output" / RESULT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
-    shutil.rmtree(work / "upload")
