@@ -98,9 +98,13 @@ class WorkQueue:
         (target / "input").mkdir(exist_ok=True)
         for path in (study / "input").glob("*.dcm"):
             os.replace(path, target / "input" / path.name)
-        for marker in (INTERRUPTED, TOO_LARGE):
-            if (study / marker).exists():
-                (target / marker).touch()
+        if (study / TOO_LARGE).exists():
+            (target / TOO_LARGE).touch()
+        if study.parent.name == "incoming":  # a newer reception of the study decides: a complete resend clears
+            if (study / INTERRUPTED).exists():  # the mark of the part received before
+                (target / INTERRUPTED).touch()
+            else:
+                (target / INTERRUPTED).unlink(missing_ok=True)
         if (study / "job.json").exists() and not (target / "job.json").exists():
             os.replace(study / "job.json", target / "job.json")
         shutil.rmtree(study)
