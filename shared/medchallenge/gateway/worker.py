@@ -154,7 +154,8 @@ class Gateway:
                    results=[p.name[:-4] for p in results], sent=sent)
         write_json_atomic(study / "job.json", job)
         study = self.finish(study, "sent", results=job["results"], sent=sent)
-        shutil.rmtree(study / "input")  # the images stay in the PACS; the UIDs stay in job.json
+        shutil.rmtree(study / "input", ignore_errors=True)  # the images stay in the PACS, the UIDs in job.json (what
+        # is left, if the gateway stops now, is removed at its next start)
         log.info("study %s: %s in %.1f s, %d result object(s) sent (%d sent before)", study.name, route.name,
                  detector_seconds, sent, len(results) - sent)
 
