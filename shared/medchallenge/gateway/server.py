@@ -182,7 +182,8 @@ class StorageServer:
         if self.queue.bytes_held + size > limits.work_quota_bytes:
             return self.refuse(record, "work folder quota reached", OUT_OF_RESOURCES, study_uid)
         try:
-            self.queue.store(study_uid, sop_uid, path)
+            first = record is not None and study_uid not in record.stored  # the association's first of it
+            self.queue.store(study_uid, sop_uid, path, f"{record.calling_ae} {record.address}" if first else None)
         except OSError as exc:
             if is_disk_full(exc):
                 self.disk_full.set()

@@ -18,7 +18,8 @@ from .config import GatewayConfig, Route
 from .jobs import POLL_SECONDS, DetectorKilled, GatewayStopping, run_detector
 from .notes import Failure, send_failure_note
 from .pacs import Pacs
-from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, recover, study_instances
+from .queue import (INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, read_senders, recover,
+                    study_instances)
 from .routing import route_study
 from .server import StorageServer
 
@@ -64,7 +65,7 @@ class Gateway:
         """The study into a final state, with its audit line."""
         study = self.queue.move(study, state)
         job = read_job(study)
-        self.audit.write("study", study=study.name, result=state, route=job.get("route"),
+        self.audit.write("study", study=study.name, result=state, route=job.get("route"), senders=read_senders(study),
                          attempts=job.get("attempts"), instances=len(job.get("instances", job.get("received", []))),
                          **record)
         return study
