@@ -32,6 +32,22 @@ def data_offset(path: Path) -> int:
     return 132 + 12 + int(meta.FileMetaInformationGroupLength)
 
 
+def write(ds, path: Path) -> bool:
+    """`ds` as a Part-10 file in its transfer syntax (big endian through dcmwrite), else in explicit little endian;
+    False when pydicom cannot write it at all."""
+    big_endian = ds.file_meta.TransferSyntaxUID == ExplicitVRBigEndian
+    for attempt in range(2):
+        try:
+            if big_endian and attempt == 0:
+                pydicom.dcmwrite(path, ds, implicit_vr=False, little_endian=False, enforce_file_format=True)
+            else:
+                ds.save_as(path, enforce_file_format=True)
+            return True
+        except Exception:
+            ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    return False
+
+
 class StudyFuzzer:
     """Mutated copies of base studies; `counts` tallies the mutations made."""
 
@@ -46,7 +62,12 @@ class StudyFuzzer:
         return generate_uid(entropy_srcs=[str(self.seed), str(self.made), *map(str, what)])
 
     def study(self, folder: Path) -> list[Path]:
-        """One mutated study under `folder`: its files."""
+        """One mutated study under `folder`: its files (values pydicom would refuse are set and written as they
+        are)."""
+        with pydicom.config.disable_value_validation():
+            return self._study(folder)
+
+    def _study(self, folder: Path) -> list[Path]:
         self.made += 1
         base = self.rng.choice(self.bases)
         study_uid, series_uid = self.uid("study"), self.uid("series")
@@ -69,9 +90,7 @@ class StudyFuzzer:
         files = []
         for ds in datasets:
             path = folder / f"{len(files)}.dcm"
-            try:
-                ds.save_as(path, enforce_file_format=True)
-            except Exception:  # a mutation pydicom cannot write: the instance as it was before, noted
+            if not write(ds, path):  # a mutation pydicom cannot write: the base instance instead, noted
                 self.counts["unwritable"] += 1
                 shutil.copy(self.rng.choice(base), path)
             files.append(path)
@@ -94,8 +113,9 @@ class StudyFuzzer:
         for ds in self.some(datasets):
             try:
                 setattr(ds, keyword, value)
-            except Exception:
-                self.counts["unsettable"] += 1
+            except ValueError:  # not a number where pydicom converts: the text as an LO element of that tag
+                tag = pydicom.datadict.tag_for_keyword(keyword)
+                ds[tag] = pydicom.DataElement(tag, "LO", "\\".join(value) if isinstance(value, list) else value)
 
     def uids(self, datasets: list) -> None:
         choice = self.rng.randrange(5)

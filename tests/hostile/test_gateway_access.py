@@ -67,6 +67,7 @@ def test_only_allowed_callers_store_and_notes_carry_fixed_words(tmp_path, pacs, 
     (study,) = [r for r in records if r["event"] == "study"]
     assert study["study"] == study_uid and study["result"] == "failed" and study["failure"] == "DETECTOR"
     assert study["instances"] == len(studies["tb"]) and study["route"] == "tb-caverns" and study["time"]
+    assert study["senders"] == ["SENDER 127.0.0.1"]
 
 
 def test_check_refuses_a_configuration_without_callers(tmp_path, capsys):

@@ -173,3 +173,20 @@ def test_results_are_identified_by_study_series_and_instances_and_every_record_i
     assert [ds.PatientID for ds in results][2] == "OTHER"
     runs = [r for r in audit_lines(work) if r["event"] == "study"]
     assert [r["instances"] for r in runs] == [30, 40, 40] and {r["result"] for r in runs} == {"sent"}
+
+
+def test_a_complete_resend_clears_the_interrupted_mark_of_the_part_still_waiting(tmp_path):
+    from medchallenge.gateway.queue import INTERRUPTED, WorkQueue
+
+    queue = WorkQueue(tmp_path / "work")
+    waiting = queue.folder("received", "1.2.3")
+    (waiting / "input").mkdir(parents=True)
+    (waiting / INTERRUPTED).touch()  # the part received before the gateway stopped, not processed yet
+    for state in ("incoming", "running"):
+        (queue.folder(state, "1.2.3") / "input").mkdir(parents=True)
+        (queue.folder(state, "1.2.3") / "input" / f"{state}.dcm").write_bytes(b"an instance")
+    queue.move(queue.folder("running", "1.2.3"), "received")  # an older run put back: the newer part decides
+    assert (waiting / INTERRUPTED).exists()
+    queue.move(queue.folder("incoming", "1.2.3"), "received")  # the sender sent the study again, completely
+    assert not (waiting / INTERRUPTED).exists()
+    assert sorted(p.name for p in (waiting / "input").iterdir()) == ["incoming.dcm", "running.dcm"]

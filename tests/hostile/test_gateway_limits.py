@@ -121,3 +121,20 @@ def test_a_flood_of_idle_connections_blocks_real_associations_for_at_most_the_ac
             connection.close()
         assert gateway.stop() == 0
     print(f"flood of {len(flood)} idle connections: a real association after {waited:.1f} s")
+
+
+def test_a_pdu_claiming_gigabytes_is_cut_off_before_it_is_read(tmp_path, pacs, studies):
+    gateway, port, _ = start_gateway(tmp_path, pacs.port, ["false"])
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as connection:
+            connection.sendall(b"\x01\x00" + (3_000_000_000).to_bytes(4, "big"))  # an A-ASSOCIATE-RQ of 3 GB
+            sent = 0
+            with pytest.raises(OSError):  # closed by the gateway long before 64 MiB
+                while sent < 64 << 20:
+                    connection.sendall(b"\x00" * (1 << 20))
+                    sent += 1 << 20
+        assert sent < 16 << 20
+        wait_for(lambda: "a PDU of 3000000000 bytes; closed" in (tmp_path / "gateway.log").read_text(), 30, "the log")
+        assert set(send_files(studies["mr"], port)) == {0}
+    finally:
+        assert gateway.stop() == 0

@@ -20,6 +20,7 @@ STATES = ("incoming", "received", "running", "sent", "failed", "unroutable", "du
 FINAL_STATES = ("sent", "failed", "unroutable", "duplicate")
 SENT_LEDGER = "sent-uids.txt"
 RECEIVING = "tmp"  # pynetdicom writes an instance being received here (the process's temporary folder)
+SENDERS = "senders.txt"  # who sent the study: one "AE-title address" line per association that stored into it
 INTERRUPTED = "reception-interrupted"  # marker: the study's reception was cut off (gateway killed, A-ABORT)
 TOO_LARGE = "too-large"  # marker: an instance of the study was refused for the study's size limit
 EARLIER = "~"  # sent/<study>~1, ~2...: the earlier records of a study that ended there more than once
@@ -33,6 +34,11 @@ def is_disk_full(exc: BaseException) -> bool:
 def study_instances(folder: Path) -> list[str]:
     """The SOP Instance UIDs of a study folder's images (their file names)."""
     return sorted(p.name[:-4] for p in (folder / "input").glob("*.dcm"))
+
+
+def read_senders(study: Path) -> list[str]:
+    path = study / SENDERS
+    return sorted(set(path.read_text(encoding="ascii").splitlines())) if path.exists() else []
 
 
 def read_job(study: Path) -> dict:
@@ -63,7 +69,7 @@ class WorkQueue:
         self.sent = set(self.ledger.read_text().split())
         self.lock = threading.Lock()  # between the storage handler (network threads) and the worker
         self.bytes_held = folder_bytes(root)  # recounted by the worker (`recount`); added to by `store`
-        self.study_bytes: dict[str, int] = {}  # incoming studies, by UID
+        self.study_bytes = {p.name: folder_bytes(p) for p in (root / "incoming").iterdir()}  # by study UID
 
     def folder(self, state: str, study_uid: str) -> Path:
         return self.root / state / study_uid
@@ -98,20 +104,31 @@ class WorkQueue:
         (target / "input").mkdir(exist_ok=True)
         for path in (study / "input").glob("*.dcm"):
             os.replace(path, target / "input" / path.name)
-        for marker in (INTERRUPTED, TOO_LARGE):
-            if (study / marker).exists():
-                (target / marker).touch()
+        if (study / TOO_LARGE).exists():
+            (target / TOO_LARGE).touch()
+        if (study / SENDERS).exists():
+            with open(target / SENDERS, "a", encoding="ascii") as handle:
+                handle.write((study / SENDERS).read_text(encoding="ascii"))
+        if study.parent.name == "incoming":  # a newer reception of the study decides: a complete resend clears
+            if (study / INTERRUPTED).exists():  # the mark of the part received before
+                (target / INTERRUPTED).touch()
+            else:
+                (target / INTERRUPTED).unlink(missing_ok=True)
         if (study / "job.json").exists() and not (target / "job.json").exists():
             os.replace(study / "job.json", target / "job.json")
         shutil.rmtree(study)
 
-    def store(self, study_uid: str, sop_uid: str, received: Path) -> None:
+    def store(self, study_uid: str, sop_uid: str, received: Path, sender: str | None = None) -> None:
         """One received instance (the file pynetdicom wrote in tmp/) into incoming/, by rename (complete or
-        absent). An instance arriving clears the study's interrupted mark: its sender is sending (again)."""
+        absent); `sender` ("AE-title address"), when given, is added to the study's senders. An instance arriving
+        clears the study's interrupted mark: its sender is sending (again)."""
         size = received.stat().st_size
         with self.lock:
             folder = self.folder("incoming", study_uid)
             (folder / "input").mkdir(parents=True, exist_ok=True)
+            if sender is not None:
+                with open(folder / SENDERS, "a", encoding="ascii", errors="backslashreplace") as handle:
+                    handle.write(sender + "\n")
             os.replace(received, folder / "input" / f"{sop_uid}.dcm")
             (folder / INTERRUPTED).unlink(missing_ok=True)
             os.utime(folder)  # the study's last arrival

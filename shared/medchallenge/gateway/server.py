@@ -22,7 +22,7 @@ SUCCESS = 0x0000
 OUT_OF_RESOURCES = 0xA700
 CANNOT_UNDERSTAND = 0xC000
 NOT_MATCHING_SOP_CLASS = 0xA900
-PDU_HEADER = 6
+MAX_PDU_BYTES = 4 << 20  # a PDU claiming more is cut off before it is read (the gateway offers 16 kB PDUs)
 
 
 @dataclass
@@ -86,6 +86,20 @@ class StorageServer:
                          result="rejected", reason=reason)
         assoc.acse.send_reject(0x01, 0x01, diagnostic)
         assoc.kill()  # as pynetdicom's own rejections: waits (ARTIM-bounded) until the reject is sent and closed
+
+    def on_open(self, event) -> None:
+        """A connection: its reads bounded, since pynetdicom reads a PDU whole, whatever length its header claims
+        (a read past MAX_PDU_BYTES closes the connection)."""
+        sock = event.assoc.dul.socket
+        read = sock.recv
+
+        def bounded_read(nr_bytes: int):
+            if nr_bytes > MAX_PDU_BYTES:
+                log.error("connection from %s: a PDU of %d bytes; closed", event.address[0], nr_bytes)
+                raise ConnectionError("PDU over the size limit")
+            return read(nr_bytes)
+
+        sock.recv = bounded_read
 
     def on_pdu(self, event) -> None:
         """A P-DATA PDU received: an instance growing past the size limit aborts its association (the instance is
@@ -168,7 +182,8 @@ class StorageServer:
         if self.queue.bytes_held + size > limits.work_quota_bytes:
             return self.refuse(record, "work folder quota reached", OUT_OF_RESOURCES, study_uid)
         try:
-            self.queue.store(study_uid, sop_uid, path)
+            first = record is not None and study_uid not in record.stored  # the association's first of it
+            self.queue.store(study_uid, sop_uid, path, f"{record.calling_ae} {record.address}" if first else None)
         except OSError as exc:
             if is_disk_full(exc):
                 self.disk_full.set()
@@ -193,7 +208,8 @@ class StorageServer:
         for context in AllStoragePresentationContexts:
             ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
         ae.add_supported_context(Verification)
-        handlers = [(evt.EVT_C_STORE, self.handle_store), (evt.EVT_REQUESTED, self.on_requested),
+        handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
+                    (evt.EVT_REQUESTED, self.on_requested),
                     (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),
                     (evt.EVT_ABORTED, self.on_end), (evt.EVT_CONN_CLOSE, self.on_end)]
         tls = self.config.tls.server_context() if self.config.tls else None

@@ -18,7 +18,8 @@ from .config import GatewayConfig, Route
 from .jobs import POLL_SECONDS, DetectorKilled, GatewayStopping, run_detector
 from .notes import Failure, send_failure_note
 from .pacs import Pacs
-from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, recover, study_instances
+from .queue import (INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, read_senders, recover,
+                    study_instances)
 from .routing import route_study
 from .server import StorageServer
 
@@ -64,7 +65,7 @@ class Gateway:
         """The study into a final state, with its audit line."""
         study = self.queue.move(study, state)
         job = read_job(study)
-        self.audit.write("study", study=study.name, result=state, route=job.get("route"),
+        self.audit.write("study", study=study.name, result=state, route=job.get("route"), senders=read_senders(study),
                          attempts=job.get("attempts"), instances=len(job.get("instances", job.get("received", []))),
                          **record)
         return study
@@ -154,7 +155,8 @@ class Gateway:
                    results=[p.name[:-4] for p in results], sent=sent)
         write_json_atomic(study / "job.json", job)
         study = self.finish(study, "sent", results=job["results"], sent=sent)
-        shutil.rmtree(study / "input")  # the images stay in the PACS; the UIDs stay in job.json
+        shutil.rmtree(study / "input", ignore_errors=True)  # the images stay in the PACS, the UIDs in job.json (what
+        # is left, if the gateway stops now, is removed at its next start)
         log.info("study %s: %s in %.1f s, %d result object(s) sent (%d sent before)", study.name, route.name,
                  detector_seconds, sent, len(results) - sent)
 
