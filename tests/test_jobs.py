@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import sys
 import tarfile
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from helpers import InProcessAlgorithm
-from medchallenge.jobs import EmulationError, JobLimits, LocalProcess, SocketValue, extract_model, run_job
+from medchallenge.jobs import (DockerImage, EmulationError, JobFolders, JobLimits, LocalProcess, SocketValue,
+                               extract_model, resolve_gpu, run_job)
 from medchallenge.jobs.docker_run import written_outside
 from medchallenge.sockets import Socket
 
@@ -137,3 +139,28 @@ def test_limits_refuse_nonsense_and_name_what_grand_challenge_would_not_accept()
     assert JobLimits(memory_gb=16).instance(True) == ("ml.g4dn.xlarge", 4)
     assert JobLimits(time_limit_s=5).differences_from_gc() == ["time limit 5 s is outside grand-challenge's "
                                                                 "300-86400 s"]
+
+
+def test_the_docker_command_carries_grand_challenge_s_conditions_and_the_gpu_when_asked(tmp_path):
+    folders = JobFolders(*(tmp_path / name for name in ("input", "output", "model", "tmp")))
+    image = DockerImage("team/algorithm:1")
+    command = image.command(folders, JobLimits(memory_gb=16), gpu=False, name="job")
+    assert command[-1] == "team/algorithm:1"  # no command or arguments: the image's entrypoint and cmd
+    pairs = set(zip(command, command[1:]))
+    assert {("--network", "none"), ("--cap-drop", "ALL"), ("--memory", str(16 << 30)),
+            ("--memory-swap", str(16 << 30)), ("--ulimit", f"data={15 << 30}:{15 << 30}"),
+            ("--shm-size", str(8 << 30)), ("--env", "LOG_LEVEL=INFO"), ("--env", "PYTHONUNBUFFERED=1")} <= pairs
+    assert ("--mount", f"type=bind,source={tmp_path / 'input'},target=/input,readonly") in pairs
+    assert ("--mount", f"type=bind,source={tmp_path / 'output'},target=/output") in pairs
+    assert "--gpus" not in command and "--user" not in command and "--entrypoint" not in command
+    gpu_command = image.command(folders, JobLimits(memory_gb=16), gpu=True, name="job")
+    assert ("--gpus", "1") in set(zip(gpu_command, gpu_command[1:]))
+    assert ("--cpus", f"{min(4, os.cpu_count())}") in set(zip(gpu_command, gpu_command[1:]))  # ml.g4dn.xlarge
+
+
+def test_gpu_on_without_a_gpu_is_refused_before_the_job_and_auto_runs_without(tmp_path):
+    launcher = writes({"score.json": "1", "note.json": '"x"'})
+    with pytest.raises(EmulationError, match="--gpu on: no GPU"):
+        resolve_gpu("on", launcher)
+    result = run_job(launcher, [], [SCORE, NOTE], tmp_path / "job", gpu="auto")
+    assert result.succeeded and not result.gpu_passed

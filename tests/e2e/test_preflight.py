@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ BROKEN = {
     "crash": r"The algorithm exited with status 1: RuntimeError: the model file weights\.onnx is missing",
     "slow": r"Time limit exceeded \(the job ran longer than 4 s\)",
     "memory": r"The algorithm exited with status 1: MemoryError \(the job ran out of memory: it may use 0\.5 GiB",
+    "memory-kill": r"The container was killed as it exceeded its memory limit \(1\.5 GB\)",
     "network": r"The algorithm exited with status 1: socket\.gaierror: .*\(the job tried to reach the network; "
                r"grand-challenge jobs have none",
     "outside": r"Output file 'tb-cavern-boxes\.json' was not produced \(the job wrote 1 file\(s\) outside /output "
@@ -64,8 +66,9 @@ def run_preflight(behaviour: str, cohort: Path, output: Path, *extra: str) -> tu
     return status, json.loads((output / "preflight.json").read_text())
 
 
-def leftover_containers() -> list[str]:
-    return subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", "name=medchallenge-preflight"],
+def leftover_containers(behaviour: str) -> list[str]:
+    """Containers of the behaviour's image still there (every job's container is removed)."""
+    return subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", f"ancestor={tag(behaviour)}"],
                           capture_output=True, text=True, check=True).stdout.split()
 
 
@@ -78,6 +81,7 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
         assert job["outputs"] == [{"socket": "tb-cavern-boxes", "relative_path": "tb-cavern-boxes.json",
                                    "valid": True, "error": None}]
         assert job["stdout_tail"][0].startswith("read ['") and job["stderr_tail"] == []
+        assert job["stdout_tail"][0].endswith("model []")  # an empty /opt/ml/model without --model
     evaluation = report["evaluation"]
     assert evaluation["scored_as_missing"] == [] and set(evaluation["aggregates"]) >= {"map", "ap_at_iou_0.40"}
     assert evaluation["intervals"]["map"]["n"] == 50
@@ -86,7 +90,7 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
     assert {c["condition"] for c in report["conditions"]} >= {"network", "memory", "time", "model", "GPU"}
     table = capsys.readouterr().out
     assert re.search(r"TST_001\.nii\.gz\s+succeeded", table) and "2/2 jobs succeeded; ready to upload" in table
-    assert not leftover_containers()
+    assert not leftover_containers("ok")
 
 
 @pytest.mark.parametrize("behaviour", sorted(BROKEN))
@@ -103,9 +107,31 @@ def test_a_broken_image_gives_one_clear_line_per_job_and_nothing_else(images, co
     evaluation = report["evaluation"]
     assert evaluation["error"] is None and evaluation["scored_as_missing"] == ["TST_001.nii.gz", "TST_002.nii.gz"]
     assert evaluation["notes"][0].startswith("2 failed job(s) scored as the evaluator scores a missing prediction")
-    assert (tmp_path / "out" / "preflight.html").exists() and not leftover_containers()
-    if behaviour == "memory":
+    assert (tmp_path / "out" / "preflight.html").exists() and not leftover_containers(behaviour)
+    if behaviour.startswith("memory"):
         assert all(job["peak_memory_bytes"] > 256 << 20 for job in report["jobs"])
+
+
+def test_the_model_tarball_is_in_opt_ml_model_and_one_with_a_link_is_refused_before_any_job(images, cohort,
+                                                                                            tmp_path, capsys):
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "weights.onnx").write_bytes(b"w")
+    with tarfile.open(tmp_path / "model.tar.gz", "w:gz") as archive:
+        archive.add(model, arcname=".")
+    status, report = run_preflight("ok", cohort, tmp_path / "out", "--model", str(tmp_path / "model.tar.gz"))
+    assert status == 0 and report["model"] == "model.tar.gz"
+    assert all(job["stdout_tail"][0].endswith("model ['sub', 'weights.onnx']") for job in report["jobs"])
+    (model / "link").symlink_to("/etc/passwd")
+    with tarfile.open(tmp_path / "linked.tar.gz", "w:gz") as archive:
+        archive.add(model, arcname=".")
+    capsys.readouterr()
+    assert preflight(["--challenge", "tb-caverns", "--image", tag("ok"), "--cases", str(cohort / "input"),
+                      "--model", str(tmp_path / "linked.tar.gz"), "--output", str(tmp_path / "refused")]) == 1
+    assert not (tmp_path / "refused" / "preflight.json").exists()
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"error: model linked\.tar\.gz: member \d is a link; grand-challenge's model tarballs hold "
+                        r"regular files and folders only", line), line
 
 
 def test_a_root_image_is_refused_before_any_job_as_grand_challenge_refuses_it(images, cohort, tmp_path, capsys):

@@ -18,6 +18,7 @@ from .errors import EmulationError
 from .launch import Execution, JobFolders
 
 LOG_LINES = 500  # GC keeps the last 500 lines of a job's stdout and stderr
+LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
 ROOT_USERS = ("", "root", "0")
 # mount points of the job and their parents: changes there are docker's, not the job's
@@ -66,20 +67,19 @@ def _tail(text: str) -> list[str]:
     return text.splitlines()[-LOG_LINES:]
 
 
-def _memory_cgroup(pid: int) -> Path | None:
-    """The memory cgroup folder of a host process (v1 `memory` controller or the v2 unified tree), if visible."""
+def _memory_cgroup(pid: int, container_id: str) -> Path | None:
+    """The memory cgroup folder of the container's first process (v1 `memory` controller or the v2 unified tree),
+    if visible here and named after the container (a process that is gone, or another one, gives None)."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
         return None
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "memory" and Path(f"/sys/fs/cgroup/memory{path}/memory.max_usage_in_bytes").exists():
-            return Path(f"/sys/fs/cgroup/memory{path}")
-    for line in lines:
-        _, controllers, path = line.split(":", 2)
-        if controllers == "" and Path(f"/sys/fs/cgroup{path}/memory.peak").exists():
-            return Path(f"/sys/fs/cgroup{path}")
+    for wanted, root, probe in (("memory", "/sys/fs/cgroup/memory", "memory.max_usage_in_bytes"),
+                                ("", "/sys/fs/cgroup", "memory.peak")):
+        for line in lines:
+            _, controllers, path = line.split(":", 2)
+            if controllers == wanted and container_id in path and Path(f"{root}{path}/{probe}").exists():
+                return Path(f"{root}{path}")
     return None
 
 
@@ -154,9 +154,16 @@ class DockerImage:
         self.name_prefix = name_prefix
         self.description = f"docker image {image}"
         self._gpu: bool | None = None
+        self._notes: list[str] | None = None
 
     def check(self) -> list[str]:
-        """GC's upload checks (non-root user, linux/amd64, something to run) and what the shim changes."""
+        """GC's upload checks (non-root user, linux/amd64, something to run) and what the shim changes; the image is
+        inspected once."""
+        if self._notes is None:
+            self._notes = self._inspect()
+        return self._notes
+
+    def _inspect(self) -> list[str]:
         config = ImageConfig.inspect(self.image)
         user = config.user.split(":")[0]
         if user in ROOT_USERS:
@@ -186,6 +193,7 @@ class DockerImage:
                   (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
         return ["docker", "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
+                "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
                 "--ulimit", f"data={limits.data_limit_bytes}:{limits.data_limit_bytes}",
                 "--shm-size", str(limits.memory_bytes // 2), "--cpus", f"{cpus:g}",
@@ -205,13 +213,13 @@ class DockerImage:
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
             raise EmulationError(f"docker could not start the job: {first.removeprefix('docker: ').strip()}")
         try:
-            return self._follow(name, limits, gpu, started)
+            return self._follow(name, run.stdout.strip(), limits, gpu, started)
         finally:
             _docker("rm", "--force", name, check=False)
 
-    def _follow(self, name: str, limits: JobLimits, gpu: bool, started: float) -> Execution:
+    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float) -> Execution:
         pid = int(_docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
-        cgroup = _memory_cgroup(pid) if pid else None
+        cgroup = _memory_cgroup(pid, container_id) if pid and container_id else None
         waiter = subprocess.Popen(["docker", "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True)
         peak, used_gpu, timed_out, last_gpu_poll, gpu_measurable = _read_peak(cgroup), False, False, 0.0, True
@@ -231,6 +239,8 @@ class DockerImage:
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
         state = json.loads(_docker("inspect", "--format", "{{json .State}}", name).stdout)
+        if state.get("Running"):  # `docker wait` ended without the container: the engine failed, not the job
+            raise EmulationError(f"docker lost track of the job's container {name} (`docker wait` failed)")
         logs = subprocess.run(["docker", "logs", "--tail", str(LOG_LINES), name], capture_output=True, text=True,
                               errors="replace")
         diff = _docker("diff", name, check=False).stdout

@@ -48,9 +48,10 @@ HINTS = (
 )
 
 
-def printable(text: str, limit: int = MAX_LINE) -> str:
-    """A container's text made safe to quote in one line of a report: control characters replaced, cut to `limit`."""
-    cleaned = "".join(c if c.isprintable() else "?" for c in text.strip())
+def printable(text: str, limit: int = MAX_LINE, indent: bool = False) -> str:
+    """A container's text made safe to quote in one line of a report: control characters replaced, cut to `limit`
+    (leading spaces kept with `indent`, for log lines)."""
+    cleaned = "".join(c if c.isprintable() else "?" for c in (text.rstrip() if indent else text.strip()))
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "…"
 
 
@@ -169,7 +170,8 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     limits = limits or JobLimits()
     pks = pks or itertools.count(2_000_001)
     pk = pk or str(uuid.uuid4())
-    notes = launcher.check() + limits.differences_from_gc()
+    launcher.check()  # its notes are the image's, for the caller to report once (DockerImage checks once)
+    notes = limits.differences_from_gc()
     passed_gpu = resolve_gpu(gpu, launcher)
     if work_dir.exists() and any(work_dir.iterdir()):
         raise EmulationError(f"{work_dir}: the job folder is not empty")
@@ -188,21 +190,23 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
         results = read_outputs(folders.output, tuple(outputs), pks, work_dir / "stored")
         error = next((r.error for r in results if r.error), None)
         dropped = undeclared_files(folders.output, outputs)
-        if error and dropped:
+        if error and dropped and error.endswith(("was not produced", "is empty")):
             error = f"{error} (/output held instead: {', '.join(printable(p, 120) for p in dropped[:5])})"
         if error and execution.written_outside:
             error = f"{error} ({_outside_note(execution.written_outside)})"
         if dropped:
             notes.append(f"{len(dropped)} undeclared file(s) in /output, dropped as grand-challenge drops them: "
                          + ", ".join(printable(p, 120) for p in dropped[:5]))
+    if execution.unenforced:
+        notes.append(f"not enforced: {', '.join(execution.unenforced)}")
     if execution.written_outside and (error is None or "outside /output" not in error):
         notes.append(_outside_note(execution.written_outside))
     result = JobResult(pk=pk, status="failed" if error else "succeeded", error=error,
                        exit_code=execution.exit_code, wall_seconds=execution.wall_seconds,
                        peak_memory_bytes=execution.peak_memory_bytes, gpu_passed=passed_gpu,
                        used_gpu=execution.used_gpu, inputs=list(inputs), outputs=results, limits=limits,
-                       stdout_tail=[printable(x) for x in execution.stdout_tail[-TAIL_LINES:]],
-                       stderr_tail=[printable(x) for x in execution.stderr_tail[-TAIL_LINES:]],
+                       stdout_tail=[printable(x, indent=True) for x in execution.stdout_tail[-TAIL_LINES:]],
+                       stderr_tail=[printable(x, indent=True) for x in execution.stderr_tail[-TAIL_LINES:]],
                        notes=notes, folder=work_dir)
     log.info("job %s: %s in %.1f s%s", pk, result.status, result.wall_seconds, f": {error}" if error else "")
     return result

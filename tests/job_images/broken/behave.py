@@ -13,9 +13,10 @@ BOXES = {"version": 1, "boxes": [{"voxel_bbox": [1, 1, 1, 4, 4, 3], "probability
 
 inputs = json.loads(Path("/input/inputs.json").read_text())
 image = next(Path("/input", v["interface"]["relative_path"]).glob("*.mha") for v in inputs)
-print(f"read {sorted(p.name for p in image)}")
+print(f"read {sorted(p.name for p in image)}; model {sorted(p.name for p in Path('/opt/ml/model').iterdir())}")
 
 if BEHAVIOUR == "ok":
+    time.sleep(0.5)  # as a model loads: the runner's memory poll (every 0.1 s) sees the job running
     (OUTPUT / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
 elif BEHAVIOUR == "no-output":
     print("done, forgot to write")
@@ -29,6 +30,12 @@ elif BEHAVIOUR == "slow":
     time.sleep(600)
 elif BEHAVIOUR == "memory":
     hoard = [bytearray(64 << 20) for _ in range(10_000)]
+elif BEHAVIOUR == "memory-kill":  # shared memory: not data (RLIMIT_DATA), but the container's memory
+    import mmap
+
+    shared = mmap.mmap(-1, 8 << 30)
+    for offset in range(0, len(shared), 4096):
+        shared[offset] = 1
 elif BEHAVIOUR == "network":
     socket.create_connection(("download.pytorch.org", 443), timeout=5)
 elif BEHAVIOUR == "outside":
