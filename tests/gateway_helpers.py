@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pydicom
 from dicom_helpers import write_tiny_series
+from pydicom.uid import generate_uid
 
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset, write_ct_series
@@ -31,7 +32,8 @@ def free_port() -> int:
 class FakePacs:
     """Receives C-STOREs on loopback and keeps the datasets (by SOP Instance UID, as a PACS stores them)."""
 
-    def __init__(self, ae_title: str = "FAKEPACS", host: str = "127.0.0.1", port: int | None = None):
+    def __init__(self, ae_title: str = "FAKEPACS", host: str = "127.0.0.1", port: int | None = None,
+                 ssl_context=None):
         from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, evt
 
         self.port = port or free_port()
@@ -46,7 +48,8 @@ class FakePacs:
             self.received.append(ds)
             return 0x0000
 
-        self.server = ae.start_server((host, self.port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)])
+        self.server = ae.start_server((host, self.port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)],
+                                      ssl_context=ssl_context)
 
     def stored(self) -> dict[str, pydicom.Dataset]:
         return {str(ds.SOPInstanceUID): ds for ds in self.received}
@@ -55,12 +58,12 @@ class FakePacs:
         self.server.shutdown()
 
 
-def send_files(files: list[Path], port: int, ae_title: str = "GATEWAY") -> list[int]:
-    """C-STORE every file to 127.0.0.1:port; the status of each."""
+def send_files(files: list[Path], port: int, ae_title: str = "GATEWAY", calling: str = "SENDER") -> list[int]:
+    """C-STORE every file to 127.0.0.1:port as `calling`; the status of each."""
     from pynetdicom import AE
 
     datasets = [pydicom.dcmread(f) for f in files]
-    ae = AE(ae_title="SENDER")
+    ae = AE(ae_title=calling)
     for sop_class in sorted({str(ds.SOPClassUID) for ds in datasets}):
         ae.add_requested_context(sop_class)
     for _ in range(100):  # the gateway may still be starting
@@ -104,7 +107,9 @@ timeout_seconds = 300
 """
 
 
-def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0) -> str:
+def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0,
+                gateway_extra: str = "", pacs_extra: str = "") -> str:
+    """A gateway on loopback taking studies from SENDER (send_files) and ORTHANC, both from 127.0.0.1."""
     return f"""
 [gateway]
 ae_title = "GATEWAY"
@@ -113,12 +118,20 @@ port = {port}
 work_dir = "{work}"
 study_quiet_seconds = {quiet}
 max_attempts = 2
+{gateway_extra}
+[[caller]]
+ae_title = "SENDER"
+addresses = ["127.0.0.1"]
+
+[[caller]]
+ae_title = "ORTHANC"
+addresses = ["127.0.0.1"]
 
 [pacs]
 ae_title = "FAKEPACS"
 host = "127.0.0.1"
 port = {pacs_port}
-
+{pacs_extra}
 [[route]]
 name = "tb-caverns"
 modalities = ["CT"]
@@ -131,14 +144,15 @@ timeout_seconds = 300
 class GatewayProcess:
     """`python -m medchallenge.gateway` in its own process, its log in a file."""
 
-    def __init__(self, config: Path, log: Path):
-        env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+    def __init__(self, config: Path, log: Path, cwd: Path | None = None, extra_env: dict | None = None):
+        env = {**os.environ, "PYTHONPATH": str(REPO / "shared"), **(extra_env or {})}
         self.log = log
+        self.starts_before = log.read_text().count("listening on") if log.exists() else 0
         self.process = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config)],
-                                        stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env)
+                                        stdout=open(log, "a"), stderr=subprocess.STDOUT, env=env, cwd=cwd)
 
     def wait_ready(self) -> None:
-        wait_for(lambda: "listening on" in self.log.read_text(), 60, "the gateway to listen")
+        wait_for(lambda: self.log.read_text().count("listening on") > self.starts_before, 60, "the gateway to listen")
 
     def stop(self) -> int:
         self.process.send_signal(signal.SIGTERM)
@@ -174,3 +188,45 @@ def write_gateway_studies(root: Path) -> dict:
     return {"tb": tb, "mr": mr, "broken": [p for p in broken if p.exists()], "cxr": [cxr], "root": root}
 
 
+
+
+def start_gateway(tmp_path: Path, pacs_port: int, command: list[str], quiet: float = 1.0,
+                  gateway_extra: str = "", pacs_extra: str = "") -> tuple[GatewayProcess, int, Path]:
+    """A gateway process on loopback (work queue tmp_path/work, log tmp_path/gateway.log), ready to receive."""
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", port, pacs_port, command, quiet, gateway_extra, pacs_extra))
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    gateway.wait_ready()
+    return gateway, port, config
+
+
+def associate(port: int, calling: str = "SENDER", called: str = "GATEWAY", source: str = "127.0.0.1",
+              contexts: tuple[str, ...] = ("1.2.840.10008.1.1",), transfer_syntaxes: list[str] | None = None,
+              tls_args=None):
+    """One association attempt (no retries), from `source` on loopback; the association (maybe not established)."""
+    from pynetdicom import AE, DEFAULT_TRANSFER_SYNTAXES
+
+    ae = AE(ae_title=calling)
+    ae.acse_timeout = ae.network_timeout = 10
+    for context in contexts:
+        ae.add_requested_context(context, transfer_syntaxes or DEFAULT_TRANSFER_SYNTAXES)
+    return ae.associate("127.0.0.1", port, ae_title=called, bind_address=(source, 0), tls_args=tls_args)
+
+
+def audit_lines(work: Path) -> list[dict]:
+    return [json.loads(line) for line in (work / "audit.jsonl").read_text().splitlines()]
+
+
+def copy_study(files: list[Path], folder: Path, **changes) -> list[Path]:
+    """The files with new SOP Instance UIDs and the given attributes changed (e.g. another study, same series)."""
+    folder.mkdir(parents=True)
+    copies = []
+    for path in files:
+        ds = pydicom.dcmread(path)
+        ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = generate_uid()
+        for keyword, value in changes.items():
+            setattr(ds, keyword, value)
+        copies.append(folder / f"{ds.SOPInstanceUID}.dcm")
+        ds.save_as(copies[-1])
+    return copies

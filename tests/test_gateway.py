@@ -70,9 +70,10 @@ def test_studies_in_results_out_duplicates_unroutable_and_broken(tmp_path, pacs,
         broken = pydicom.dcmread(studies["broken"][0])
         assert note.Modality == "SR" and note.StudyInstanceUID == broken.StudyInstanceUID
         assert note.CompletionFlag == "PARTIAL" and note.SeriesInstanceUID != broken.SeriesInstanceUID
-        message = read_failure_note(note)
-        assert message.startswith("AI detector tb-caverns could not process this study: ") and \
-            "uneven slice spacing" in message
+        message = read_failure_note(note)  # fixed words and the study's UID; the detector's error in the log only
+        assert message == ("AI detector tb-caverns could not process this study: the detector could not process the "
+                           f"images of this study. Study {broken.StudyInstanceUID}; the details are in the "
+                           "gateway's log.")
         referenced = note.CurrentRequestedProcedureEvidenceSequence[0].ReferencedSeriesSequence[0]
         assert len(referenced.ReferencedSOPSequence) == len(studies["broken"])
         note.save_as(tmp_path / "note.dcm", enforce_file_format=True)

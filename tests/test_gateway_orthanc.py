@@ -137,7 +137,8 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
         broken_uid = pydicom.dcmread(studies["broken"][0]).StudyInstanceUID
         (note_entry,) = wait_for(lambda: sr_series(orthanc, broken_uid), 60, "the failure note in Orthanc")
         note = pydicom.dcmread(io.BytesIO(orthanc.get(f"/instances/{note_entry['Instances'][0]}/file")))
-        assert "uneven slice spacing" in read_failure_note(note)
+        assert read_failure_note(note).endswith("could not process the images of this study. Study "
+                                                f"{broken_uid}; the details are in the gateway's log.")
         wait_for(lambda: states(work)["duplicate"] == 3, 60, "the failed study forwarded again")
         assert len(sr_series(orthanc, tb_uid)) == 1 and len(sr_series(orthanc, cxr.StudyInstanceUID)) == 1
         assert len(orthanc.get("/instances")) == len(studies["tb"]) + 1 + 1 + 1 + len(studies["mr"]) + \

@@ -40,6 +40,7 @@ from ..contract import SocketValue, add_path_arguments, read_inputs_json
 from ..dicom.series import DicomSeries, dicom_files, is_dicom_file, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
 from ..imaging import read_image
+from ..inbox import watch_inbox
 from ..io import write_dicom_atomic, write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
@@ -278,40 +279,10 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
     log.info("wrote %s (%d cases)", ", ".join(map(str, written)), len(cases))
 
 
-WATCH_STATES = ("pending", "running", "done")
-WATCH_POLL_SECONDS = 1.0
-
-
 def run_watch(algorithm: Algorithm, model: Model, inbox: Path, stop: Callable[[], bool] = lambda: False) -> None:
     """Watch mode: run every job put into `inbox/pending/` until `stop()` (a container runs until stopped)."""
-    import shutil
-
-    for state in WATCH_STATES:
-        (inbox / state).mkdir(parents=True, exist_ok=True)
-    for job in (inbox / "running").iterdir():
-        os.replace(job, inbox / "pending" / job.name)
-        log.info("job %s: was running when the detector stopped; queued again", job.name)
-    log.info("watching %s", inbox / "pending")
-    while not stop():
-        jobs = sorted((p for p in (inbox / "pending").iterdir() if not p.name.startswith(".")),
-                      key=lambda p: p.stat().st_mtime)
-        if not jobs:
-            time.sleep(WATCH_POLL_SECONDS)
-            continue
-        job = inbox / "running" / jobs[0].name
-        os.replace(jobs[0], job)
-        shutil.rmtree(job / "output", ignore_errors=True)
-        try:
-            run_batch(algorithm, model, batch_cases(algorithm, job / "input"), job / "output")
-            status = {"returncode": 0, "error": None}
-        except InputError as exc:
-            log.error("job %s: %s", job.name, exc)
-            status = {"returncode": 1, "error": str(exc)}
-        write_json_atomic(job / "status.json", status)
-        done = inbox / "done" / job.name
-        if done.exists():
-            shutil.rmtree(done)
-        os.replace(job, done)
+    watch_inbox(inbox, lambda job: run_batch(algorithm, model, batch_cases(algorithm, job / "input"), job / "output"),
+                stop)
 
 
 def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:

@@ -16,6 +16,7 @@ inclusive voxel indices inside the volume, X1 < X2, Y1 < Y2, Z1 < Z2.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,8 @@ from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
 from ..imaging import read_ct, resampled_size
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
 from ..dicom.series import DicomSeries
-from ..dicom.sr import BoxFinding, FindingKind, box_report
+from ..dicom.detectors import TB_CAVERN
+from ..dicom.sr import BoxFinding, box_report
 from .runner import Algorithm, Case, DicomContract
 
 log = logging.getLogger("medchallenge.tb_caverns")
@@ -316,9 +318,8 @@ def run_files(results: list[tuple[Case, CaseDetections]]) -> dict[str, str]:
 
 
 # A TB cavern has no code of its own in DICOM's coding schemes: a private one (99 prefix), on the lung (SNOMED CT).
-CAVERN_FINDING = FindingKind(finding_type=("tb-cavern", "99MEDCHALLENGE", "Tuberculous lung cavern"),
-                             finding_site=("39607008", "SCT", "Lung"), algorithm_name="medchallenge tb-caverns",
-                             algorithm_version=str(OUTPUT_VERSION), series_description="TB cavern detection (AI)")
+CAVERN_FINDING = dataclasses.replace(TB_CAVERN, algorithm_name="medchallenge tb-caverns",
+                                     algorithm_version=str(OUTPUT_VERSION))
 
 
 def dicom_results(series: DicomSeries, prediction: CaseDetections) -> list:

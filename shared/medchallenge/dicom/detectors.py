@@ -25,6 +25,10 @@ RIB_FRACTURE_TYPES = {1: "Displaced rib fracture", 2: "Nondisplaced rib fracture
 RIB_FRACTURE = FindingKind(finding_type=("72704001", "SCT", "Fracture"), finding_site=("113197003", "SCT", "Rib"),
                            algorithm_name="medchallenge ribfrac", algorithm_version="1",
                            series_description="Rib fracture segmentation (AI)")
+# TB caverns: the finding of the tb-caverns detector's SR (its algorithm name and version set by who writes it)
+TB_CAVERN = FindingKind(finding_type=("tb-cavern", PRIVATE_SCHEME, "Tuberculous lung cavern"),
+                        finding_site=("39607008", "SCT", "Lung"), algorithm_name="", algorithm_version="",
+                        series_description="TB cavern detection (AI)")
 FOREIGN_OBJECT = FindingKind(finding_type=("19227008", "SCT", "Foreign body"),
                              finding_site=("816094009", "SCT", "Chest"), algorithm_name="medchallenge object-cxr",
                              algorithm_version="1", series_description="Foreign object detection (AI)",
@@ -36,15 +40,15 @@ def rib_fracture_type(label_code: int) -> tuple[str, str, str]:
     return f"RIBFRAC-{label_code}", PRIVATE_SCHEME, RIB_FRACTURE_TYPES[label_code]
 
 
-def rib_fracture_results(series: DicomSeries, prediction) -> list:
+def rib_fracture_results(series: DicomSeries, prediction, kind: FindingKind = RIB_FRACTURE) -> list:
     """RibFrac on a CT series: the SEG of its fractures, or an SR saying there is none."""
     import SimpleITK as sitk
 
     if not prediction.detections:
-        return [box_report(series, [], RIB_FRACTURE)]
+        return [box_report(series, [], kind)]
     segments = [SegmentFinding(d.label_id, rib_fracture_type(d.label_code), d.confidence)
                 for d in prediction.detections]
-    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, RIB_FRACTURE)]
+    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, kind)]
 
 
 def foreign_object_results(series: DicomSeries, prediction) -> list:

@@ -56,11 +56,13 @@ def coded(triple: tuple[str, str, str]):
 
 
 def result_uid(series: DicomSeries, kind: FindingKind, content: object, what: str) -> str:
-    """A UID that depends only on the source series, the algorithm and its result (`content`, JSON-able)."""
+    """A UID that depends only on what the result was computed from (the study, the series and the set of its
+    instances: a study sent again with more slices, or another study reusing the series UID, gets results of its
+    own), the algorithm and its result (`content`, JSON-able)."""
     from pydicom.uid import generate_uid
 
-    return generate_uid(entropy_srcs=[series.series_uid, kind.algorithm_name, kind.algorithm_version,
-                                      json.dumps(content), what])
+    return generate_uid(entropy_srcs=[series.study_uid, series.series_uid, *sorted(series.sop_instance_uids),
+                                      kind.algorithm_name, kind.algorithm_version, json.dumps(content), what])
 
 
 # Patient and General Study attributes of type 2 (present, maybe empty) that highdicom copies from the source
@@ -219,6 +221,17 @@ def point_report(series: DicomSeries, probability: float, points: list[PointFind
         finding_type=coded(kind.finding_type), algorithm_id=algorithm, finding_sites=site,
         measurements=[_probability(probability, algorithm)],
         source_images=[hd.sr.SourceImageForMeasurementGroup(str(image.SOPClassUID), str(image.SOPInstanceUID))])]
+    groups += _point_groups(series, points, kind, content, algorithm)
+    return measurement_report(series, groups, kind, content)
+
+
+def _point_groups(series: DicomSeries, points: list[PointFinding], kind: FindingKind, content: object,
+                  algorithm) -> list:
+    """One TID 1410 group per point on the series' first image: a SCOORD POINT with its probability."""
+    import highdicom as hd
+
+    image = series.first
+    groups = []
     for number, point in enumerate(points, start=1):
         region = hd.sr.ImageRegion(hd.sr.GraphicTypeValues.POINT,
                                    np.asarray([[point.x + 0.5, point.y + 0.5]], dtype=np.float32),
@@ -227,8 +240,35 @@ def point_report(series: DicomSeries, probability: float, points: list[PointFind
             tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"point-{number}"),
                                                          identifier=f"point {number}"),
             referenced_region=region, finding_type=coded(kind.finding_type), algorithm_id=algorithm,
-            finding_sites=site, measurements=[_probability(point.probability, algorithm)]))
-    return measurement_report(series, groups, kind, content)
+            finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))],
+            measurements=[_probability(point.probability, algorithm)]))
+    return groups
+
+
+def value_report(series: DicomSeries, numbers: list[tuple[tuple[str, str, str], float]],
+                 texts: list[tuple[tuple[str, str, str], str]], points: list[PointFinding], kind: FindingKind):
+    """The Comprehensive SR (TID 1500) of an algorithm's values on `series`: one TID 1501 group holding each number
+    as a measurement (unit 1) and each text as a TEXT item, each named by its coded concept, and one TID 1410 group
+    per point (on the series' first image)."""
+    import highdicom as hd
+
+    algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
+    content = [[list(c), round(v, 6)] for c, v in numbers] + [[list(c), s] for c, s in texts] + \
+        [[round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for p in points]
+    group = hd.sr.MeasurementsAndQualitativeEvaluations(
+        tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "values"),
+                                                     identifier="values"),
+        finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+        measurements=[hd.sr.Measurement(name=coded(c), value=v, unit=coded(PROBABILITY_UNIT), algorithm_id=algorithm)
+                      for c, v in numbers] or None)
+    for concept, text in texts:
+        group[0].ContentSequence.append(hd.sr.TextContentItem(name=coded(concept), value=text,
+                                                              relationship_type="CONTAINS"))
+    groups = [group] + _point_groups(series, points, kind, content, algorithm)
+    sr = measurement_report(series, groups, kind, content)
+    declare_private_schemes(sr, [kind.finding_type, kind.finding_site, *(c for c, _ in numbers),
+                                 *(c for c, _ in texts)])
+    return sr
 
 
 def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:
@@ -251,23 +291,24 @@ def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:
 FAILURE_SERIES_NUMBER = 903
 
 
-def failure_note(series: list[DicomSeries], detector: str, message: str):
-    """A Comprehensive SR telling the PACS that `detector` could not process the study of `series` (a Diagnostic
-    Imaging Report with one Comment: the error line), marked partial, every instance of the study as evidence. Its
-    UIDs derive from the study, the detector and the message."""
+def failure_note(series: list[DicomSeries], detector: str, text: str):
+    """A Comprehensive SR telling the PACS that `detector` (a route's name, or "gateway") could not process the study
+    of `series`: a Diagnostic Imaging Report with one Comment, `text` (a fixed wording chosen by the caller, never
+    text from the images), marked partial, every instance of the study as evidence. Its UIDs derive from the study,
+    the set of its instances, the detector and the text."""
     import highdicom as hd
     from pydicom.sr.codedict import codes
     from pydicom.uid import generate_uid
 
     study_uid = series[0].study_uid
     root = hd.sr.ContainerContentItem(name=codes.LN.DiagnosticImagingReport)
-    root.ContentSequence = [hd.sr.TextContentItem(
-        name=codes.DCM.Comment, value=f"AI detector {detector} could not process this study: {message}",
-        relationship_type=hd.sr.RelationshipTypeValues.CONTAINS)]
+    root.ContentSequence = [hd.sr.TextContentItem(name=codes.DCM.Comment, value=text,
+                                                  relationship_type=hd.sr.RelationshipTypeValues.CONTAINS)]
     headers = [header for s in series for header in evidence(s)]
+    instances = sorted(uid for s in series for uid in s.sop_instance_uids)
 
     def uid(what: str) -> str:
-        return generate_uid(entropy_srcs=[study_uid, detector, message, what])
+        return generate_uid(entropy_srcs=[study_uid, *instances, detector, text, what])
 
     return hd.sr.ComprehensiveSR(
         evidence=headers, content=root, series_instance_uid=uid("failure-series"),

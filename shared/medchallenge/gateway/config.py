@@ -1,0 +1,322 @@
+"""The gateway's configuration (TOML), read and checked at start: every problem is one `error:` line naming the
+file and the key."""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import re
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+
+AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
+
+
+@dataclass(frozen=True)
+class Route:
+    """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to a detector: either
+    `command`, run with `--input DIR --output DIR` (an algorithm's entry script), or `inbox`, the folder a detector
+    container without network watches (`inference.py --watch DIR`: jobs in pending/, results in done/), or `image`,
+    a grand-challenge algorithm image run by the job runner with `interface`'s sockets (image_routes.py), its
+    optional `model` tarball at /opt/ml/model, `memory_gb` and `gpu` ("auto", "on", "off"): here, or with an
+    `inbox` by the job-runner service that holds the Docker socket (job_runner.py)."""
+
+    name: str
+    modalities: tuple[str, ...]
+    body_parts: tuple[str, ...]
+    command: tuple[str, ...]
+    inbox: Path | None
+    timeout_seconds: float
+    image: str | None = None
+    interface: str | None = None
+    model: Path | None = None
+    memory_gb: float = 8.0
+    gpu: str = "off"
+    input_socket: str | None = None  # interface "generic": the input socket's slug
+    outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
+
+
+@dataclass(frozen=True)
+class Caller:
+    """A sender allowed to store studies: its calling AE title and, if given, the addresses (IP addresses or
+    networks) it may call from."""
+
+    ae_title: str
+    networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
+
+    def allows(self, ae_title: str, address: str) -> bool:
+        if ae_title != self.ae_title:
+            return False
+        if not self.networks:
+            return True
+        try:
+            ip = ipaddress.ip_address(address)
+        except ValueError:
+            return False
+        return any(ip in network for network in self.networks)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one sender can make the gateway hold, and how long it waits for a peer."""
+
+    max_instance_bytes: int
+    max_study_bytes: int
+    work_quota_bytes: int
+    max_associations: int
+    acse_timeout_seconds: float
+    dimse_timeout_seconds: float
+    network_timeout_seconds: float
+
+
+@dataclass(frozen=True)
+class Tls:
+    """DICOM TLS for one direction: our certificate and key (optional for a client), and the CA certificates the
+    peer's certificate must chain to (for the gateway's server: required of every caller, mutual TLS)."""
+
+    certificate: Path | None
+    private_key: Path | None
+    ca_certificates: Path
+
+    def server_context(self):
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cafile=str(self.ca_certificates))
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(str(self.certificate), str(self.private_key))
+        return context
+
+    def client_context(self):
+        import ssl
+
+        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(self.ca_certificates))
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        if self.certificate is not None:
+            context.load_cert_chain(str(self.certificate), str(self.private_key))
+        return context
+
+
+@dataclass(frozen=True)
+class GatewayConfig:
+    ae_title: str
+    host: str
+    port: int
+    work_dir: Path
+    study_quiet_seconds: float
+    max_attempts: int
+    pacs_ae_title: str
+    pacs_host: str
+    pacs_port: int
+    routes: tuple[Route, ...]
+    callers: tuple[Caller, ...]
+    limits: Limits
+    audit_log: Path
+    unroutable_keep_hours: float
+    disk_full_retry_seconds: float
+    tls: Tls | None = None  # the gateway's server
+    pacs_tls: Tls | None = None  # to the PACS
+
+
+def _take(table: dict, key: str, kind, where: str, default=None):
+    """`table[key]` checked against `kind`; `default` when absent and a default is given."""
+    if key not in table:
+        if default is None:
+            raise InputError(f"{where}: missing key {key!r}")
+        return default
+    value = table[key]
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        raise InputError(f"{where}: {key} = {value!r}: expected {' or '.join(k.__name__ for k in kinds)}")
+    return value
+
+
+def _port(table: dict, where: str, default=None) -> int:
+    port = _take(table, "port", int, where, default)
+    if not 1 <= port <= 65535:
+        raise InputError(f"{where}: port = {port}: expected 1 to 65535")
+    return port
+
+
+def _ae_title(table: dict, where: str, default=None) -> str:
+    title = _take(table, "ae_title", str, where, default)
+    if not AE_TITLE.fullmatch(title) or not title.strip():
+        raise InputError(f"{where}: ae_title = {title!r}: expected 1 to 16 printable ASCII characters, no backslash")
+    return title
+
+
+def _strings(table: dict, key: str, where: str, required: bool) -> tuple[str, ...]:
+    values = _take(table, key, list, where, None if required else [])
+    if (required and not values) or not all(isinstance(v, str) and v for v in values):
+        raise InputError(f"{where}: {key} = {values!r}: expected a {'non-empty ' if required else ''}list of strings")
+    return tuple(values)
+
+
+def _positive(table: dict, key: str, where: str, default: float) -> float:
+    value = float(_take(table, key, (int, float), where, default))
+    if not value > 0 or value == float("inf"):
+        raise InputError(f"{where}: {key} = {table[key]!r}: expected a positive number")
+    return value
+
+
+MIB = 1 << 20
+GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
+                "max_instance_mib", "max_study_mib", "work_quota_mib", "max_associations", "acse_timeout_seconds",
+                "dimse_timeout_seconds", "network_timeout_seconds", "unroutable_keep_hours",
+                "disk_full_retry_seconds"}
+
+
+def _callers(document: dict, path: Path) -> tuple[Caller, ...]:
+    """The [[caller]] tables: at least one (a gateway taking studies from anyone is refused)."""
+    tables = document.get("caller")
+    if not isinstance(tables, list) or not tables:
+        raise InputError(f"{path}: no [[caller]]: give the AE title (and, better, the addresses) of each sender "
+                         "allowed to store studies")
+    callers = []
+    for number, table in enumerate(tables, start=1):
+        where = f"{path} [[caller]] {number}"
+        if not isinstance(table, dict):
+            raise InputError(f"{where}: expected a table")
+        _no_unknown_keys(table, {"ae_title", "addresses"}, where)
+        networks = []
+        for address in _strings(table, "addresses", where, required=False):
+            try:
+                networks.append(ipaddress.ip_network(address, strict=False))
+            except ValueError:
+                raise InputError(f"{where}: addresses: {address!r} is not an IP address or network") from None
+        callers.append(Caller(_ae_title(table, where), tuple(networks)))
+    return tuple(callers)
+
+
+def _tls(table: dict, where: str, server: bool) -> Tls | None:
+    """The optional `tls` table of [gateway] (server: certificate and key required) or [pacs]; files checked."""
+    if "tls" not in table:
+        return None
+    tls = _take(table, "tls", dict, where)
+    where = f"{where[:-1]}.tls]"
+    _no_unknown_keys(tls, {"certificate", "private_key", "ca_certificates"}, where)
+    paths = {}
+    for key in ("certificate", "private_key", "ca_certificates"):
+        if key in tls or server or key == "ca_certificates":
+            path = Path(_take(tls, key, str, where))
+            if not path.is_file():
+                raise InputError(f"{where}: {key} = {str(path)!r}: no such file")
+            paths[key] = path
+    if ("certificate" in paths) != ("private_key" in paths):
+        raise InputError(f"{where}: give both certificate and private_key, or neither")
+    config = Tls(paths.get("certificate"), paths.get("private_key"), paths["ca_certificates"])
+    try:
+        config.server_context() if server else config.client_context()
+    except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
+        raise InputError(f"{where}: cannot load the certificates ({exc})") from None
+    return config
+
+
+def _limits(gateway: dict, where: str) -> Limits:
+    max_associations = _take(gateway, "max_associations", int, where, 10)
+    if not 1 <= max_associations <= 1000:
+        raise InputError(f"{where}: max_associations = {max_associations}: expected 1 to 1000")
+    instance = _positive(gateway, "max_instance_mib", where, 1024)
+    study = _positive(gateway, "max_study_mib", where, 8192)
+    quota = _positive(gateway, "work_quota_mib", where, 65536)
+    if not instance <= study <= quota:
+        raise InputError(f"{where}: expected max_instance_mib <= max_study_mib <= work_quota_mib")
+    return Limits(int(instance * MIB), int(study * MIB), int(quota * MIB), max_associations,
+                  _positive(gateway, "acse_timeout_seconds", where, 30),
+                  _positive(gateway, "dimse_timeout_seconds", where, 60),
+                  _positive(gateway, "network_timeout_seconds", where, 60))
+
+
+def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
+    unknown = sorted(set(table) - known)
+    if unknown:
+        raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
+
+
+IMAGE_KEYS = {"image", "interface", "model", "memory_gb", "gpu", "input", "outputs"}
+
+
+def _image_route(route: Route, table: dict, where: str) -> Route:
+    """An image route's keys, checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
+    from .output_dicom import check_image_route
+
+    gpu = _take(table, "gpu", str, where, "off")
+    memory = float(_take(table, "memory_gb", (int, float), where, 8))
+    if gpu not in ("auto", "on", "off") or memory <= 0:
+        raise InputError(f"{where}: gpu must be auto, on or off and memory_gb positive")
+    model = Path(_take(table, "model", str, where)) if "model" in table else None
+    route = dataclasses.replace(route, image=_take(table, "image", str, where),
+                                interface=_take(table, "interface", str, where), model=model, memory_gb=memory,
+                                gpu=gpu)
+    if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
+        outputs = _take(table, "outputs", list, where)
+        if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and
+                                  isinstance(o.get("kind"), str) for o in outputs):
+            raise InputError(f"{where}: outputs: expected a list of {{slug = \"...\", kind = \"...\"}}")
+        route = dataclasses.replace(route, input_socket=_take(table, "input", str, where),
+                                    outputs=tuple((o["slug"], o["kind"]) for o in outputs))
+    elif "input" in table or "outputs" in table:
+        raise InputError(f"{where}: input and outputs declare an interface = \"generic\"")
+    check_image_route(route, where)
+    return route
+
+
+def load_config(path: Path) -> GatewayConfig:
+    """The gateway's configuration, checked: one InputError line naming the file and key for each kind of mistake."""
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the configuration ({exc.strerror or exc})") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid TOML ({exc})") from None
+    _no_unknown_keys(document, {"gateway", "pacs", "route", "caller"}, str(path))
+    gateway = _take(document, "gateway", dict, str(path))
+    pacs = _take(document, "pacs", dict, str(path))
+    where_g, where_p = f"{path} [gateway]", f"{path} [pacs]"
+    _no_unknown_keys(gateway, GATEWAY_KEYS, where_g)
+    _no_unknown_keys(pacs, {"ae_title", "host", "port", "tls"}, where_p)
+    quiet = float(_take(gateway, "study_quiet_seconds", (int, float), where_g, 30))
+    attempts = _take(gateway, "max_attempts", int, where_g, 2)
+    if quiet <= 0 or attempts < 1:
+        raise InputError(f"{where_g}: study_quiet_seconds must be positive and max_attempts at least 1")
+    routes = []
+    tables = _take(document, "route", list, str(path))
+    if not tables:
+        raise InputError(f"{path}: no [[route]]: the gateway would route nothing")
+    for number, table in enumerate(tables, start=1):
+        where = f"{path} [[route]] {number}"
+        if not isinstance(table, dict):
+            raise InputError(f"{where}: expected a table")
+        _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "inbox", "timeout_seconds",
+                                 *IMAGE_KEYS}, where)
+        if sum(key in table for key in ("command", "inbox", "image")) - ("image" in table and "inbox" in table) != 1:
+            raise InputError(f"{where}: give either command (a detector run here), inbox (a detector container's "
+                             "watched folder) or image (a grand-challenge algorithm image, with an inbox when the "
+                             "job-runner service runs it)")
+        command = _strings(table, "command", where, required=True) if "command" in table else ()
+        inbox = Path(_take(table, "inbox", str, where)) if "inbox" in table else None
+        timeout = float(_take(table, "timeout_seconds", (int, float), where, 3600))
+        route = Route(_take(table, "name", str, where), tuple(m.upper() for m in _strings(table, "modalities",
+                      where, True)), tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
+                      command, inbox, timeout)
+        extra = sorted(set(table) & IMAGE_KEYS) if "image" not in table else []
+        if extra:
+            raise InputError(f"{where}: {', '.join(extra)} only go with image")
+        routes.append(_image_route(route, table, where) if "image" in table else route)
+    names = [r.name for r in routes]
+    if len(set(names)) != len(names):
+        raise InputError(f"{path}: route names must differ ({', '.join(names)})")
+    work_dir = Path(_take(gateway, "work_dir", str, where_g))
+    return GatewayConfig(
+        ae_title=_ae_title(gateway, where_g, "MEDCHALLENGE"), host=_take(gateway, "host", str, where_g, "0.0.0.0"),
+        port=_port(gateway, where_g, 11112), work_dir=work_dir,
+        study_quiet_seconds=quiet, max_attempts=attempts, pacs_ae_title=_ae_title(pacs, where_p),
+        pacs_host=_take(pacs, "host", str, where_p), pacs_port=_port(pacs, where_p), routes=tuple(routes),
+        callers=_callers(document, path), limits=_limits(gateway, where_g),
+        audit_log=Path(_take(gateway, "audit_log", str, where_g, str(work_dir / "audit.jsonl"))),
+        unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72),
+        disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60),
+        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False))

@@ -1,0 +1,122 @@
+"""A route to a grand-challenge algorithm image: the study's series as the interface's input socket (converted by
+panimg, as grand-challenge converts an upload), one job by the project's job runner (medchallenge.jobs.run_job: no
+network, memory and time limits, the GPU when configured), the output sockets as DICOM objects in the study
+(output_dicom.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+from ..dicom.detectors import FOREIGN_OBJECT
+from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_series
+from ..errors import InputError
+from ..io import write_dicom_atomic, write_json_atomic
+from ..jobs import JobLimits, run_job
+from ..jobs.docker_run import DockerImage
+from ..jobs.runner import TIME_LIMIT
+from ..jobs.uploads import convert
+from ..jobs.values import SocketValue
+from .config import Route
+from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
+                           generic_interface, generic_results)
+
+RESULT_FOLDER = "dicom"
+JOB_FOLDER = "job"
+CONTAINER_PREFIX = "medchallenge-gateway-job"
+
+
+def _socket_value(value: SocketValue) -> object:
+    """The JSON of an output socket value (a Value socket's value, a File socket's bytes), or an image socket's
+    stored file."""
+    if value.image_file is not None:
+        return value.image_file
+    if value.content is None:
+        return value.value
+    try:
+        return json.loads(value.content)
+    except (ValueError, UnicodeDecodeError):
+        raise InputError(f"{value.socket.slug}: not valid JSON") from None
+
+
+def note_line(error: str, exit_code: int | None) -> str:
+    """A failed job's error line for the gateway's error.txt and log, without the container's own words (its stderr
+    is hostile text; it stays in the job's result.json)."""
+    if error.startswith("The algorithm exited with status"):
+        return f"The algorithm exited with status {exit_code} (its last log lines: {JOB_FOLDER}/result.json)"
+    return error
+
+
+def study_upload(study: Path, socket_slug: str, upload: Path) -> DicomSeries:
+    """The study's series for the input socket, its files copied to `upload` for panimg; the series is what the
+    results refer to. A volume socket takes the volume series of its modality with the most slices (checked: evenly
+    spaced, no gaps), a radiograph socket the first image of its modality (SR points refer to that one image)."""
+    series = read_headers(dicom_files(study / "input"))
+    modalities = SOCKET_MODALITIES[socket_slug]
+    if socket_slug in VOLUME_SOCKETS:
+        chosen, _ = select_study_series(series, modalities)[0]
+    else:
+        images = [s for s in series if s.modality in modalities]
+        if not images:
+            found = ", ".join(sorted({s.modality or "no modality" for s in series}))
+            raise InputError(f"study {study.name}: no {'/'.join(modalities)} image (found {found})")
+        first = images[0]
+        chosen = DicomSeries(first.study_uid, first.series_uid, first.modality, first.body_part, first.files[:1],
+                             first.headers[:1])
+    upload.mkdir(parents=True)
+    for index, path in enumerate(chosen.files):
+        shutil.copyfile(path, upload / f"{index:05d}.dcm")
+    return chosen
+
+
+def run_image_route(route: Route, study: Path) -> None:
+    """The route's image on the study's input/ into output/dicom/: InputError with the job's error line when the job
+    fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
+    if route.interface == GENERIC:
+        interface, kind = generic_interface(route), GENERIC_FINDING
+        if route.input_socket not in VOLUME_SOCKETS:
+            kind = dataclasses.replace(kind, procedure=FOREIGN_OBJECT.procedure)  # a radiograph
+        write = functools.partial(generic_results, route)
+    else:
+        route_interface, kind = CHALLENGE_INTERFACES[route.interface]
+        interface, write = route_interface.interface, route_interface.write
+    work = study / JOB_FOLDER
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        datasets = _run(route, interface, kind, write, study, work)
+    finally:  # the job's copies of the images, the model and the outputs go; its record (result.json) stays
+        for name in ("upload", "converted", "run"):
+            shutil.rmtree(work / name, ignore_errors=True)
+    for dataset in datasets:
+        write_dicom_atomic(study / "output" / RESULT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
+
+
+def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
+    """Convert, run, check and write: the DICOM objects of the job's outputs."""
+    socket = interface.inputs[0]
+    series = study_upload(study, socket.slug, work / "upload")
+    images = convert(work / "upload", work / "converted", None, f"study {study.name}")
+    if len(images) != 1:
+        raise InputError(f"detector {route.name}: panimg made {len(images)} images of the chosen series")
+    image = images[0]
+    result = run_job(DockerImage(route.image, name_prefix=CONTAINER_PREFIX),
+                     [image.value(1, socket)], list(interface.outputs), work / "run", model=route.model,
+                     limits=JobLimits(memory_gb=route.memory_gb, time_limit_s=route.timeout_seconds),
+                     gpu=route.gpu)
+    write_json_atomic(work / "result.json", result.to_json())
+    if result.status != "succeeded":
+        if result.error.startswith(TIME_LIMIT):  # the gateway's time-out note, as for its other detectors
+            raise subprocess.TimeoutExpired(route.image, route.timeout_seconds)
+        raise InputError(f"detector {route.name} failed: {note_line(result.error, result.exit_code)}")
+    values = {value.socket.slug: _socket_value(value) for value in result.output_values}
+    shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
+    named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
+    try:
+        return write(values, series, shape, named)
+    except InputError as exc:
+        raise InputError(f"detector {route.name}: output {exc}") from None

@@ -1,0 +1,55 @@
+"""`medchallenge gateway --config FILE [--check | --job-runner]`: the command line."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import threading
+from pathlib import Path
+
+from ..errors import report_errors
+from ..logs import setup_logging
+from .config import load_config
+from .job_runner import serve_job_runner
+from .worker import Gateway
+
+log = logging.getLogger("medchallenge.gateway")
+
+DESCRIPTION = "`medchallenge gateway --config gateway.toml`: between a hospital's PACS and the detectors."
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="medchallenge gateway", description=DESCRIPTION,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--config", type=Path, default=Path(os.environ.get("GATEWAY_CONFIG", "/etc/medchallenge/"
+                                                                           "gateway.toml")),
+                        help="the configuration file (default $GATEWAY_CONFIG or /etc/medchallenge/gateway.toml)")
+    parser.add_argument("--check", action="store_true", help="check the configuration and stop")
+    parser.add_argument("--job-runner", action="store_true",
+                        help="run the jobs of the image routes with an inbox (the service holding the Docker socket, "
+                             "apart from the gateway; gateway/job_runner.py)")
+    return parser
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    logging.getLogger("pynetdicom").setLevel(logging.WARNING)
+    config = load_config(args.config)
+    if args.check:
+        log.info("%s: configuration valid (%d route(s))", args.config, len(config.routes))
+        return 0
+    if args.job_runner:
+        stopping = threading.Event()
+        signal.signal(signal.SIGTERM, lambda *_: stopping.set())
+        signal.signal(signal.SIGINT, lambda *_: stopping.set())
+        serve_job_runner(config, stopping)
+        return 0
+    gateway = Gateway(config)
+    signal.signal(signal.SIGTERM, lambda *_: gateway.stopping.set())
+    signal.signal(signal.SIGINT, lambda *_: gateway.stopping.set())
+    gateway.serve()
+    return 0

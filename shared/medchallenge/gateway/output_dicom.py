@@ -1,0 +1,217 @@
+"""The output sockets of an image route's job as DICOM objects in the study, per interface: the challenges' (the
+writers of the project's detectors: tb-caverns boxes -> an SR, object-cxr likelihood and points -> an SR with SCOORD
+points, ribfrac instance image and detections -> a SEG) and "generic" ones declared in the route (`input` socket,
+`outputs` with their kinds: a label image (`Segmentation`) -> a SEG, `Float` -> an SR measurement, `String` -> an SR
+text item, `Multiple points` on radiographs -> SR SCOORD points). Every value is checked against the image before
+anything is written: a container's output is hostile like any input. `check_image_route` refuses, at `--check`, an
+interface or output kind without a mapping.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+
+from ..dicom.detectors import (FOREIGN_OBJECT, PRIVATE_SCHEME, RIB_FRACTURE, RIB_FRACTURE_TYPES, TB_CAVERN,
+                               rib_fracture_results)
+from ..dicom.seg import SegmentFinding, label_segmentation
+from ..dicom.series import DicomSeries
+from ..dicom.sr import BoxFinding, FindingKind, PointFinding, box_report, point_report, value_report
+from ..errors import InputError
+from ..sockets import (CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES,
+                       RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket)
+from .config import Route
+
+MAX_FINDINGS = 100  # boxes or points one result may hold: a container cannot make the gateway write a huge SR
+# the modalities of the series that become each image input socket
+SOCKET_MODALITIES = {"ct-image": ("CT",), "chest-x-ray": ("CR", "DX")}
+VOLUME_SOCKETS = ("ct-image",)
+
+
+@dataclass(frozen=True)
+class RouteInterface:
+    """What an image route reads and writes: the interface, and the writer of its DICOM objects from the output
+    socket values (by slug), the source series and the image's shape (x, y[, z])."""
+
+    interface: Interface
+    write: Callable[[dict[str, object], DicomSeries, tuple[int, ...], FindingKind], list]
+
+
+def _number(value: object, what: str, low: float, high: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+            or not low <= value <= high:
+        raise InputError(f"{what}: expected a number from {low:g} to {high:g}")
+    return float(value)
+
+
+def _limited(entries: object, what: str) -> list:
+    if not isinstance(entries, list):
+        raise InputError(f"{what}: expected a list")
+    if len(entries) > MAX_FINDINGS:
+        raise InputError(f"{what}: {len(entries)} entries, more than the {MAX_FINDINGS} a result may hold")
+    return entries
+
+
+def cavern_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...], kind: FindingKind) -> list:
+    """tb-cavern-boxes -> one SR (TID 1500) with a box per cavern (none: the SR says so)."""
+    document = values["tb-cavern-boxes"]
+    boxes = _limited(document.get("boxes") if isinstance(document, dict) else None, "tb-cavern-boxes: boxes")
+    findings = []
+    for index, box in enumerate(boxes):
+        where = f"tb-cavern-boxes: boxes[{index}]"
+        corners = box.get("voxel_bbox") if isinstance(box, dict) else None
+        if not (isinstance(corners, list) and len(corners) == 6 and all(type(v) is int for v in corners)):
+            raise InputError(f"{where}: voxel_bbox must be a list of 6 integers")
+        if not all(0 <= corners[a] <= corners[a + 3] < shape[a] for a in range(3)):
+            raise InputError(f"{where}: voxel_bbox outside the {'x'.join(map(str, shape))} image or unordered")
+        findings.append(BoxFinding(tuple(corners), _number(box.get("probability", 1.0), f"{where}: probability", 0, 1)))
+    return [box_report(series, findings, kind)]
+
+
+def foreign_object_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+                           kind: FindingKind) -> list:
+    """foreign-object-likelihood and foreign-objects -> one SR with the likelihood and a SCOORD point per object."""
+    likelihood = _number(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
+    document = values["foreign-objects"]
+    points = []
+    for index, point in enumerate(_limited(document.get("points") if isinstance(document, dict) else None,
+                                           "foreign-objects: points")):
+        where = f"foreign-objects: points[{index}]"
+        xyz = point.get("point") if isinstance(point, dict) else None
+        if not (isinstance(xyz, list) and len(xyz) in (2, 3)):
+            raise InputError(f"{where}: point must be [x, y] or [x, y, z]")
+        x = _number(xyz[0], f"{where}: x", 0, shape[0] - 1)
+        y = _number(xyz[1], f"{where}: y", 0, shape[1] - 1)
+        points.append(PointFinding(x, y, _number(point.get("probability", likelihood), f"{where}: probability", 0, 1)))
+    return [point_report(series, likelihood, points, kind)]
+
+
+GENERIC = "generic"
+# generic output kinds with a DICOM mapping -> (super kind, relative path of slug)
+GENERIC_KINDS = {"Float": ("Value", "{}.json"), "String": ("Value", "{}.json"),
+                 "Multiple points": ("File", "{}.json"), "Segmentation": ("Image", "images/{}")}
+INPUT_SOCKETS = {CT_IMAGE.slug: CT_IMAGE, CHEST_X_RAY.slug: CHEST_X_RAY}
+SLUG = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+MAX_TEXT = 1024  # characters of a String output kept in the SR
+MAX_LABELS = 255
+MAX_LABEL_VALUE = 65535  # label values index a lookup table when the SEG is written
+GENERIC_FINDING = FindingKind(finding_type=("ai-result", PRIVATE_SCHEME, "AI result"),
+                              finding_site=("38266002", "SCT", "Entire body"), algorithm_name="",
+                              algorithm_version="", series_description="AI results")
+
+
+def generic_interface(route: Route) -> Interface:
+    """The interface a generic route declares: its input socket and its output sockets by kind."""
+    outputs = tuple(Socket(slug, kind, GENERIC_KINDS[kind][0], GENERIC_KINDS[kind][1].format(slug))
+                    for slug, kind in route.outputs)
+    return Interface((INPUT_SOCKETS[route.input_socket],), outputs, ())
+
+
+def _concept(slug: str) -> tuple[str, str, str]:
+    return slug[:16], PRIVATE_SCHEME, slug
+
+
+def label_map(path: Path, series: DicomSeries, slug: str):
+    """An output label image as an int32 array (z, y, x) on the series' grid, at most MAX_LABELS labels; InputError
+    otherwise."""
+    import numpy as np
+    import SimpleITK as sitk
+
+    labels = sitk.GetArrayFromImage(sitk.ReadImage(str(path)))
+    expected = (len(series.headers), int(series.first.Rows), int(series.first.Columns))
+    if labels.size != int(np.prod(expected)) or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
+        raise InputError(f"{slug}: expected non-negative integer labels on the input's "
+                         f"{'x'.join(map(str, expected[::-1]))} grid")
+    if len(np.unique(labels)) > MAX_LABELS + 1 or labels.max() > MAX_LABEL_VALUE:
+        raise InputError(f"{slug}: more than {MAX_LABELS} labels, or a label above {MAX_LABEL_VALUE}")
+    return labels.reshape(expected).astype(np.int32)
+
+
+def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+                               kind: FindingKind) -> list:
+    """rib-fracture-instances and rib-fracture-detections -> the SEG of the fractures (each its RibFrac type and
+    confidence), or an SR saying there is none, as the RibFrac detector writes them."""
+    import SimpleITK as sitk
+
+    import numpy as np
+
+    labels = label_map(values[RIB_FRACTURE_INSTANCES.slug], series, RIB_FRACTURE_INSTANCES.slug)
+    present = set(np.unique(labels).tolist())
+    document = values[RIB_FRACTURE_DETECTIONS.slug]
+    where = RIB_FRACTURE_DETECTIONS.slug
+    detections = []
+    for index, entry in enumerate(_limited(document.get("detections") if isinstance(document, dict) else None,
+                                           f"{where}: detections")):
+        label = entry.get("label_id") if isinstance(entry, dict) else None
+        code = entry.get("label_code") if isinstance(entry, dict) else None
+        if type(label) is not int or label <= 0 or label not in present or code not in RIB_FRACTURE_TYPES:
+            raise InputError(f"{where}: detections[{index}]: label_id must be a label of the instance image and "
+                             f"label_code one of {', '.join(map(str, RIB_FRACTURE_TYPES))}")
+        detections.append(SimpleNamespace(label_id=label, label_code=code, confidence=_number(
+            entry.get("confidence"), f"{where}: detections[{index}]: confidence", 0, 1)))
+    return rib_fracture_results(series, SimpleNamespace(instances=sitk.GetImageFromArray(labels),
+                                                        detections=detections), kind)
+
+
+def generic_results(route: Route, values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+                    kind: FindingKind) -> list:
+    """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points."""
+    import numpy as np
+
+    numbers, texts, points, results = [], [], [], []
+    for slug, output_kind in route.outputs:
+        value = values[slug]
+        if output_kind == "Float":
+            numbers.append((_concept(slug), _number(value, slug, -1e12, 1e12)))
+        elif output_kind == "String":
+            texts.append((_concept(slug), "".join(c if c.isprintable() else "?" for c in value)[:MAX_TEXT]))
+        elif output_kind == "Multiple points":
+            entries = _limited(value.get("points") if isinstance(value, dict) else None, f"{slug}: points")
+            for index, point in enumerate(entries):
+                xyz = point.get("point") if isinstance(point, dict) else None
+                if not (isinstance(xyz, list) and len(xyz) in (2, 3)):
+                    raise InputError(f"{slug}: points[{index}]: point must be [x, y] or [x, y, z]")
+                points.append(PointFinding(_number(xyz[0], f"{slug}: points[{index}]: x", 0, shape[0] - 1),
+                                           _number(xyz[1], f"{slug}: points[{index}]: y", 0, shape[1] - 1),
+                                           _number(point.get("probability", 1.0), f"{slug}: probability", 0, 1)))
+        else:  # Segmentation: a label image on the input's grid
+            labels = label_map(value, series, slug)
+            present = [int(v) for v in np.unique(labels) if v > 0]
+            if present:
+                segments = [SegmentFinding(v, _concept(slug), 1.0) for v in present]
+                results.append(label_segmentation(series, labels, segments, kind))
+    if numbers or texts or points or not results:
+        results.append(value_report(series, numbers, texts, points, kind))
+    return results
+
+
+CHALLENGE_INTERFACES = {
+    "tb-caverns": (RouteInterface(TB_CAVERNS_INTERFACE, cavern_results), TB_CAVERN),
+    "object-cxr": (RouteInterface(OBJECT_CXR_INTERFACE, foreign_object_results), FOREIGN_OBJECT),
+    "ribfrac": (RouteInterface(RIBFRAC_INTERFACE, rib_fracture_route_results), RIB_FRACTURE),
+}
+
+
+def check_image_route(route: Route, where: str) -> None:
+    """`--check`: the route's interface is known, its input socket has a series conversion and every output socket
+    a DICOM mapping; one InputError line otherwise."""
+    if route.interface == GENERIC:
+        if route.input_socket not in INPUT_SOCKETS:
+            raise InputError(f"{where}: input = {route.input_socket!r}: expected one of {', '.join(INPUT_SOCKETS)}")
+        for slug, kind in route.outputs:
+            if not SLUG.fullmatch(slug):
+                raise InputError(f"{where}: output slug {slug!r}: expected lower-case words joined by '-'")
+            if kind not in GENERIC_KINDS or (kind == "Multiple points" and route.input_socket in VOLUME_SOCKETS):
+                raise InputError(f"{where}: output {slug!r} of kind {kind!r}: no DICOM mapping for it on a "
+                                 f"{route.input_socket} (mapped: {', '.join(GENERIC_KINDS)}; points on radiographs)")
+        if len({slug for slug, _ in route.outputs}) != len(route.outputs):
+            raise InputError(f"{where}: output slugs must differ")
+    elif route.interface not in CHALLENGE_INTERFACES:
+        raise InputError(f"{where}: interface = {route.interface!r}: no DICOM mapping for its output sockets "
+                         f"(mapped: {', '.join(CHALLENGE_INTERFACES)}, or generic)")
+    if route.model is not None and not route.model.exists():
+        raise InputError(f"{where}: model = '{route.model}': no such file or folder")

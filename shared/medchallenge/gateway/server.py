@@ -1,0 +1,227 @@
+"""The DICOM Storage SCP: only the configured callers, each instance checked against the size limits and on disk
+in incoming/ before its C-STORE is answered with success; one audit line per association."""
+
+from __future__ import annotations
+
+import logging
+import re
+import tempfile
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .audit import AuditLog, utc_now
+from .config import GatewayConfig
+from .limits import DEFLATED, inflated_size_over
+from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
+
+log = logging.getLogger("medchallenge.gateway")
+
+UID = re.compile(r"[0-9]+(\.[0-9]+)*")
+SUCCESS = 0x0000
+OUT_OF_RESOURCES = 0xA700
+CANNOT_UNDERSTAND = 0xC000
+NOT_MATCHING_SOP_CLASS = 0xA900
+MAX_PDU_BYTES = 4 << 20  # a PDU claiming more is cut off before it is read (the gateway offers 16 kB PDUs)
+
+
+@dataclass
+class AssociationRecord:
+    """What one association did, for its audit line."""
+
+    calling_ae: str
+    called_ae: str
+    address: str
+    port: int
+    started: str = field(default_factory=utc_now)
+    stored: dict[str, int] = field(default_factory=dict)  # instances per study
+    refused: dict[str, int] = field(default_factory=dict)  # refusals per reason
+    bytes_in_message: int = 0  # P-DATA bytes since the last complete C-STORE
+    released: bool = False
+
+
+def gateway_server_class():
+    """pynetdicom's threaded server, with the TLS handshake moved out of the accepting thread: pynetdicom does it
+    while accepting, so one caller that connects and sends nothing would stop every other connection."""
+    from pynetdicom.transport import ThreadedAssociationServer
+
+    class GatewayServer(ThreadedAssociationServer):
+        def get_request(self):
+            client, address = self.socket.accept()
+            if self.ssl_context:  # the handshake happens in the association's thread, at its first read
+                client = self.ssl_context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
+            return client, address
+
+    return GatewayServer
+
+
+class StorageServer:
+    """The gateway's listening AE, storing what it receives into the work queue."""
+
+    def __init__(self, config: GatewayConfig, queue: WorkQueue, audit: AuditLog):
+        self.config = config
+        self.queue = queue
+        self.audit = audit
+        self.server = None
+        self.disk_full = threading.Event()  # set by the worker while the disk is full: C-STOREs are refused
+        self.associations: dict[int, AssociationRecord] = {}
+        self.lock = threading.Lock()
+
+    # --- who may store ---------------------------------------------------------------------------------------
+    def on_requested(self, event) -> None:
+        """A-ASSOCIATE-RQ: rejected unless the called AE title is ours and the caller is on the allow-list."""
+        assoc, request = event.assoc, event.assoc.requestor.primitive
+        calling, called = request.calling_ae_title.strip(), request.called_ae_title.strip()
+        address, port = assoc.requestor.address, assoc.requestor.port
+        if called != self.config.ae_title.strip():
+            reason, diagnostic = "called AE title is not the gateway's", 0x07
+        elif not any(caller.allows(calling, address) for caller in self.config.callers):
+            reason, diagnostic = "calling AE title not allowed from this address", 0x03
+        else:
+            with self.lock:
+                self.associations[id(assoc)] = AssociationRecord(calling, called, address, port)
+            return
+        log.warning("rejected an association from %r at %s:%d to %r: %s", calling, address, port, called, reason)
+        self.audit.write("association", calling_ae=calling, called_ae=called, address=address, port=port,
+                         result="rejected", reason=reason)
+        assoc.acse.send_reject(0x01, 0x01, diagnostic)
+        assoc.kill()  # as pynetdicom's own rejections: waits (ARTIM-bounded) until the reject is sent and closed
+
+    def on_open(self, event) -> None:
+        """A connection: its reads bounded, since pynetdicom reads a PDU whole, whatever length its header claims
+        (a read past MAX_PDU_BYTES closes the connection)."""
+        sock = event.assoc.dul.socket
+        read = sock.recv
+
+        def bounded_read(nr_bytes: int):
+            if nr_bytes > MAX_PDU_BYTES:
+                log.error("connection from %s: a PDU of %d bytes; closed", event.address[0], nr_bytes)
+                raise ConnectionError("PDU over the size limit")
+            return read(nr_bytes)
+
+        sock.recv = bounded_read
+
+    def on_pdu(self, event) -> None:
+        """A P-DATA PDU received: an instance growing past the size limit aborts its association (the instance is
+        never complete, so nothing of it is kept)."""
+        from pynetdicom.pdu import P_DATA_TF
+
+        if not isinstance(event.pdu, P_DATA_TF):
+            return
+        record = self.associations.get(id(event.assoc))
+        if record is None:
+            return
+        record.bytes_in_message += len(event.pdu)
+        if record.bytes_in_message > self.config.limits.max_instance_bytes + (1 << 20):
+            record.refused["instance over the size limit (aborted)"] = 1
+            log.error("association from %r at %s: an instance over %d bytes; aborted", record.calling_ae,
+                      record.address, self.config.limits.max_instance_bytes)
+            event.assoc.abort()
+
+    def on_end(self, event) -> None:
+        """Released, aborted or the connection closed: the association's audit line; studies it was storing when
+        it was cut off are marked interrupted."""
+        if event.event.name == "EVT_RELEASED":
+            record = self.associations.get(id(event.assoc))
+            if record is not None:
+                record.released = True
+            return
+        with self.lock:
+            record = self.associations.pop(id(event.assoc), None)
+        if record is None:
+            return
+        if not record.released:
+            for study_uid in record.stored:
+                self.queue.mark(study_uid, INTERRUPTED)
+        self.audit.write("association", calling_ae=record.calling_ae, called_ae=record.called_ae,
+                         address=record.address, port=record.port, started=record.started,
+                         result="released" if record.released else "aborted", stored=record.stored,
+                         refused=record.refused)
+
+    # --- storing ---------------------------------------------------------------------------------------------
+    def refuse(self, record: AssociationRecord | None, reason: str, status: int, study_uid: str = "") -> int:
+        if record is not None:
+            record.refused[reason] = record.refused.get(reason, 0) + 1
+        log.error("refused an instance%s from %r: %s", f" of study {study_uid}" if study_uid else "",
+                  record.calling_ae if record else "?", reason)
+        return status
+
+    def handle_store(self, event) -> int:
+        """C-STORE: the instance checked (UIDs, size, inflated size, the study's size, the work folder's quota) and
+        on disk before success is answered."""
+        import pydicom
+
+        record = self.associations.get(id(event.assoc))
+        if record is not None:
+            record.bytes_in_message = 0
+        limits = self.config.limits
+        path = Path(event.dataset_path)
+        if self.disk_full.is_set():
+            return self.refuse(record, "disk full", OUT_OF_RESOURCES)
+        size = path.stat().st_size
+        if size > limits.max_instance_bytes:
+            return self.refuse(record, "instance over the size limit", OUT_OF_RESOURCES)
+        try:
+            syntax = str(pydicom.filereader.read_file_meta_info(path).get("TransferSyntaxUID", ""))
+            if syntax == DEFLATED and inflated_size_over(path, limits.max_instance_bytes):
+                return self.refuse(record, "deflated instance inflating over the size limit", OUT_OF_RESOURCES)
+            ds = pydicom.dcmread(path, stop_before_pixels=True,
+                                 specific_tags=["StudyInstanceUID", "SeriesInstanceUID", "SOPInstanceUID"])
+            study_uid, sop_uid = str(ds.get("StudyInstanceUID", "")), str(ds.get("SOPInstanceUID", ""))
+        except Exception as exc:  # whatever a hostile file makes pydicom raise: refused, the gateway goes on
+            log.error("an unreadable instance from %r (%s: %s)", record.calling_ae if record else "?",
+                      type(exc).__name__, exc)
+            return self.refuse(record, "unreadable instance", CANNOT_UNDERSTAND)
+        if not (UID.fullmatch(study_uid) and UID.fullmatch(sop_uid)) or len(study_uid) > 64 or len(sop_uid) > 64:
+            return self.refuse(record, "no valid StudyInstanceUID/SOPInstanceUID", NOT_MATCHING_SOP_CLASS)
+        if sop_uid in self.queue.sent:  # one of our results coming back (a PACS forwarding the whole study)
+            return SUCCESS
+        if self.queue.study_bytes.get(study_uid, 0) + size > limits.max_study_bytes:
+            self.queue.mark(study_uid, TOO_LARGE)
+            return self.refuse(record, "study over the size limit", OUT_OF_RESOURCES, study_uid)
+        if self.queue.bytes_held + size > limits.work_quota_bytes:
+            return self.refuse(record, "work folder quota reached", OUT_OF_RESOURCES, study_uid)
+        try:
+            first = record is not None and study_uid not in record.stored  # the association's first of it
+            self.queue.store(study_uid, sop_uid, path, f"{record.calling_ae} {record.address}" if first else None)
+        except OSError as exc:
+            if is_disk_full(exc):
+                self.disk_full.set()
+            log.error("study %s: cannot store instance %s (%s)", study_uid, sop_uid, exc.strerror or exc)
+            return self.refuse(record, "cannot store", OUT_OF_RESOURCES, study_uid)
+        if record is not None:
+            record.stored[study_uid] = record.stored.get(study_uid, 0) + 1
+        return SUCCESS
+
+    def start(self) -> None:
+        from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, _config, evt
+        from pynetdicom.sop_class import Verification
+
+        _config.STORE_RECV_CHUNKED_DATASET = True  # instances are written to a file as they arrive, not kept in memory
+        tempfile.tempdir = str(self.queue.root / RECEIVING)  # ... in the work folder (renamed into incoming/)
+        limits = self.config.limits
+        ae = AE(ae_title=self.config.ae_title)
+        ae.maximum_associations = limits.max_associations
+        ae.acse_timeout = limits.acse_timeout_seconds
+        ae.dimse_timeout = limits.dimse_timeout_seconds
+        ae.network_timeout = limits.network_timeout_seconds
+        for context in AllStoragePresentationContexts:
+            ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
+        ae.add_supported_context(Verification)
+        handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
+                    (evt.EVT_REQUESTED, self.on_requested),
+                    (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),
+                    (evt.EVT_ABORTED, self.on_end), (evt.EVT_CONN_CLOSE, self.on_end)]
+        tls = self.config.tls.server_context() if self.config.tls else None
+        self.server = ae.make_server((self.config.host, self.config.port), evt_handlers=handlers, ssl_context=tls,
+                                     server_class=gateway_server_class())
+        ae._servers.append(self.server)  # as AE.start_server does: its shutdown() removes it from there
+        threading.Thread(target=self.server.serve_forever, name="gateway-acceptor", daemon=True).start()
+        log.info("gateway %s listening on %s:%d%s; callers %s; PACS %s@%s:%d; work queue %s", self.config.ae_title,
+                 self.config.host, self.config.port, " (TLS)" if tls else "",
+                 ", ".join(c.ae_title for c in self.config.callers),
+                 self.config.pacs_ae_title, self.config.pacs_host, self.config.pacs_port, self.config.work_dir)
+
+    def shutdown(self) -> None:
+        if self.server is not None:
+            self.server.shutdown()

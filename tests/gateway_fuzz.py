@@ -1,0 +1,182 @@
+"""A seeded DICOM fuzzer for the gateway (issue 22 §7): valid synthetic studies, each given a few mutations (tags,
+VRs, lengths, transfer syntaxes, pixel data, UIDs), written as files whose bytes are then sent as they are (chunked
+C-STORE, no re-encoding by the sender)."""
+
+from __future__ import annotations
+
+import random
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pydicom
+from pydicom.uid import (DeflatedExplicitVRLittleEndian, ExplicitVRBigEndian, ExplicitVRLittleEndian,
+                         ImplicitVRLittleEndian, generate_uid)
+
+DELETABLE = ("SeriesInstanceUID", "Modality", "BodyPartExamined", "Rows", "Columns", "PixelData",
+             "ImagePositionPatient", "ImageOrientationPatient", "PixelSpacing", "BitsAllocated", "PatientName",
+             "RescaleSlope", "SamplesPerPixel", "PhotometricRepresentation")
+BAD_VALUES = (("SliceThickness", "abc"), ("ImagePositionPatient", ["1", "x"]), ("ImagePositionPatient", ["5"]),
+              ("PixelSpacing", ["-1", "0"]), ("PixelSpacing", ["1e30", "1e30"]), ("NumberOfFrames", "many"),
+              ("RescaleSlope", "nan"), ("GantryDetectorTilt", "inf"), ("Rows", 0), ("Columns", 65535),
+              ("BitsAllocated", 32), ("BitsStored", 40), ("PatientName", "=cmd|' /C calc'!A0\u202e"),
+              ("BodyPartExamined", "CHEST\\RIB"), ("Modality", "C\x00T"))
+VRS = (b"UN", b"OB", b"SQ", b"DS", b"AT", b"XX")
+SYNTAXES = (ImplicitVRLittleEndian, DeflatedExplicitVRLittleEndian, ExplicitVRBigEndian)
+
+
+def data_offset(path: Path) -> int:
+    """Where the data set starts in a Part-10 file (after the preamble and the file meta group)."""
+    meta = pydicom.filereader.read_file_meta_info(path)
+    return 132 + 12 + int(meta.FileMetaInformationGroupLength)
+
+
+def write(ds, path: Path) -> bool:
+    """`ds` as a Part-10 file in its transfer syntax (big endian through dcmwrite), else in explicit little endian;
+    False when pydicom cannot write it at all."""
+    big_endian = ds.file_meta.TransferSyntaxUID == ExplicitVRBigEndian
+    for attempt in range(2):
+        try:
+            if big_endian and attempt == 0:
+                pydicom.dcmwrite(path, ds, implicit_vr=False, little_endian=False, enforce_file_format=True)
+            else:
+                ds.save_as(path, enforce_file_format=True)
+            return True
+        except Exception:
+            ds.file_meta.TransferSyntaxUID = ExplicitVRLittleEndian
+    return False
+
+
+class StudyFuzzer:
+    """Mutated copies of base studies; `counts` tallies the mutations made."""
+
+    def __init__(self, seed: int, bases: list[list[Path]]):
+        self.rng = random.Random(seed)
+        self.seed = seed
+        self.bases = bases
+        self.counts: Counter[str] = Counter()
+        self.made = 0
+
+    def uid(self, *what) -> str:
+        return generate_uid(entropy_srcs=[str(self.seed), str(self.made), *map(str, what)])
+
+    def study(self, folder: Path) -> list[Path]:
+        """One mutated study under `folder`: its files (values pydicom would refuse are set and written as they
+        are)."""
+        with pydicom.config.disable_value_validation():
+            return self._study(folder)
+
+    def _study(self, folder: Path) -> list[Path]:
+        self.made += 1
+        base = self.rng.choice(self.bases)
+        study_uid, series_uid = self.uid("study"), self.uid("series")
+        datasets = []
+        for number, path in enumerate(base):
+            ds = pydicom.dcmread(path)
+            ds.StudyInstanceUID, ds.SeriesInstanceUID = study_uid, series_uid
+            ds.SOPInstanceUID = ds.file_meta.MediaStorageSOPInstanceUID = self.uid("instance", number)
+            datasets.append(ds)
+        byte_mutations = []
+        for _ in range(self.rng.randint(1, 3)):
+            kind = self.rng.choice(("delete_tag", "bad_value", "uids", "pixel_data", "transfer_syntax", "vr",
+                                    "length", "truncate", "bit_flips"))
+            self.counts[kind] += 1
+            if kind in ("vr", "length", "truncate", "bit_flips"):
+                byte_mutations.append(kind)
+            else:
+                getattr(self, kind)(datasets)
+        folder.mkdir(parents=True)
+        files = []
+        for ds in datasets:
+            path = folder / f"{len(files)}.dcm"
+            if not write(ds, path):  # a mutation pydicom cannot write: the base instance instead, noted
+                self.counts["unwritable"] += 1
+                shutil.copy(self.rng.choice(base), path)
+            files.append(path)
+        for kind in byte_mutations:
+            getattr(self, kind)(self.rng.choice(files))
+        return files
+
+    # --- data set mutations (on some or all instances) ------------------------------------------------------
+    def some(self, datasets: list) -> list:
+        return datasets if self.rng.random() < 0.3 else self.rng.sample(datasets, self.rng.randint(1, len(datasets)))
+
+    def delete_tag(self, datasets: list) -> None:
+        keyword = self.rng.choice(DELETABLE)
+        for ds in self.some(datasets):
+            if keyword in ds:
+                delattr(ds, keyword)
+
+    def bad_value(self, datasets: list) -> None:
+        keyword, value = self.rng.choice(BAD_VALUES)
+        for ds in self.some(datasets):
+            try:
+                setattr(ds, keyword, value)
+            except ValueError:  # not a number where pydicom converts: the text as an LO element of that tag
+                tag = pydicom.datadict.tag_for_keyword(keyword)
+                ds[tag] = pydicom.DataElement(tag, "LO", "\\".join(value) if isinstance(value, list) else value)
+
+    def uids(self, datasets: list) -> None:
+        choice = self.rng.randrange(5)
+        for ds in self.some(datasets):
+            if choice == 0:
+                ds.StudyInstanceUID = "1.2." + "9" * 70  # too long
+            elif choice == 1:
+                ds.StudyInstanceUID = "1.2.abc"
+            elif choice == 2:
+                ds.SOPInstanceUID = datasets[0].SOPInstanceUID  # duplicates within the study
+            elif choice == 3:
+                ds.SeriesInstanceUID = self.uid("shared-series-of-every-study-of-this-seed")
+            else:
+                ds.StudyInstanceUID = self.uid("another-study", self.rng.random())  # one study split in two
+
+    def pixel_data(self, datasets: list) -> None:
+        choice = self.rng.randrange(3)
+        for ds in self.some(datasets):
+            if "PixelData" not in ds:
+                continue
+            data = bytes(ds.PixelData)
+            if choice == 0:
+                ds.PixelData = data[: len(data) // 2]
+            elif choice == 1:
+                ds.PixelData = data * 8
+            else:
+                ds.PixelData = np.frombuffer(self.rng.randbytes(len(data)), np.uint8).tobytes()
+                ds.Rows = int(ds.Rows) * 2
+
+    def transfer_syntax(self, datasets: list) -> None:
+        syntax = self.rng.choice(SYNTAXES)
+        for ds in self.some(datasets):
+            ds.file_meta.TransferSyntaxUID = syntax
+
+    # --- byte mutations (on one written file, after its file meta) -----------------------------------------------
+    def vr(self, path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        start = data_offset(path)
+        positions = [i for i in range(start, len(data) - 6, 2) if data[i + 4:i + 6].isalpha()
+                     and data[i + 4:i + 6].isupper()]
+        for i in self.rng.sample(positions, min(3, len(positions))):
+            data[i + 4:i + 6] = self.rng.choice(VRS)
+        path.write_bytes(bytes(data))
+
+    def length(self, path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        start = data_offset(path)
+        for _ in range(3):
+            at = self.rng.randrange(start, max(start + 1, len(data) - 4))
+            data[at:at + 4] = self.rng.choice((b"\xff\xff\xff\xff", b"\xff\xff\x00\x00", b"\x00\x00\x00\x7f"))
+        path.write_bytes(bytes(data))
+
+    def truncate(self, path: Path) -> None:
+        data = path.read_bytes()
+        start = data_offset(path)
+        path.write_bytes(data[: self.rng.randrange(start, len(data))])
+
+    def bit_flips(self, path: Path) -> None:
+        data = bytearray(path.read_bytes())
+        start = data_offset(path)
+        for _ in range(10):
+            at = self.rng.randrange(start, len(data))
+            data[at] ^= 1 << self.rng.randrange(8)
+        path.write_bytes(bytes(data))
