@@ -100,6 +100,7 @@ def test_a_full_disk_keeps_the_study_queued_and_refuses_instances_until_space_re
         assert states(work)["received"] == 1 and states(work)["failed"] == 0 and serving.is_alive()
         full.clear()
         wait_for(lambda: states(work)["sent"] == 1 and len(pacs.received) == 1, 120, "the study sent after all")
+        wait_for(lambda: "disk space back: receiving again" in caplog.text, 30, "receiving again")
         assert send_files(studies["mr"][:1], port) == [0]
     finally:
         gateway.stopping.set()

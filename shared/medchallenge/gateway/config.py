@@ -48,7 +48,7 @@ class Caller:
     networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
     def allows(self, ae_title: str, address: str) -> bool:
-        if ae_title != self.ae_title:
+        if ae_title != self.ae_title.strip():  # AE titles are compared without their padding
             return False
         if not self.networks:
             return True

@@ -200,14 +200,17 @@ class Gateway:
 
     def step(self) -> bool:
         """One turn of the worker; False when there was nothing to do."""
-        if self.server.disk_full.is_set():
-            if time.monotonic() < self.retry_at:
-                return False
-            self.server.disk_full.clear()
-            log.info("retrying after the disk was full")
+        full = self.server.disk_full.is_set()
+        if full and time.monotonic() < self.retry_at:
+            return False
+        retry_at = self.retry_at
         self.housekeeping()
         self.complete_studies()
-        return self.run_next()
+        busy = self.run_next()
+        if full and self.retry_at == retry_at:  # the retry did not hit a full disk again: C-STOREs taken again
+            self.server.disk_full.clear()
+            log.info("disk space back: receiving again")
+        return busy
 
     def serve(self) -> None:
         recover(self.queue, self.config.max_attempts)
