@@ -1,4 +1,4 @@
-"""The image-size limit and the header checks of the readers (issue 22 §4, §5): what they cost on normal inputs, and
+"""The image-size limit and the header checks of the readers (issue 22, parts 4 and 5): what they cost on normal inputs, and
 the peak memory of a refused bomb. Normal inputs: a 512 x 512 x 300 CT as int16 and float32 NIfTI (`read_ct`: the
 streamed length check, the NaN count of float voxels, the pixdim check), a 512 x 512 x 100 DICOM series (`read_volume`:
 each slice's header read first, its pixel data checked against it) and a 2,048 x 2,048 PNG (the caption reader), each

@@ -1,4 +1,4 @@
-"""A seeded DICOM fuzzer for the gateway (issue 22 §7): valid synthetic studies, each given a few mutations (tags,
+"""A seeded DICOM fuzzer for the gateway (issue 22, part 7): valid synthetic studies, each given a few mutations (tags,
 VRs, lengths, transfer syntaxes, pixel data, UIDs), written as files whose bytes are then sent as they are (chunked
 C-STORE, no re-encoding by the sender)."""
 

@@ -1,4 +1,4 @@
-"""ONNX Runtime sessions on the CPU (issue 22 §6): the CUDA provider options a GPU run gets (TF32 off unless asked,
+"""ONNX Runtime sessions on the CPU (issue 22, part 6): the CUDA provider options a GPU run gets (TF32 off unless asked,
 cuDNN's heuristic algorithm choice), and `--device cuda` without a visible GPU as one line, judged by the providers
 the session got. A fake ONNX Runtime stands in for the GPU build (onnxruntime-gpu on a machine without a GPU)."""
 

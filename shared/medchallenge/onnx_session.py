@@ -40,7 +40,7 @@ NO_GPU_MARKERS = ("no CUDA-capable device", "cudaErrorNoDevice", "CUDA failure 1
 
 def cuda_provider_options() -> dict[str, str]:
     """The CUDA provider's options. TF32 off (ONNX Runtime's default is on: 10-bit mantissas in the convolutions and
-    matrix products change RibFrac's candidates and types, issue 22 §6), unless $MEDCHALLENGE_CUDA_TF32=1. cuDNN's
+    matrix products change RibFrac's candidates and types, issue 22, part 6), unless $MEDCHALLENGE_CUDA_TF32=1. cuDNN's
     convolution algorithm chosen by its heuristics: ONNX Runtime's default EXHAUSTIVE times every algorithm at each new
     input shape (seconds for the first case, again at every CT of another size, and the choice depends on the
     timings, so it can differ between runs); HEURISTIC asks cuDNN without running anything and gives the same choice

@@ -1,4 +1,4 @@
-"""Who may talk to the gateway, and what reaches the PACS (issue 22 §1), against a gateway on loopback: callers
+"""Who may talk to the gateway, and what reaches the PACS (issue 22, part 1), against a gateway on loopback: callers
 not on the allow-list, from another address or to another called AE title are rejected and logged; failure notes
 carry fixed words and the study's UID, never text from the images; the audit log has a line per association and
 per study; a configuration without [[caller]] is refused by --check."""

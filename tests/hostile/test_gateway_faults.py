@@ -1,4 +1,4 @@
-"""One bad study never stops the gateway, and no result is wrong or lost (issue 22 §2, §3), against a gateway on
+"""One bad study never stops the gateway, and no result is wrong or lost (issue 22, parts 2 and 3), against a gateway on
 loopback: an instance without SeriesInstanceUID, a detector writing a broken result, a full disk, a reception cut
 off by a kill or an A-ABORT, a study sent again with more slices, two studies sharing a series UID, a kill while the
 images of a sent study were being removed."""

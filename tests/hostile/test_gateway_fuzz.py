@@ -1,4 +1,4 @@
-"""The gateway under a seeded DICOM fuzzer (issue 22 §7): mutated synthetic studies (tags, VRs, lengths, transfer
+"""The gateway under a seeded DICOM fuzzer (issue 22, part 7): mutated synthetic studies (tags, VRs, lengths, transfer
 syntaxes, pixel data, UIDs) sent to a gateway on loopback with its real detectors, bounded in count and time. The
 gateway never exits, never writes outside its work folder, and every study it accepted ends in sent/, failed/,
 unroutable/ or duplicate/. The counts are printed. MEDCHALLENGE_FUZZ_SEED and MEDCHALLENGE_FUZZ_STUDIES change the

@@ -1,4 +1,4 @@
-"""Bounded resources (issue 22 §4, the gateway's part), against a gateway on loopback: size limits per instance
+"""Bounded resources (issue 22, part 4, the gateway's part), against a gateway on loopback: size limits per instance
 (checked while it arrives, and on the inflated size of a deflated one), per study and for the work folder, each a
 refusal with out of resources (0xA700); unroutable studies removed after their time; a flood of idle connections
 holds no slot longer than the ACSE timeout."""

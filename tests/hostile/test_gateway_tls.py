@@ -1,4 +1,4 @@
-"""DICOM TLS in both directions (issue 22 §1), with certificates of a self-signed CA made here by openssl: callers
+"""DICOM TLS in both directions (issue 22, part 1), with certificates of a self-signed CA made here by openssl: callers
 must present a certificate of the configured CA (plain TCP and another CA's certificate fail), and the gateway
 checks the PACS's certificate and host name when it sends."""
 

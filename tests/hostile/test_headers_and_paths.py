@@ -1,4 +1,4 @@
-"""Headers and paths (issue 22 §5): implausible NIfTI spacings, broken DICOM series fields, a CT too small to be one,
+"""Headers and paths (issue 22, part 5): implausible NIfTI spacings, broken DICOM series fields, a CT too small to be one,
 NaN/Inf voxels that ITK reads as 0, inputs.json paths that leave the input folder, and team names that are formulas
 or reorder the page. Each is one line naming the file (or series) and the field, or neutralised."""
 

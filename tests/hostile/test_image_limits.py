@@ -1,5 +1,5 @@
 """One pixel/voxel limit on every decoded and every resampled image, before the memory is allocated, and pixel data
-that does not match its header refused (issue 22 §4).
+that does not match its header refused (issue 22, part 4).
 
 The bombs are written as streams (zlib, RLE runs), so that the tests themselves stay small: a 20,000 x 20,000
 radiograph deflated or RLE-coded, a 13,000 x 13,000 16-bit PNG of some 330 kB, a JPEG whose header says 13,000 x

@@ -1,6 +1,6 @@
 """Grand-challenge's conditions for an algorithm job, each with where it comes from, and the limits a job runs under.
 
-Sources (see /work/shared/docs/grand-challenge-contract.md, §1): comic/grand-challenge.org `components/models.py`,
+Sources: comic/grand-challenge.org `components/models.py`,
 `algorithms/models.py`, `evaluation/models.py`, `components/backends/amazon_sagemaker_training.py`,
 `settings.py`; DIAGNijmegen/rse-sagemaker-shim (the binary GC puts into every image and that runs the job).
 """
