@@ -101,8 +101,8 @@ def _parse_int(text: str, what: str, where: str) -> int:
 
 
 def _code_of(value: object) -> int | None:
-    """The class code the official `map(label_code_dict)` finds for a parsed cell (1.0 and True are 1), else None
-    (NaN): another number, NA, text."""
+    """The class code the official `map(label_code_dict)` finds for a parsed cell (1.0 is 1; True and False of an
+    object column are 1 and 0, as Python's dict finds them), else None (NaN): another number, NA, text."""
     if pandas_csv.is_text(value):
         return None
     number = pandas_csv.as_number(value)
@@ -223,6 +223,8 @@ def _label_ids(path: Path, rows: list[tuple[int, dict[str, str]]]) -> list[int]:
 def _codes(rows: list[tuple[int, dict[str, str]]]) -> tuple[list[int | None], str | None]:
     """§1.3, §1.4: each label_code as the official mapping sees it, and the first cell that makes the column text."""
     column = _column(rows, "label_code")
+    if column.kind == "bool":  # a bool column's lookup in the integer keys finds nothing
+        return [None] * len(rows), None
     return [_code_of(value) for value in column.values], pandas_csv.first_text_cell(column)
 
 
