@@ -205,8 +205,8 @@ def _label_ids(path: Path, rows: list[tuple[int, dict[str, str]]]) -> list[int]:
     fractional or out-of-range id is refused."""
     column = _column(rows, "label_id")
     if column.kind == "object" or column.kind == "bool":
-        line, cell = next(((line, row["label_id"]) for (line, row), value in zip(rows, column.values)
-                           if not isinstance(value, float)), rows[0])
+        text = pandas_csv.first_text_cell(column)
+        line, cell = next((line, row["label_id"]) for line, row in rows if text is None or row["label_id"] == text)
         raise InputError(f"{path}: line {line}: label_id {cell!r} is not a number for pandas, which reads the whole "
                          "column as text (the official merge on label_id fails)")
     labels = []
