@@ -72,4 +72,4 @@ def test_box_iou_matches_numpy_int64(py39, record):
             mismatches.append((a, b, ours, expected))
     record("TB caverns box IoU (int64)", py39, len(inputs), mismatches, refused=refused,
            refused_where_int64_differs=refused_wrapping, nonzero_compared=compared_nonzero)
-    assert refused_wrapping >= 500 and compared_nonzero >= 5000
+    assert refused_wrapping >= 500 and compared_nonzero >= 2000
