@@ -7,7 +7,6 @@ cast wraps or cannot take (outside (-1, 256), not finite) or a shape the officia
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import random
 
@@ -17,24 +16,11 @@ import pytest
 
 from medchallenge.errors import InputError
 from medchallenge.formats import ribfrac as formats
+from medchallenge.synth.ribfrac import write_stored_nifti
 
 pytestmark = pytest.mark.reference
 
 STORED_TYPES = ("<i2", "<i2", "<i2", ">i2", "<u1", "<i1", "<u2", "<i4", "<f4", ">f4", "<f8")
-
-
-def write_nifti(path, stored: np.ndarray, slope: float, inter: float) -> None:
-    """A NIfTI-1 file with exactly these stored values and scale fields (nibabel's writers would rescale)."""
-    header = nib.Nifti1Header(endianness=stored.dtype.byteorder if stored.dtype.byteorder in "<>" else "<")
-    header.set_data_dtype(stored.dtype)
-    header.set_data_shape(stored.shape)
-    header.set_data_offset(352)
-    header["scl_slope"], header["scl_inter"] = slope, inter
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "wb") as handle:
-        handle.write(header.binaryblock)
-        handle.write(b"\0" * 4)
-        handle.write(stored.tobytes(order="F"))
 
 
 def scale_fields(rng: random.Random) -> tuple[float, float]:
@@ -73,7 +59,7 @@ def volumes(tmp_path, count: int, seed: int) -> list:
         dtype = np.dtype(rng.choice(STORED_TYPES))
         slope, inter = scale_fields(rng)
         path = tmp_path / f"v{index}.nii{'.gz' if rng.random() < 0.5 else ''}"
-        write_nifti(path, stored_values(rng, shape, dtype, slope, inter), slope, inter)
+        write_stored_nifti(path, stored_values(rng, shape, dtype, slope, inter), slope, inter)
         paths.append(path)
     return paths
 

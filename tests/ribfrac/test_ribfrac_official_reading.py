@@ -4,33 +4,19 @@ names with spaces, numeric public_ids, confidences pandas holds as text although
 
 from __future__ import annotations
 
-import gzip
 import json
 import shutil
 from pathlib import Path
 
-import nibabel as nib
 import numpy as np
 import pytest
 
 from medchallenge.errors import InputError
 from medchallenge.evaluators.ribfrac import main
 from medchallenge.formats import ribfrac as formats
-from medchallenge.synth.ribfrac import write_volume
+from medchallenge.synth.ribfrac import write_stored_nifti, write_volume
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def write_scaled_nifti(path: Path, stored: np.ndarray, slope: float, inter: float) -> None:
-    """A NIfTI-1 file with exactly these stored values and scale fields."""
-    header = nib.Nifti1Header()
-    header.set_data_dtype(stored.dtype)
-    header.set_data_shape(stored.shape)
-    header.set_data_offset(352)
-    header["scl_slope"], header["scl_inter"] = slope, inter
-    with gzip.open(path, "wb") as handle:
-        handle.write(header.binaryblock)
-        handle.write(b"\0" * 4 + stored.tobytes(order="F"))
 
 
 def run(pred: Path, gt: Path, out: Path, *extra: str) -> dict:
@@ -87,27 +73,27 @@ def test_a_label_map_saved_with_a_ct_header_truncates_as_nibabel_does(tmp_path):
     slope = next(s for s in (np.float32(k / 997) for k in range(40, 997))
                  if np.rint((1 + 1024) / float(s)) * float(s) - 1024 < 1)
     stored = np.rint((labels + 1024) / float(slope)).astype(np.int16)
-    write_scaled_nifti(tmp_path / "v.nii.gz", stored, float(slope), -1024.0)
+    write_stored_nifti(tmp_path / "v.nii.gz", stored, float(slope), -1024.0)
     read = formats.read_label_volume(tmp_path / "v.nii.gz")
     values = stored.astype(np.float64) * float(slope) + -1024.0
     assert read.dtype == np.uint8 and np.array_equal(read, values.astype(np.uint8))
     assert (read[1:3, 1:3, 1:3] == 0).all() and not np.array_equal(read, labels)  # label 1 is gone, as officially
     # an unscaled header keeps the fast path, the same labels
-    write_scaled_nifti(tmp_path / "u.nii.gz", labels.astype(np.int16), 1.0, 0.0)
+    write_stored_nifti(tmp_path / "u.nii.gz", labels.astype(np.int16), 1.0, 0.0)
     assert np.array_equal(formats.read_label_volume(tmp_path / "u.nii.gz"), labels.astype(np.uint8))
 
 
 def test_scaled_values_that_would_wrap_and_a_bad_intercept_are_refused(tmp_path):
-    write_scaled_nifti(tmp_path / "w.nii.gz", np.full((3, 3, 3), 100, np.int16), 3.0, 0.0)
+    write_stored_nifti(tmp_path / "w.nii.gz", np.full((3, 3, 3), 100, np.int16), 3.0, 0.0)
     with pytest.raises(InputError, match="w.nii.gz: label values must be in 0..255 after the NIfTI scaling"):
         formats.read_label_volume(tmp_path / "w.nii.gz")
-    write_scaled_nifti(tmp_path / "i.nii.gz", np.ones((3, 3, 3), np.int16), 2.0, float("inf"))
+    write_stored_nifti(tmp_path / "i.nii.gz", np.ones((3, 3, 3), np.int16), 2.0, float("inf"))
     with pytest.raises(InputError, match="i.nii.gz: NIfTI scl_slope 2.0 with scl_inter inf: nibabel refuses"):
         formats.read_label_volume(tmp_path / "i.nii.gz")
 
 
 def test_a_volume_stored_as_xyz1_is_refused(tmp_path):
-    write_scaled_nifti(tmp_path / "v.nii.gz", np.ones((4, 4, 3, 1), np.uint8), 1.0, 0.0)
+    write_stored_nifti(tmp_path / "v.nii.gz", np.ones((4, 4, 3, 1), np.uint8), 1.0, 0.0)
     with pytest.raises(InputError, match=r"v.nii.gz: expected a 3-D label volume, the NIfTI header stores 4-D "
                                          r"\(4, 4, 3, 1\)"):
         formats.read_label_volume(tmp_path / "v.nii.gz")
