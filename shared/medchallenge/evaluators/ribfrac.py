@@ -403,7 +403,8 @@ EVALUATOR = Evaluator(
     description=__doc__,
     strict_help="refuse what the official code accepts but a careful submission would not have: prediction rows "
                 "for unknown public_ids, NaN or infinite confidences, GC cases without a successful job, label "
-                "codes outside -1..4 and confidences held as text where the official code does not read them",
+                "codes outside -1..4, confidences held as text where the official code does not read them, CSV "
+                "column names written with spaces and public_ids pandas reads as numbers",
     record=CaseMatch,
     read=read,
     evaluate_case=evaluate_case,

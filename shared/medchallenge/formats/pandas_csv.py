@@ -19,14 +19,12 @@ NA_WORDS = frozenset({"-1.#IND", "1.#QNAN", "1.#IND", "-1.#QNAN", "#N/A N/A", "#
 # _try_double_nogil: a cell the converter rejects is still a float if it is one of these, ignoring ASCII case
 INFINITY_WORDS = {"inf": math.inf, "+inf": math.inf, "-inf": -math.inf, "infinity": math.inf,
                   "+infinity": math.inf, "-infinity": -math.inf}
-TRUE_WORDS, FALSE_WORDS = frozenset({"True", "TRUE", "true"}), frozenset({"False", "FALSE", "false"})
 INT64_MIN, INT64_MAX, UINT64_MAX = -(2**63), 2**63 - 1, 2**64 - 1
 _ASCII_SPACE = " \t\n\v\f\r"  # isspace_ascii
 _ASCII_DIGITS = "0123456789"  # isdigit_ascii
 _POWERS_OF_TEN = tuple(float(f"1e{k}") for k in range(309))  # the C literals 1., 1e1, ..., 1e308
 _MAX_DIGITS = 17
 _ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-NUMERIC_KINDS = ("int64", "uint64", "float64", "bool")
 
 
 def _int32(value: int) -> int:
@@ -45,6 +43,15 @@ def _at(word: str, position: int) -> str:
     return word[position] if position < len(word) else ""
 
 
+def _digit_at(word: str, position: int) -> bool:
+    return position < len(word) and word[position] in _ASCII_DIGITS
+
+
+def _ascii_lower(word: str) -> str | None:
+    """`word` in lower case for strcasecmp, None if it is not ASCII (no ASCII word then compares equal)."""
+    return word.translate(_ASCII_LOWER) if word.isascii() else None
+
+
 def precise_xstrtod(word: str) -> tuple[float, int, bool]:
     """pandas 1.4.4 `precise_xstrtod(word, &end, '.', 'E', '\\0', skip_trailing=1, &error, NULL)`:
     (value, index where parsing stopped, whether `error` was set).
@@ -57,10 +64,10 @@ def precise_xstrtod(word: str) -> tuple[float, int, bool]:
     """
     position = _skip(word, 0, _ASCII_SPACE)
     negative = _at(word, position) == "-"
-    if _at(word, position) in ("-", "+") and position < len(word):
+    if _at(word, position) in ("-", "+"):
         position += 1
     number, exponent, num_digits, num_decimals = 0.0, 0, 0, 0
-    while _at(word, position) in _ASCII_DIGITS and position < len(word):
+    while _digit_at(word, position):
         if num_digits < _MAX_DIGITS:
             number = number * 10.0 + (ord(word[position]) - 48)
             num_digits += 1
@@ -69,7 +76,7 @@ def precise_xstrtod(word: str) -> tuple[float, int, bool]:
         position += 1
     if _at(word, position) == ".":
         position += 1
-        while num_digits < _MAX_DIGITS and position < len(word) and word[position] in _ASCII_DIGITS:
+        while num_digits < _MAX_DIGITS and _digit_at(word, position):
             number = number * 10.0 + (ord(word[position]) - 48)
             position += 1
             num_digits += 1
@@ -87,7 +94,7 @@ def precise_xstrtod(word: str) -> tuple[float, int, bool]:
         if _at(word, position) in ("-", "+"):
             position += 1
         exponent_digits, n = 0, 0
-        while exponent_digits < _MAX_DIGITS and position < len(word) and word[position] in _ASCII_DIGITS:
+        while exponent_digits < _MAX_DIGITS and _digit_at(word, position):
             n = _int32(n * 10 + ord(word[position]) - 48)
             exponent_digits += 1
             position += 1
@@ -117,7 +124,7 @@ def parse_float(word: str) -> float | None:
     number, end, error = precise_xstrtod(word)
     if not error and end != 0 and end == len(word):
         return number
-    return INFINITY_WORDS.get(word.translate(_ASCII_LOWER)) if word.isascii() else None
+    return INFINITY_WORDS.get(_ascii_lower(word))
 
 
 class _Overflow(Exception):
@@ -132,7 +139,7 @@ def _parse_integer(word: str, low: int, high: int, unsigned: bool) -> int | None
     sign = _at(word, position)
     if unsigned and sign == "-":
         return -1
-    if sign in ("-", "+") and position < len(word):
+    if sign in ("-", "+"):
         position += 1
     start = position
     position = _skip(word, position, _ASCII_DIGITS)
@@ -213,10 +220,8 @@ def _bool_column(words: Sequence[str]) -> Column | None:
     for word in words:
         if word in NA_WORDS:
             values.append(math.nan)
-        elif word in TRUE_WORDS or (word.isascii() and word.translate(_ASCII_LOWER) == "true"):
-            values.append(True)
-        elif word in FALSE_WORDS or (word.isascii() and word.translate(_ASCII_LOWER) == "false"):
-            values.append(False)
+        elif _ascii_lower(word) in ("true", "false"):  # pandas' true/false sets, then to_boolean's strcasecmp
+            values.append(_ascii_lower(word) == "true")
         else:
             return None
     return Column("bool" if not any(v is math.nan for v in values) else "object", tuple(values))
@@ -247,7 +252,7 @@ def first_text_cell(column: Column) -> str | None:
     text), else the first text cell (a column made text by integers beyond int64), else None."""
     texts = [value for value in column.values if isinstance(value, str)]
     return next((text for text in texts if text not in NA_WORDS and parse_float(text) is None
-                 and text.translate(_ASCII_LOWER) not in ("true", "false")), texts[0] if texts else None)
+                 and _ascii_lower(text) not in ("true", "false")), texts[0] if texts else None)
 
 
 def is_text(value: object) -> bool:

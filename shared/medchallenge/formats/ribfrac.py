@@ -334,11 +334,12 @@ def nibabel322_labels(stored: np.ndarray, slope: float, inter: float, path: Path
             values = values * slope
         if inter != 0.0:
             values = values + inter
-        require_finite(values, path, "label volume")
-        if values.size and (values.min() <= -1 or values.max() >= MAX_LABEL + 1):
+        low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+        if not (-1 < low and high < MAX_LABEL + 1):  # NaN fails every comparison
+            require_finite(values, path, "label volume")
             raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} after the NIfTI scaling (slope "
                              f"{slope!r}, intercept {inter!r}; the official code would wrap them modulo 256), found "
-                             f"{values.min()!r}..{values.max()!r}")
+                             f"{low!r}..{high!r}")
         labels[:, :, start:start + slab] = values
     return labels
 
@@ -352,7 +353,7 @@ def _read_scaled_nifti(path: Path, slope: float, inter: float) -> np.ndarray:
     try:
         stored = np.asanyarray(nib.load(str(path)).dataobj.get_unscaled())
     except Exception as exc:  # nibabel raises many types on a malformed file; one clear line instead
-        raise InputError(f"{path}: cannot read the label volume ({type(exc).__name__}: {exc})") from None
+        raise InputError(f"{path}: cannot read the label volume with nibabel ({type(exc).__name__})") from None
     if stored.dtype.kind not in "iuf" or stored.ndim != 3:
         raise InputError(f"{path}: expected a 3-D label volume of numbers, got {stored.ndim}-D {stored.dtype}")
     return nibabel322_labels(stored, slope, inter, path)
