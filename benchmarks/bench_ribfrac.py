@@ -3,7 +3,10 @@
 `run()` generates (once, cached under $MEDCHALLENGE_BENCH_DIR or /tmp/medchallenge-bench) three synthetic cases
 of 512x512x300 uint8 instance masks, then measures in fresh child processes (so ru_maxrss is the peak of that work
 alone): the per-case step of the evaluator (read both masks + match + rows), stdlib gzip decompression of the same
-two files, SimpleITK reading of them, and the whole evaluator on the three cases. Times are the best of 3 runs.
+two files, SimpleITK reading of them, the reading of the same masks saved as scaled int16 NIfTI (scl_slope 0.25,
+scl_inter 256: nibabel 3.2.2's float64 arithmetic, docs/metrics/ribfrac.md §1.2), the parsing of a 100,000-row
+prediction CSV (pandas 1.4.4's column reading, §1.4) and the whole evaluator on the three cases. Times are the best
+of 3 runs.
 The official code needs about 10 s and 2.4 GB per case on this kind of machine (issue 3).
 """
 
@@ -39,6 +42,34 @@ def ensure_data() -> Path:
     return DATA
 
 
+def ensure_scaled(case_id: str) -> Path:
+    """The case's ground-truth mask saved as int16 with scl_slope 0.25 and scl_inter 256 (stored 4*label - 1024),
+    which reads back as the same labels."""
+    path = DATA / "scaled" / f"{case_id}-label.nii.gz"
+    if not path.is_file():
+        import numpy as np
+
+        from medchallenge.formats.ribfrac import read_label_volume
+        from medchallenge.synth.ribfrac import write_stored_nifti
+
+        labels = read_label_volume(DATA / "ground_truth" / f"{case_id}-label.nii.gz")
+        write_stored_nifti(path, labels.astype(np.int16) * 4 - 1024, 0.25, 256.0)
+    return path
+
+
+def ensure_csv() -> Path:
+    """A 100,000-row prediction CSV of long decimals (the parser's worst case per cell)."""
+    path = DATA / "large" / "pred.csv"
+    if not path.is_file():
+        import random
+
+        rng = random.Random(7)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("public_id,label_id,confidence,label_code\n" + "".join(
+            f"RibFrac{500 + i // 100},{i % 100},{rng.random()!r},{rng.randint(1, 4)}\n" for i in range(100_000)))
+    return path
+
+
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
@@ -57,6 +88,20 @@ def _child(task: str, case_id: str) -> dict:
 
         def work():
             return [read_label_volume(path).shape for path in (gt_path, pred_path)]
+    elif task == "read_scaled":
+        from medchallenge.formats.ribfrac import read_label_volume
+
+        scaled = ensure_scaled(case_id)
+
+        def work():
+            return read_label_volume(scaled).shape
+    elif task == "parse_csv":
+        from medchallenge.formats.ribfrac import read_pred_csv
+
+        large = ensure_csv()
+
+        def work():
+            return len(read_pred_csv(large).rows)
     else:
         from medchallenge.evaluators.ribfrac import collect_sources, evaluate_case
 
@@ -83,7 +128,8 @@ def _measure(task: str, case_id: str) -> dict:
 def run() -> dict:
     """Per-case seconds and peak MB of the evaluator, of stdlib gzip decompression and of SimpleITK reading."""
     ensure_data()
-    per_task: dict[str, list[dict]] = {"evaluate": [], "decompress": [], "read": []}
+    per_task: dict[str, list[dict]] = {"evaluate": [], "decompress": [], "read": [], "read_scaled": [],
+                                       "parse_csv": []}
     for case in CASES:  # interleaved, so that load from other processes hits every task alike
         for task, results in per_task.items():
             results.append(_measure(task, case))
@@ -105,6 +151,9 @@ def run() -> dict:
         "gzip_decompress_seconds": mean("decompress", "seconds"),
         "gzip_decompress_peak_mb": mean("decompress", "peak_mb"),
         "sitk_read_seconds": mean("read", "seconds"),
+        "scaled_int16_read_seconds_one_mask": mean("read_scaled", "seconds"),
+        "scaled_int16_read_peak_mb": mean("read_scaled", "peak_mb"),
+        "csv_100k_rows_parse_seconds": mean("parse_csv", "seconds"),
         "case_over_decompress": round(case_seconds / mean("decompress", "seconds"), 3),
         "case_over_sitk_read": round(case_seconds / mean("read", "seconds"), 3),
         "speedup_vs_official": round(OFFICIAL_SECONDS / case_seconds, 1),

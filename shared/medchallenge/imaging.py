@@ -83,6 +83,31 @@ def parse_nifti_header(header: bytes, path: Path) -> NiftiHeader:
     return NiftiHeader(endian, tuple(size), datatype, bitpix, int(vox_offset), tuple(pixdim[1 : dims[0] + 1]))
 
 
+def nifti1_header(path: Path) -> bytes:
+    """The first 348 bytes of a `.nii` or `.nii.gz` file (only they are decompressed), checked as `nifti_data_end`
+    checks them; a short or unreadable file is one InputError line."""
+    import gzip
+
+    try:
+        opener = gzip.open if path.name.lower().endswith(".gz") else open
+        with opener(path, "rb") as handle:
+            header = handle.read(NIFTI1_HEADER_SIZE)
+    except (EOFError, OSError, zlib.error) as exc:
+        raise InputError(f"{path}: cannot read the NIfTI header ({getattr(exc, 'strerror', None) or exc})") from None
+    if len(header) < NIFTI1_HEADER_SIZE:
+        raise InputError(f"{path}: truncated NIfTI file ({len(header)} bytes of header)")
+    nifti_data_end(header, path)
+    return header
+
+
+def nifti1_dims_and_scaling(header: bytes) -> tuple[tuple[int, ...], float, float]:
+    """dim[1..dim[0]], scl_slope and scl_inter (float32 in the file, as Python floats) of a checked NIfTI-1 header."""
+    endian = "<" if struct.unpack("<i", header[:4])[0] == NIFTI1_HEADER_SIZE else ">"
+    dims = struct.unpack(f"{endian}8h", header[40:56])
+    slope, inter = struct.unpack(f"{endian}2f", header[112:120])
+    return tuple(dims[1 : dims[0] + 1]), slope, inter
+
+
 def _inflated_chunks(path: Path):
     """The decompressed bytes of a (multi-member) gzip file as a stream of chunks, nothing kept: the trailer's ISIZE
     (modulo 2**32, and only the last member's) is never taken as the length."""

@@ -190,10 +190,114 @@ PIECES = {function.__name__: function for function in (
     roc_auc, argsort, points_in_poly)}
 
 
+def _encoded(value):
+    """A parsed cell for JSON, exactly: ints and floats as text (repr keeps -0.0 and the last bit)."""
+    if isinstance(value, str):
+        return ["str", value]
+    if isinstance(value, (bool, __import__("numpy").bool_)):
+        return ["bool", bool(value)]
+    if isinstance(value, float) or hasattr(value, "dtype") and value.dtype.kind == "f":
+        return ["float", repr(float(value))]
+    return ["int", str(int(value))]
+
+
+def pandas_columns(inputs, options):
+    """pandas 1.4.4 `read_csv` with its defaults, as the RibFrac evaluation calls it: per input (columns of equal
+    length, the cells as written) one CSV, every field quoted so the tokenizer hands each cell over as it is;
+    per column its dtype and values."""
+    import csv
+    import io
+
+    import pandas as pd
+
+    outputs = []
+    for columns in inputs:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, quoting=csv.QUOTE_ALL, lineterminator="\n")
+        writer.writerow(["c%d" % k for k in range(len(columns))])
+        writer.writerows(zip(*columns))
+        frame = pd.read_csv(io.StringIO(buffer.getvalue()))
+        outputs.append([{"dtype": str(frame[name].dtype), "values": [_encoded(v) for v in frame[name].tolist()]}
+                        for name in frame.columns])
+    return outputs
+
+
+def ribfrac_pred_csv(inputs, options):
+    """The official reading of a prediction CSV file (ribfrac.md §1.3): `pd.read_csv(path)`; per column named as
+    needed (written with spaces or not) its dtype and, per row, the value and the class `map(label_code_dict)` gives."""
+    import pandas as pd
+
+    codes = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
+    outputs = []
+    for path in inputs:
+        frame = pd.read_csv(path)
+        names = {str(name).strip(): name for name in frame.columns}
+        out = {"exact_names": all(name in frame.columns for name in ("public_id", "label_id", "confidence",
+                                                                     "label_code"))}
+        for name in ("public_id", "label_id", "confidence", "label_code"):
+            column = frame[names[name]]
+            out[name] = {"dtype": str(column.dtype), "values": [_encoded(v) for v in column.tolist()]}
+        out["classes"] = [None if isinstance(c, float) else c for c in frame[names["label_code"]].map(codes)]
+        outputs.append(out)
+    return outputs
+
+
+def nifti_labels(inputs, options):
+    """The official volume reading (ribfrac.md §1.2): `nibabel.load(path).get_fdata()`, then `.astype(np.uint8)`;
+    per file the shape, whether every value is finite, the extremes and a SHA-256 of the uint8 voxels (x fastest)."""
+    import hashlib
+
+    import nibabel as nib
+    import numpy as np
+
+    outputs = []
+    for path in inputs:
+        try:
+            data = nib.load(path).get_fdata()
+        except Exception as error:  # the official code would stop here
+            outputs.append({"error": type(error).__name__})
+            continue
+        with np.errstate(invalid="ignore", over="ignore"):
+            labels = data.astype(np.uint8)
+        outputs.append({"shape": list(data.shape), "finite": bool(np.isfinite(data).all()),
+                        "min": repr(float(data.min())), "max": repr(float(data.max())),
+                        "sha256": hashlib.sha256(labels.tobytes(order="F")).hexdigest()})
+    return outputs
+
+
+def box_iou_int64(inputs, options):
+    """The TB caverns box IoU (tb-caverns-2022.md §2) on numpy 1.22.4 int64 coordinates, as the official code
+    computes it: volumes and intersection in int64 (wrapping), the IoU a float64 division."""
+    import numpy as np
+
+    outputs = []
+    for a, b in inputs:
+        try:
+            a, b = np.array(a, dtype=np.int64), np.array(b, dtype=np.int64)
+        except OverflowError:
+            outputs.append("OverflowError")
+            continue
+        with np.errstate(all="ignore"):
+            xi1, yi1, zi1 = max(a[0], b[0]), max(a[1], b[1]), max(a[2], b[2])
+            xi2, yi2, zi2 = min(a[3], b[3]), min(a[4], b[4]), min(a[5], b[5])
+            if xi2 <= xi1 or yi2 <= yi1 or zi2 <= zi1:
+                outputs.append(repr(0.0))
+                continue
+            inter = (xi2 - xi1) * (yi2 - yi1) * (zi2 - zi1)
+            vol_a = (a[3] - a[0]) * (a[4] - a[1]) * (a[5] - a[2])
+            vol_b = (b[3] - b[0]) * (b[4] - b[1]) * (b[5] - b[2])
+            outputs.append(repr(float(inter / (vol_a + vol_b - inter))))
+    return outputs
+
+
+PIECES.update({function.__name__: function for function in (pandas_columns, ribfrac_pred_csv, nifti_labels,
+                                                             box_iou_int64)})
+
+
 def versions():
     """Versions of the reference libraries that are installed here."""
     found = {"python": "%d.%d.%d" % sys.version_info[:3]}
-    for module in ("nltk", "rouge_score", "sklearn", "numpy", "scipy", "skimage"):
+    for module in ("nltk", "rouge_score", "sklearn", "numpy", "scipy", "skimage", "pandas", "nibabel"):
         try:
             found[module] = __import__(module).__version__
         except ImportError:

@@ -230,7 +230,7 @@ def test_bad_confidence_and_missing_column(example, capsys):
     # 'high' makes pandas read the whole column as text: the first row the FROC compares (901, label 1) fails
     edit_pred_csv(example, "RibFrac902,1,0.95,1", "RibFrac902,1,high,1")
     assert ("line 3: case RibFrac901: prediction label 1: confidence '0.9' (held as text: line 10's confidence is no "
-            "number)") in fails(example, capsys)
+            "number for pandas)") in fails(example, capsys)
     (example / "gt" / "ribfrac-val-info.csv").write_text("public_id,label_id\nRibFrac901,0\n")
     assert "missing column(s) label_code" in fails(example, capsys)
 

@@ -245,25 +245,37 @@ def _unused_rows_notes(table: dict, case_ids: list[str], path: Path, strict: boo
     return note_or_refuse(message, strict, f"ignored, as the official code does ({what})")
 
 
+def _official_failure_notes(table: formats.CsvTable, strict: bool) -> list[str]:
+    """What makes the official code fail although the intent is plain (§7): header names written with spaces,
+    public_ids pandas reads as numbers; scored as the names and ids read as text, or refused with --strict."""
+    return [note for failure, scored_as in table.official_failures
+            for note in note_or_refuse(failure, strict, scored_as)]
+
+
 def collect_sources(input_dir: Path, gt_dir: Path,
                     strict: bool = False) -> tuple[list[str], dict[str, CaseSource], str, list[str]]:
     """Case ids (sorted), each case's source, the layout found ("files" or GC_LAYOUT), and notes."""
     gt_volumes = formats.list_volumes(gt_dir)
     gt_csv_path = formats.find_csv(gt_dir)
-    gt_csv = formats.read_gt_csv(gt_csv_path)
+    gt_table = formats.read_gt_csv(gt_csv_path)
+    gt_csv = gt_table.rows
     if not gt_volumes:
         raise InputError(f"{gt_dir}: no ground-truth volumes (*-label.nii.gz)")
     case_ids = list(gt_volumes)
     notes = _unused_rows_notes(gt_csv, case_ids, gt_csv_path, False, "ground truth")
+    notes += _official_failure_notes(gt_table, strict)
     jobs = read_predictions_json(input_dir)
     sources: dict[str, CaseSource] = {}
+    pred_text_code = None
     if jobs is None:
         layout = "files"
         pred_volumes = formats.list_volumes(input_dir)
         pred_csv_path = formats.find_csv(input_dir)
-        pred_csv = formats.read_pred_csv(pred_csv_path)
+        pred_table = formats.read_pred_csv(pred_csv_path)
+        pred_csv, pred_text_code = pred_table.rows, pred_table.text_code
         _check_same_cases(case_ids, list(pred_volumes), str(input_dir))
         notes += _unused_rows_notes(pred_csv, case_ids, pred_csv_path, strict, "predictions")
+        notes += _official_failure_notes(pred_table, strict)
         for case_id in case_ids:
             sources[case_id] = CaseSource(gt_volumes[case_id], pred_volumes[case_id],
                                           tuple(gt_csv.get(case_id, ())), tuple(pred_csv.get(case_id, ())),
@@ -287,8 +299,7 @@ def collect_sources(input_dir: Path, gt_dir: Path,
                                           str(detections_path))
     notes += _non_finite_notes(sources, strict)
     notes += _non_finite_voxel_notes(sources, strict)
-    notes += _nan_code_notes(sources, strict, formats.text_code_cell(row for rows in gt_csv.values() for row in rows),
-                             formats.text_code_cell(row for s in sources.values() for row in s.pred_rows))
+    notes += _nan_code_notes(sources, strict, gt_table.text_code, pred_text_code)
     notes += _text_confidence_notes(sources, strict)
     return case_ids, sources, layout, notes
 
@@ -409,7 +420,8 @@ EVALUATOR = Evaluator(
     description=__doc__,
     strict_help="refuse what the official code accepts but a careful submission would not have: prediction rows "
                 "for unknown public_ids, NaN or infinite confidences, GC cases without a successful job, label "
-                "codes outside -1..4 and confidences held as text where the official code does not read them",
+                "codes outside -1..4, confidences held as text where the official code does not read them, CSV "
+                "column names written with spaces and public_ids pandas reads as numbers",
     record=CaseMatch,
     read=read,
     evaluate_case=evaluate_case,

@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..imaging import read_image, require_finite
+from ..imaging import check_nifti_complete, nifti1_dims_and_scaling, nifti1_header, read_image, require_finite
+from . import pandas_csv
 
 # §1: label_code -> class name; any other code is NaN in the official code (None here): it fails where a row's
 # class is looked up in the confusion matrix (KeyError), §4, §7.
@@ -27,9 +28,6 @@ PRED_COLUMNS = ("public_id", "label_id", "confidence", "label_code")
 MAX_LABEL = 255  # the official code casts to uint8; larger labels would wrap (§7), we refuse them
 VOLUME_SUFFIX = re.compile(r"\.nii(\.gz)?$")
 _CASE_ID_NOISE = re.compile(r"(\.nii)|(\.gz)|(-label)")
-# pandas.read_csv's default missing-value strings: such a confidence is NaN in the official code
-PANDAS_NA = frozenset({"", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN",
-                       "<NA>", "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null"})
 
 
 @dataclass(frozen=True)
@@ -93,46 +91,22 @@ def find_csv(folder: Path) -> Path:
 
 
 def _parse_int(text: str, what: str, where: str) -> int:
-    try:
-        value = float(text)
-    except ValueError:
-        raise InputError(f"{where}: {what} {text!r} is not a number") from None
+    """A JSON label id (GC detections): a number or a numeric string with an integral value."""
+    value = pandas_csv.parse_float(text)
+    if value is None:
+        raise InputError(f"{where}: {what} {text!r} is not a number")
     if not math.isfinite(value) or value != int(value):
         raise InputError(f"{where}: {what} {text!r} is not an integer")
     return int(value)
 
 
-def _is_number(text: str) -> bool:
-    """Whether pandas' CSV parser reads `text` as a number (Python's float, which also takes '1_0', less that)."""
-    if "_" in text:
-        return False
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _is_na(text: str) -> bool:
-    return text.strip() in PANDAS_NA
-
-
-def _code_of(value: float) -> int | None:
-    """The class code pandas' `map(label_code_dict)` finds for a number (1.0 -> 1), else None (NaN)."""
-    return int(value) if math.isfinite(value) and value == int(value) and int(value) in LABEL_CODES else None
-
-
-def _text_cell(column: list[str]) -> str | None:
-    """The first cell that makes pandas read the whole column as text (not a number, not NA), if any."""
-    return next((text for text in column if not _is_na(text) and not _is_number(text)), None)
-
-
-def _csv_code(text: str, column_text: str | None) -> int | None:
-    """A CSV label_code as the official mapping sees it: -1..4, else None (NaN): another number, a blank or NA
-    cell, or any cell when the column holds text (pandas then keeps strings, which the mapping does not find)."""
-    if column_text is not None or _is_na(text):
+def _code_of(value: object) -> int | None:
+    """The class code the official `map(label_code_dict)` finds for a parsed cell (1.0 is 1; True and False of an
+    object column are 1 and 0, as Python's dict finds them), else None (NaN): another number, NA, text."""
+    if pandas_csv.is_text(value):
         return None
-    return _code_of(float(text))
+    number = pandas_csv.as_number(value)
+    return int(number) if math.isfinite(number) and number == int(number) and int(number) in LABEL_CODES else None
 
 
 def parse_json_label_code(value: object, where: str) -> int | None:
@@ -140,9 +114,9 @@ def parse_json_label_code(value: object, where: str) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float, str)) \
-            or (isinstance(value, str) and not _is_number(value)):
+            or (isinstance(value, str) and pandas_csv.parse_float(value) is None):
         raise InputError(f"{where}: label_code {value!r} is not a number")
-    return _code_of(float(value))
+    return _code_of(pandas_csv.parse_float(value) if isinstance(value, str) else value)
 
 
 def parse_label_id(value: object, where: str) -> int:
@@ -154,27 +128,47 @@ def parse_label_id(value: object, where: str) -> int:
 
 
 def parse_confidence(value: object, where: str) -> float:
-    """A confidence as pandas reads it (used as-is, no clipping: §1): a number, `inf`/`-inf`, or NaN for a blank
-    cell, a pandas NA string (`nan`, `NA`, `null`, ...) or JSON null. Text that is no number makes the official
-    FROC comparison fail, so it is an error."""
-    if value is None or (isinstance(value, str) and value.strip() in PANDAS_NA):
+    """A GC detection's confidence (used as-is, no clipping: §1.3): a JSON number, a string as pandas reads a CSV
+    cell (§1.4: a number, an infinity word, NaN for a pandas NA string), NaN for JSON null. Anything else would make
+    the official FROC comparison fail, so it is an error."""
+    if value is None:
         return math.nan
-    try:
-        if isinstance(value, bool):
-            raise TypeError
-        return float(value)  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        raise InputError(f"{where}: confidence {value!r} is not a number") from None
+    if isinstance(value, str):
+        number = math.nan if value in pandas_csv.NA_WORDS else pandas_csv.parse_float(value)
+        if number is not None:
+            return number
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    raise InputError(f"{where}: confidence {value!r} is not a number")
 
 
-def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str, str]]]:
+@dataclass(frozen=True)
+class CsvTable:
+    """The rows of a RibFrac CSV per public_id (file order, duplicates kept) and what the official code fails on
+    but this evaluator accepts (`official_failures`, noted or refused with --strict by the evaluator).
+    `text_code`: the first label_code cell that makes pandas read the whole label_code column as text."""
+
+    rows: dict[str, list]
+    official_failures: tuple[tuple[str, str], ...] = ()  # (what the official code fails on, how it is scored here)
+    text_code: str | None = None
+
+
+def _read_csv(path: Path,
+              columns: tuple[str, ...]) -> tuple[list[tuple[int, dict[str, str]]], list[tuple[str, str]]]:
+    """The rows (line number, {column: cell as written}) of the named columns, and the failures of the official
+    code the header causes: names written with spaces, which pandas keeps (the official lookup fails, KeyError)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
-            header = [name.strip() for name in reader.fieldnames or []]
+            written = list(reader.fieldnames or [])
+            header = [name.strip() for name in written]
             missing = [c for c in columns if c not in header]
             if missing:
                 raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)} (need {','.join(columns)})")
+            spaced = [name for name in written if name.strip() in columns and name != name.strip()]
+            failures = [(f"{path}: line 1: the column name(s) {', '.join(repr(n) for n in spaced)} are written "
+                         f"with spaces, which pandas keeps: the official code fails (KeyError on "
+                         f"{spaced[0].strip()!r})", "read as the names without the spaces")] if spaced else []
             reader.fieldnames = header
             rows = []
             for row in reader:
@@ -183,31 +177,67 @@ def _read_csv(path: Path, columns: tuple[str, ...]) -> list[tuple[int, dict[str,
                 for column in columns:
                     if row.get(column) is None:
                         raise InputError(f"{path}: line {reader.line_num}: missing value for {column}")
-                rows.append((reader.line_num, {c: row[c].strip() for c in columns}))
-            return rows
+                rows.append((reader.line_num, {c: row[c] for c in columns}))
+            return rows, failures
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except (csv.Error, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a readable CSV file ({exc})") from None
 
 
-def read_gt_csv(path: Path) -> dict[str, list[GTRow]]:
-    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept); codes
-    as the official mapping sees them (`_csv_code`)."""
-    rows = _read_csv(path, GT_COLUMNS)
-    code_column = _text_cell([row["label_code"] for _, row in rows])
+def _column(rows: list[tuple[int, dict[str, str]]], name: str) -> pandas_csv.Column:
+    return pandas_csv.parse_column([row[name] for _, row in rows])
+
+
+def _numeric_public_ids(path: Path, rows: list[tuple[int, dict[str, str]]]) -> list[tuple[str, str]]:
+    """§1.4: a public_id column pandas reads as numbers (`0501`) matches no case id (text) in the official code."""
+    column = _column(rows, "public_id")
+    if column.kind == "object" or not rows:
+        return []
+    return [(f"{path}: every public_id is a number for pandas (e.g. {rows[0][1]['public_id']!r}, read as "
+             f"{pandas_csv.as_number(column.values[0])!r}), so the official `public_id == case id` matches no row "
+             "and the official code fails (KeyError) as soon as a case has a predicted fracture",
+             "matched with the case ids as text, as written")]
+
+
+def _label_ids(path: Path, rows: list[tuple[int, dict[str, str]]]) -> list[int]:
+    """§1.4: the label_id column as pandas reads it; text in it fails the official merge on label_id, a blank,
+    fractional or out-of-range id is refused."""
+    column = _column(rows, "label_id")
+    if column.kind == "object" or column.kind == "bool":
+        text = pandas_csv.first_text_cell(column)
+        line, cell = next((line, row["label_id"]) for line, row in rows if text is None or row["label_id"] == text)
+        raise InputError(f"{path}: line {line}: label_id {cell!r} is not a number for pandas, which reads the whole "
+                         "column as text (the official merge on label_id fails)")
+    labels = []
+    for (line, row), value in zip(rows, column.values):
+        number = pandas_csv.as_number(value)
+        if not math.isfinite(number) or number != int(number):
+            raise InputError(f"{path}: line {line}: label_id {row['label_id']!r} is not an integer")
+        if not 0 <= int(number) <= MAX_LABEL:
+            raise InputError(f"{path}: line {line}: label_id {row['label_id']!r} is not an integer in 0..{MAX_LABEL}")
+        labels.append(int(number))
+    return labels
+
+
+def _codes(rows: list[tuple[int, dict[str, str]]]) -> tuple[list[int | None], str | None]:
+    """§1.3, §1.4: each label_code as the official mapping sees it, and the first cell that makes the column text."""
+    column = _column(rows, "label_code")
+    if column.kind == "bool":  # a bool column's lookup in the integer keys finds nothing
+        return [None] * len(rows), None
+    return [_code_of(value) for value in column.values], pandas_csv.first_text_cell(column)
+
+
+def read_gt_csv(path: Path) -> CsvTable:
+    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept); every
+    column read as pandas 1.4.4 reads it (§1.4), codes as the official mapping sees them."""
+    rows, failures = _read_csv(path, GT_COLUMNS)
+    labels, (codes, text_code) = _label_ids(path, rows), _codes(rows)
     table: dict[str, list[GTRow]] = {}
-    for line, row in rows:
-        where = f"{path}: line {line}"
-        table.setdefault(row["public_id"], []).append(GTRow(
-            parse_label_id(row["label_id"], where), _csv_code(row["label_code"], code_column), where,
-            row["label_code"]))
-    return table
-
-
-def text_code_cell(rows: Iterable[GTRow | PredRow]) -> str | None:
-    """The first label_code of a CSV that is text (it makes pandas read every code of the file as text)."""
-    return _text_cell([row.code_text for row in rows])
+    for (line, row), label, code in zip(rows, labels, codes):
+        table.setdefault(row["public_id"].strip(), []).append(
+            GTRow(label, code, f"{path}: line {line}", row["label_code"]))
+    return CsvTable(table, tuple(failures + _numeric_public_ids(path, rows)), text_code)
 
 
 def non_finite_confidences(rows: Iterable[PredRow]) -> int:
@@ -216,29 +246,30 @@ def non_finite_confidences(rows: Iterable[PredRow]) -> int:
     return sum(1 for row in rows if row.label_id > 0 and not math.isfinite(row.confidence))
 
 
-def read_pred_csv(path: Path) -> dict[str, list[PredRow]]:
+def read_pred_csv(path: Path) -> CsvTable:
     """The prediction CSV `public_id,label_id,confidence,label_code` -> rows per case (duplicates kept: §7).
 
-    Codes and confidences are read as pandas reads the columns: a column with some text that is no number is
-    text throughout (`code_text` / `confidence_text`); whether that matters depends on whether the official code
-    reads the row, decided per case (metrics.detection_rows)."""
-    rows = _read_csv(path, PRED_COLUMNS)
-    code_column = _text_cell([row["label_code"] for _, row in rows])
-    text_line = next((line for line, row in rows if not _is_na(row["confidence"])
-                      and not _is_number(row["confidence"])), None)
+    Every column is read as pandas 1.4.4 reads it (§1.4): confidences with pandas' own float parser, and a column
+    with one cell that is no number for pandas is text throughout (`code_text` / `confidence_text`); whether that
+    matters depends on whether the official code reads the row, decided per case (metrics.detection_rows)."""
+    rows, failures = _read_csv(path, PRED_COLUMNS)
+    labels, (codes, text_code) = _label_ids(path, rows), _codes(rows)
+    confidences = _column(rows, "confidence")
+    text_cell = pandas_csv.first_text_cell(confidences)
+    text_line = next((line for (line, _), value in zip(rows, confidences.values) if value == text_cell), None)
     table: dict[str, list[PredRow]] = {}
-    for line, row in rows:
-        where = f"{path}: line {line}"
-        text = row["confidence"]
-        confidence = float(text) if _is_number(text) else math.nan
+    for (line, row), label, code, value in zip(rows, labels, codes, confidences.values):
         confidence_text = None
-        if text_line is not None and not _is_na(text):
-            confidence_text = (f"{text!r} (no number)" if not _is_number(text) else
-                               f"{text!r} (held as text: line {text_line}'s confidence is no number)")
-        table.setdefault(row["public_id"], []).append(PredRow(
-            parse_label_id(row["label_id"], where), confidence, _csv_code(row["label_code"], code_column), where,
-            row["label_code"], confidence_text))
-    return table
+        if pandas_csv.is_text(value):
+            number = pandas_csv.parse_float(value)
+            confidence = math.nan if number is None else number
+            confidence_text = (f"{value!r} (no number for pandas)" if number is None else
+                               f"{value!r} (held as text: line {text_line}'s confidence is no number for pandas)")
+        else:
+            confidence = pandas_csv.as_number(value)
+        table.setdefault(row["public_id"].strip(), []).append(PredRow(
+            label, confidence, code, f"{path}: line {line}", row["label_code"], confidence_text))
+    return CsvTable(table, tuple(failures + _numeric_public_ids(path, rows)), text_code)
 
 
 def parse_detections(document: object, where: str) -> list[PredRow]:
@@ -277,15 +308,75 @@ class _ImagePixels:
         self.__array_interface__ = view.__array_interface__
 
 
+def nibabel322_slope_inter(slope: float, inter: float, path: Path) -> tuple[float, float]:
+    """§1.2: the scale factors nibabel 3.2.2 applies (`Nifti1Header.get_slope_inter`): none (1, 0) where scl_slope
+    is 0 or not finite; a finite slope with a non-finite intercept makes nibabel raise (HeaderDataError)."""
+    if slope == 0 or not math.isfinite(slope):
+        return 1.0, 0.0
+    if not math.isfinite(inter):
+        raise InputError(f"{path}: NIfTI scl_slope {slope!r} with scl_inter {inter!r}: nibabel refuses the header "
+                         "(the official code fails)")
+    return slope, inter
+
+
+def nibabel322_labels(stored: np.ndarray, slope: float, inter: float, path: Path) -> np.ndarray:
+    """§1.2: `nib.load(f).get_fdata().astype(np.uint8)` of a scaled volume, as nibabel 3.2.2 computes it
+    (`apply_read_scaling`): the stored values as float64, times the slope unless it is 1, plus the intercept unless
+    it is 0, each step rounded to float64; then truncated to uint8. 0.99999999977 becomes 0, as officially.
+
+    Values outside (-1, 256), whose uint8 cast wraps or is undefined, are refused, as is anything not finite. Done
+    in slabs along the last axis, so that no float64 copy of the whole volume is held."""
+    labels = np.empty(stored.shape, dtype=np.uint8, order="F")
+    slab = max(1, (1 << 22) // max(1, stored.shape[0] * stored.shape[1]))
+    for start in range(0, stored.shape[2], slab):
+        values = np.asarray(stored[:, :, start:start + slab], dtype=np.float64)
+        if slope != 1.0:
+            values = values * slope
+        if inter != 0.0:
+            values = values + inter
+        low, high = (float(values.min()), float(values.max())) if values.size else (0.0, 0.0)
+        if not (-1 < low and high < MAX_LABEL + 1):  # NaN fails every comparison
+            require_finite(values, path, "label volume")
+            raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} after the NIfTI scaling (slope "
+                             f"{slope!r}, intercept {inter!r}; the official code would wrap them modulo 256), found "
+                             f"{low!r}..{high!r}")
+        labels[:, :, start:start + slab] = values
+    return labels
+
+
+def _read_scaled_nifti(path: Path, slope: float, inter: float) -> np.ndarray:
+    """A NIfTI label volume whose header scales its values: the stored values (nibabel, `dataobj.get_unscaled()`,
+    in the stored (x, y, z) order) through nibabel 3.2.2's arithmetic (`nibabel322_labels`)."""
+    import nibabel as nib
+
+    check_nifti_complete(path)
+    try:
+        stored = np.asanyarray(nib.load(str(path)).dataobj.get_unscaled())
+    except Exception as exc:  # nibabel raises many types on a malformed file; one clear line instead
+        raise InputError(f"{path}: cannot read the label volume with nibabel ({type(exc).__name__})") from None
+    if stored.dtype.kind not in "iuf" or stored.ndim != 3:
+        raise InputError(f"{path}: expected a 3-D label volume of numbers, got {stored.ndim}-D {stored.dtype}")
+    return nibabel322_labels(stored, slope, inter, path)
+
+
 def read_label_volume(path: Path) -> np.ndarray:
-    """Read an instance-label volume in its stored integer type and return it as uint8 in (x, y, z) order.
+    """Read an instance-label volume and return it as uint8 in (x, y, z) order, as the official code does (§1.2).
 
-
-    §1: the official code casts to uint8 (labels modulo 256, fractions truncated). Fractions are truncated here
-    too; labels outside 0..255 are refused (they would wrap), as is anything that is not one 3-D channel.
+    NIfTI headers that scale the values (scl_slope, scl_inter) go through nibabel 3.2.2's float64 arithmetic and
+    truncation (`nibabel322_labels`); every other volume is read in its stored type through SimpleITK (integers are
+    not copied; fractions are truncated). Labels that would wrap (outside 0..255) are refused, as is anything that
+    is not one 3-D channel: a NIfTI stored as (X, Y, Z, 1) too, on which the official code fails.
     """
     import SimpleITK as sitk
 
+    if VOLUME_SUFFIX.search(path.name.lower()):
+        dims, slope, inter = nifti1_dims_and_scaling(nifti1_header(path))
+        if len(dims) != 3:
+            raise InputError(f"{path}: expected a 3-D label volume, the NIfTI header stores {len(dims)}-D "
+                             f"{tuple(dims)} (nibabel gives the official code a {len(dims)}-D array and it fails); "
+                             "save it as 3-D")
+        if (slope, inter) not in ((1.0, 0.0), (0.0, 0.0)):
+            return _read_scaled_nifti(path, *nibabel322_slope_inter(slope, inter, path))
     # NaN or infinite NIfTI voxels: ITK reads them as 0, as the official uint8 cast of nibabel's values does (the
     # evaluator notes them, `--strict` refuses them); other formats keep them, refused below
     image = read_image(path, "label volume", allow_non_finite=True)
@@ -297,7 +388,7 @@ def read_label_volume(path: Path) -> np.ndarray:
         return np.asarray(_ImagePixels(image, zyx)).T
     require_finite(zyx, path, "label volume")
     low, high = (zyx.min(), zyx.max()) if zyx.size else (0, 0)
-    if low < 0 or high >= MAX_LABEL + 1:
+    if low <= -1 or high >= MAX_LABEL + 1:
         raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} (the official code would wrap them "
                          f"modulo 256), found {low}..{high}")
     return zyx.astype(np.uint8).T

@@ -17,6 +17,10 @@ from ..contract import read_json_file
 from ..errors import InputError
 
 Box = tuple[int, int, int, int, int, int]
+# §1.4: coordinates beyond this cannot be a CT's (NIfTI-1 stores at most 32767 voxels per axis). Within it every box
+# volume and sum of volumes stays below 2**53, so the official int64 arithmetic neither wraps (it does from about
+# 2.1 million per axis) nor rounds, and its IoU equals the exact one computed here.
+MAX_COORDINATE = 65535
 
 
 def _read_rows(path: Path) -> list[list[str]]:
@@ -38,13 +42,24 @@ def _is_int(text: str) -> bool:
     return True
 
 
+def check_coordinates(where: str, box: Sequence[int]) -> None:
+    """§1.4: refuse a coordinate that no CT can have (beyond ±MAX_COORDINATE), where the official int64 box
+    arithmetic would eventually wrap."""
+    outside = next((value for value in box if abs(value) > MAX_COORDINATE), None)
+    if outside is not None:
+        raise InputError(f"{where}: coordinate {outside} is outside -{MAX_COORDINATE}..{MAX_COORDINATE}, which no CT "
+                         "has (the official int64 box arithmetic wraps for such boxes)")
+
+
 def _parse_box(path: Path, line: int, row: list[str]) -> Box:
     if len(row) < 7:
         raise InputError(f"{path}: line {line}: expected a file name and 6 coordinates, found {len(row)} fields")
     try:
-        return tuple(int(value) for value in row[1:7])  # type: ignore[return-value]
+        box: Box = tuple(int(value) for value in row[1:7])  # type: ignore[assignment]
     except ValueError:
         raise InputError(f"{path}: line {line}: coordinates must be integers, got {','.join(row[1:7])!r}") from None
+    check_coordinates(f"{path}: line {line}", box)
+    return box
 
 
 def byte_order_mark_warning(path: Path) -> str | None:
@@ -136,6 +151,7 @@ def read_box_json(path: Path, case_name: str, known_ids: set[str] | None = None,
         if not (isinstance(bbox, list) and len(bbox) == 6 and all(type(v) is int for v in bbox)):
             raise InputError(f"{where}: voxel_bbox must be a list of 6 integers")
         box: Box = tuple(bbox)  # type: ignore[assignment]
+        check_coordinates(where, box)
         _check_seed_rules(where, case_name, box, known_ids, strict, run)
         run.boxes.setdefault(case_name, []).append(box)
     run.boxes.setdefault(case_name, [])

@@ -196,6 +196,23 @@ def write_volume(path: Path, volume_xyz: np.ndarray, dtype=np.uint8) -> None:
     sitk.WriteImage(image, str(path), useCompression=True)
 
 
+def write_stored_nifti(path: Path, stored: np.ndarray, slope: float = 1.0, inter: float = 0.0) -> None:
+    """A NIfTI-1 file (`.nii` or `.nii.gz`) holding exactly `stored`, indexed [x, y, z], in its dtype and byte order,
+    with these scale fields, as a writer that keeps a CT's header does (nibabel's own writers recompute them)."""
+    import gzip
+
+    import nibabel as nib
+
+    header = nib.Nifti1Header(endianness=stored.dtype.byteorder if stored.dtype.byteorder in "<>" else "<")
+    header.set_data_dtype(stored.dtype)
+    header.set_data_shape(stored.shape)
+    header.set_data_offset(352)
+    header["scl_slope"], header["scl_inter"] = slope, inter
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with (gzip.open if path.name.endswith(".gz") else open)(path, "wb") as handle:
+        handle.write(header.binaryblock + b"\0" * 4 + stored.tobytes(order="F"))
+
+
 def _write_csv(path: Path, header: tuple[str, ...], rows: list[tuple]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", newline="") as handle:
