@@ -38,6 +38,8 @@ class NiftiHeader:
     bitpix: int
     vox_offset: int
     pixdim: tuple[float, ...]  # pixdim[1..ndim], as stored (ITK replaces 0, NaN and infinity by 1.0)
+    scl_slope: float  # float32 in the file, as Python floats
+    scl_inter: float
 
     @property
     def data_end(self) -> int:
@@ -67,6 +69,7 @@ def parse_nifti_header(header: bytes, path: Path) -> NiftiHeader:
     datatype, bitpix = struct.unpack(f"{endian}2h", header[70:74])
     pixdim = struct.unpack(f"{endian}8f", header[76:108])
     vox_offset = struct.unpack(f"{endian}f", header[108:112])[0]
+    scl_slope, scl_inter = struct.unpack(f"{endian}2f", header[112:120])
     if not 1 <= dims[0] <= 7:
         raise InputError(f"{path}: invalid NIfTI header (dim[0]={dims[0]}, expected 1 to 7)")
     size = dims[1 : dims[0] + 1]
@@ -80,32 +83,8 @@ def parse_nifti_header(header: bytes, path: Path) -> NiftiHeader:
     if not math.isfinite(vox_offset) or vox_offset < sizeof_hdr:
         raise InputError(f"{path}: invalid NIfTI header (vox_offset={vox_offset}, expected at least {sizeof_hdr})")
     check_image_size(path, tuple(size))
-    return NiftiHeader(endian, tuple(size), datatype, bitpix, int(vox_offset), tuple(pixdim[1 : dims[0] + 1]))
-
-
-def nifti1_header(path: Path) -> bytes:
-    """The first 348 bytes of a `.nii` or `.nii.gz` file (only they are decompressed), checked as `nifti_data_end`
-    checks them; a short or unreadable file is one InputError line."""
-    import gzip
-
-    try:
-        opener = gzip.open if path.name.lower().endswith(".gz") else open
-        with opener(path, "rb") as handle:
-            header = handle.read(NIFTI1_HEADER_SIZE)
-    except (EOFError, OSError, zlib.error) as exc:
-        raise InputError(f"{path}: cannot read the NIfTI header ({getattr(exc, 'strerror', None) or exc})") from None
-    if len(header) < NIFTI1_HEADER_SIZE:
-        raise InputError(f"{path}: truncated NIfTI file ({len(header)} bytes of header)")
-    nifti_data_end(header, path)
-    return header
-
-
-def nifti1_dims_and_scaling(header: bytes) -> tuple[tuple[int, ...], float, float]:
-    """dim[1..dim[0]], scl_slope and scl_inter (float32 in the file, as Python floats) of a checked NIfTI-1 header."""
-    endian = "<" if struct.unpack("<i", header[:4])[0] == NIFTI1_HEADER_SIZE else ">"
-    dims = struct.unpack(f"{endian}8h", header[40:56])
-    slope, inter = struct.unpack(f"{endian}2f", header[112:120])
-    return tuple(dims[1 : dims[0] + 1]), slope, inter
+    return NiftiHeader(endian, tuple(size), datatype, bitpix, int(vox_offset), tuple(pixdim[1 : dims[0] + 1]),
+                       scl_slope, scl_inter)
 
 
 def _inflated_chunks(path: Path):

@@ -10,6 +10,7 @@ import json
 import logging
 import shutil
 import sys
+import tempfile
 import threading
 import time
 
@@ -87,6 +88,7 @@ def test_a_full_disk_keeps_the_study_queued_and_refuses_instances_until_space_re
         return real_write(path, data)
 
     monkeypatch.setattr(worker, "write_json_atomic", write_json)
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)  # the server points it into its work folder
     caplog.set_level(logging.INFO, logger="medchallenge.gateway")
     gateway = Gateway(load_config(tmp_path / "gateway.toml"))
     serving = threading.Thread(target=gateway.serve)

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..imaging import check_nifti_complete, nifti1_dims_and_scaling, nifti1_header, read_image, require_finite
+from ..imaging import check_nifti_complete, nifti_header, read_image, require_finite
 from . import pandas_csv
 
 # §1: label_code -> class name; any other code is NaN in the official code (None here): it fails where a row's
@@ -370,7 +370,8 @@ def read_label_volume(path: Path) -> np.ndarray:
     import SimpleITK as sitk
 
     if VOLUME_SUFFIX.search(path.name.lower()):
-        dims, slope, inter = nifti1_dims_and_scaling(nifti1_header(path))
+        header = nifti_header(path)
+        dims, slope, inter = header.size, header.scl_slope, header.scl_inter
         if len(dims) != 3:
             raise InputError(f"{path}: expected a 3-D label volume, the NIfTI header stores {len(dims)}-D "
                              f"{tuple(dims)} (nibabel gives the official code a {len(dims)}-D array and it fails); "
