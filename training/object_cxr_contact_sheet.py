@@ -1,9 +1,11 @@
 """Contact sheet and realism figures of the object-CXR radiographs: synthetic images with their annotations (red:
 rectangles and ellipses, green: polygons, blue circles: ECG snaps, unannotated) and the model's points (yellow with
-their probability at or above the model's operating threshold, grey below it), the real radiograph RG1_UNCI.dcm of pydicom-data with the model's points, and the grey-level statistics
-of both (histogram after the model's percentile scaling, lung/mediastinum contrast, noise).
+their probability at or above the model's operating threshold, grey below it), the real radiograph RG1_UNCI.dcm of
+pydicom-data with the model's points, and the grey-level statistics of both (histogram after the model's percentile
+scaling, lung/mediastinum contrast, noise); with --errors, the error sheet of a validation cohort at full resolution.
 
-    PYTHONPATH=shared python training/object_cxr_contact_sheet.py --out algorithms/object_cxr/contact_sheet.png
+    PYTHONPATH=shared python training/object_cxr_contact_sheet.py --out algorithms/object_cxr/contact_sheet.png \
+        [--errors VALIDATION_COHORT --errors-out algorithms/object_cxr/error_sheet.png]
 """
 
 from __future__ import annotations

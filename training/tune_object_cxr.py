@@ -1,18 +1,18 @@
 """Choose the object-CXR model's pre- and post-processing on a validation cohort and write them into its metadata.
 
     PYTHONPATH=shared python training/tune_object_cxr.py --model algorithms/object_cxr/model/object_cxr.onnx \
-        --data build/object_cxr_val_full [more cohorts]
+        --data build/object_cxr_val_4100 [more cohorts]
 
 The validation cohorts (`python -m medchallenge.synth object-cxr-images`) have seeds of their own, used neither in
 training nor by the benchmark's held-out set. Each candidate (the downscaling of a larger radiograph to the input:
 area mean or bilinear; the image probability as the mean of the heat map's 1 ... N highest cells; with or without
-averaging the heat map with the mirrored image's) is scored on it by the project's evaluator (`auc`, `froc`); the
+averaging the heat map with the mirrored image's) is scored on them by the project's evaluator (`auc`, `froc`); the
 one with the highest `auc + froc` is kept. The operating threshold (stated in the model card: a point at or above it
 is called a foreign object, and an image is called positive when its strongest point reaches it; the image
 probability, a mean of the highest cells, never exceeds the strongest point) is the strongest-point score with the
-highest sensitivity + specificity (Youden's J) over the cohorts' images with the chosen processing. The model file is rewritten with that `preprocessing` and
-`postprocessing` and a `tuning` entry (the cohort, the operating point, every candidate's scores). Needs onnx, numpy
-and pillow.
+highest sensitivity + specificity (Youden's J) over the cohorts' images with the chosen processing. The model file is
+rewritten with that `preprocessing` and `postprocessing` and a `tuning` entry (the cohorts, the operating point,
+every candidate's scores). Needs onnx, numpy and pillow.
 """
 
 from __future__ import annotations

@@ -66,7 +66,7 @@ class Preprocessing:
     percentiles: tuple[float, float] = (1.0, 99.0)  # mapped to 0 and 1
     # how a larger decoded image is brought down to the input: "area" (the mean of the pixels each input pixel covers,
     # as a detector integrates: a radiograph stored at full size then looks like one acquired at the input size) or
-    # "bilinear" (Pillow's antialiased bilinear filter, smoother: the models before the full-size retraining)
+    # "bilinear" (Pillow's antialiased bilinear filter, smoother: models whose metadata predates the choice)
     downscale: str = "area"
 
     @classmethod
