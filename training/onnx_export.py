@@ -8,8 +8,10 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch only to export: tuning scripts rewrite metadata with onnx alone
+    import torch
 
 
 def export_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path, input_names: list[str],
@@ -17,6 +19,7 @@ def export_onnx(model: torch.nn.Module, example: torch.Tensor, out: Path, input_
                 dynamic_axes: dict[str, dict[int, str]] | None = None, doc_string: str = "") -> None:
     """Write `model` to `out` (opset 17) with each metadata value as JSON; checked with onnx, replaced atomically."""
     import onnx
+    import torch
 
     out.parent.mkdir(parents=True, exist_ok=True)
     model.eval()

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import csv
 import logging
-import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,7 +57,6 @@ EXIF_TO_STORED = {
     8: lambda x, y, w, h: (w - 1 - y, x),
 }
 EXIF_ORIENTATION_TAG = 0x0112
-DRAFT_FRACTION = 0.75
 
 
 @dataclass
@@ -67,11 +65,18 @@ class Preprocessing:
 
     input_size: tuple[int, int] = (512, 512)  # rows, columns
     percentiles: tuple[float, float] = (1.0, 99.0)  # mapped to 0 and 1
+    # how a larger decoded image is brought down to the input: "area" (the mean of the pixels each input pixel covers,
+    # as a detector integrates: a radiograph stored at full size then looks like one acquired at the input size) or
+    # "bilinear" (Pillow's antialiased bilinear filter, smoother: models whose metadata predates the choice)
+    downscale: str = "area"
 
     @classmethod
     def from_dict(cls, values: dict) -> "Preprocessing":
+        downscale = str(values.get("downscale", "bilinear"))
+        if downscale not in ("area", "bilinear"):
+            raise ValueError("downscale is neither 'area' nor 'bilinear'")
         return cls(input_size=tuple(int(v) for v in values["input_size"]),
-                   percentiles=tuple(float(v) for v in values["percentiles"]))
+                   percentiles=tuple(float(v) for v in values["percentiles"]), downscale=downscale)
 
 
 @dataclass
@@ -88,13 +93,18 @@ class Postprocessing:
     flip_average: bool = False
     # the image probability is the mean of the heat map's `image_top_cells` highest cells (1: its maximum)
     image_top_cells: int = 1
+    # the model card's operating point: a point at or above it is called a foreign object, an image whose strongest
+    # point reaches it positive; chosen on the validation cohorts (`training/tune_object_cxr.py`); for users and
+    # PACS, not used by the metrics
+    operating_threshold: float = 0.5
 
     @classmethod
     def from_dict(cls, values: dict) -> "Postprocessing":
         return cls(stride=int(values["stride"]), min_score=float(values["min_score"]),
                    max_points=int(values["max_points"]), border_cells=int(values.get("border_cells", 0)),
                    flip_average=bool(values.get("flip_average", False)),
-                   image_top_cells=int(values.get("image_top_cells", 1)))
+                   image_top_cells=int(values.get("image_top_cells", 1)),
+                   operating_threshold=float(values.get("operating_threshold", 0.5)))
 
 
 @dataclass
@@ -129,11 +139,10 @@ def read_pil(path: Path, target: tuple[int, int]) -> Radiograph:
         stored_w, stored_h = image.size
         upright = (stored_h, stored_w) if orientation in (5, 6, 7, 8) else (stored_w, stored_h)
         if image.format == "JPEG":
-            # DCT scaling by 1/2, 1/4 or 1/8 while staying at least DRAFT_FRACTION of the network's input (the
-            # resize then enlarges by at most 1/DRAFT_FRACTION): a 2,000 px JPEG is decoded at 500 px
+            # DCT scaling by 1/2, 1/4 or 1/8 while staying at least the network's input size (the resize then only
+            # reduces): a 2,000 px JPEG is decoded at 1,000 px, a 3,000 px one at 750 px
             w, h = target if orientation not in (5, 6, 7, 8) else target[::-1]
-            image.draft("L" if image.mode in ("L", "RGB", "YCbCr", "CMYK") else image.mode,
-                        (math.ceil(w * DRAFT_FRACTION), math.ceil(h * DRAFT_FRACTION)))
+            image.draft("L" if image.mode in ("L", "RGB", "YCbCr", "CMYK") else image.mode, (w, h))
         image.load()
         if image.mode in ("I;16", "I;16B", "I;16L", "I", "F"):
             pixels = np.asarray(image, dtype=np.float32)
@@ -229,12 +238,17 @@ def read_radiograph(path: Path, target: tuple[int, int]) -> Radiograph:
 
 
 def network_input(radiograph: Radiograph, pre: Preprocessing) -> np.ndarray:
-    """(1, 1, rows, columns) float32: the radiograph resized to the input size, its percentiles mapped to 0 and 1."""
+    """(1, 1, rows, columns) float32: the radiograph resized to the input size (reduced by `pre.downscale` when it is
+    at least as large in both directions, else bilinear), its percentiles mapped to 0 and 1."""
     from PIL import Image
 
     rows, columns = pre.input_size
-    resized = np.asarray(Image.fromarray(radiograph.pixels, mode="F").resize((columns, rows), Image.BILINEAR,
-                                                                             reducing_gap=2.0), dtype=np.float32)
+    image = Image.fromarray(radiograph.pixels, mode="F")
+    if pre.downscale == "area" and image.width >= columns and image.height >= rows:
+        image = image.resize((columns, rows), Image.BOX)
+    else:
+        image = image.resize((columns, rows), Image.BILINEAR, reducing_gap=2.0)
+    resized = np.asarray(image, dtype=np.float32)
     lo, hi = (float(v) for v in np.percentile(resized, pre.percentiles))
     scaled = (resized - np.float32(lo)) / np.float32(max(hi - lo, 1e-6))
     return np.clip(scaled, -0.5, 1.5, out=scaled)[None, None]
