@@ -95,6 +95,7 @@ def test_a_full_disk_keeps_the_study_queued_and_refuses_instances_until_space_re
     serving.start()
     work = tmp_path / "work"
     try:
+        wait_for(lambda: "listening on" in caplog.text, 60, "the gateway to listen")
         assert set(send_files(studies["tb"], port)) == {0}
         wait_for(lambda: "disk full" in caplog.text, 30, "the disk full")
         assert send_files(studies["mr"][:1], port) == [0xA700]  # out of resources while the disk is full
