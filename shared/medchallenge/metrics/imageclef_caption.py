@@ -78,8 +78,8 @@ def set_f1(ground_truth: Iterable[str], prediction: Iterable[str]) -> float:
 def concept_f1_2022(ground_truth: Sequence[str], prediction: Sequence[str]) -> float:
     """Per-image F1, 2022 (imageclef-caption-2022.md §1.2).
 
-    Comparison is case-insensitive (`str.upper`, Unicode 13); the empty string is a concept like any other, so an empty GT
-    matched by `id|` scores 1. The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one
+    Comparison is case-insensitive (`str.upper`, Unicode 13); the empty string is a concept like any other, so an
+    empty GT matched by `id|` scores 1. The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one
     element), so every image counts.
 
     Args:
@@ -95,8 +95,8 @@ def concept_f1_2022(ground_truth: Sequence[str], prediction: Sequence[str]) -> f
 def concept_f1_2021(ground_truth: str, prediction: str) -> float | None:
     """Per-image F1, 2021 (imageclef-caption-2021.md §1.2, the 2018 organiser code).
 
-    The whole string is upper-cased (Unicode 13); blank (Unicode 13 whitespace) -> no concepts, else split on ';' WITHOUT stripping (`"C1; C2"` holds
-    `" C2"`).
+    The whole string is upper-cased (Unicode 13); blank (Unicode 13 whitespace) -> no concepts, else split on ';'
+    WITHOUT stripping (`"C1; C2"` holds `" C2"`).
 
     Args:
         ground_truth: the raw ground-truth concept field (`''` for a line with the id only).
@@ -279,7 +279,8 @@ def preprocess_caption(text: str, stopwords: frozenset[str],
     imageclef-caption-2021.md §2.2.
 
     `str.lower()` (Unicode 13, as all case mapping here), delete the ASCII punctuation without inserting spaces
-    ("x-ray" -> "xray", "3.5" -> "35"), Treebank word tokens, drop tokens whose lower-case form is a stop word, then `stem` each token when given.
+    ("x-ray" -> "xray", "3.5" -> "35"), Treebank word tokens, drop tokens whose lower-case form is a stop word,
+    then `stem` each token when given.
 
     Args:
         text: a ground-truth or run caption.
@@ -361,8 +362,8 @@ _ROUGE_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 
 
 def rouge_tokenize(text: str) -> list[str]:
-    """rouge-score 0.1.2's default tokeniser without stemmer: lower() (Unicode 13), every run outside [a-z0-9] -> one space,
-    split; so non-ASCII letters (µ, é) and Unicode punctuation vanish or split words."""
+    """rouge-score 0.1.2's default tokeniser without stemmer: lower() (Unicode 13), every run outside [a-z0-9] -> one
+    space, split; so non-ASCII letters (µ, é) and Unicode punctuation vanish or split words."""
     return unicode13.split(_ROUGE_NON_ALPHANUMERIC.sub(" ", unicode13.lower(text)))
 
 
