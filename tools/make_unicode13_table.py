@@ -1,16 +1,17 @@
 """Write shared/medchallenge/data/unicode13.json: where Python 3.9's text behaviour (Unicode 13.0) differs from that of
 newer interpreters, for every operation the ImageCLEFmed Caption evaluators perform (medchallenge/unicode13.py).
 
-    python tools/make_unicode13_table.py --reference ~/.pyenv/versions/3.9.18/bin/python \
-        --runtime ~/.pyenv/versions/3.10.13/bin/python --runtime .venv/bin/python ...
+    python tools/make_unicode13_table.py --reference PYTHON3.9 --runtime PYTHON [--runtime PYTHON ...]
+
+(the shipped table: reference 3.9.18, runtimes 3.10.13, 3.11.7, 3.12.1 and 3.13.0 of pyenv).
 
 Each interpreter runs this file with `--dump` (no imports beyond the standard library; Python 3.7 syntax) and reports,
 for all 0x110000 code points, what it does: `ch.lower()`, `ch.upper()`, the Final_Sigma class that `str.lower()`
-consults around U+03A3 (probed, not read from unicodedata), `ch.isspace()` (`str.split()`, `str.strip()`), and
-whether `re` matches `\\w` and `\\s`; the reference also reports which characters `(?i)` matches for each ASCII
-letter. The table keeps, per runtime Unicode version, Python 3.9's value for each code point where the runtime's
-differs. tests/reference/test_caption_unicode_reference.py regenerates the entry of the running interpreter and
-requires it to equal the shipped one.
+consults around U+03A3 (probed, not read from unicodedata), `ch.isspace()` (`str.split()`, `str.strip()`), whether
+`re` matches `\\w` and `\\s`, which characters `(?i)` matches for each ASCII letter, and which code points are
+unassigned. The table keeps Python 3.9's `(?i)` classes and, per runtime Unicode version, Python 3.9's value for each
+code point where the runtime's differs. tests/reference/test_caption_unicode_reference.py regenerates the entry of
+the running interpreter and requires it to equal the shipped one.
 """
 
 import argparse
@@ -52,6 +53,7 @@ def dump():
     facts["space"] = [cp for cp, ch in enumerate(everything) if ch.isspace()]
     facts["word"] = [match.start() for match in re.finditer(r"\w", everything)]
     facts["re_space"] = [match.start() for match in re.finditer(r"\s", everything)]
+    facts["unassigned"] = [cp for cp, ch in enumerate(everything) if unicodedata.category(ch) == "Cn"]
     facts["ignorecase"] = {letter: "".join(re.findall("(?i)" + letter, everything))
                            for letter in "abcdefghijklmnopqrstuvwxyz"}
     return facts

@@ -236,7 +236,7 @@ def load_stopwords() -> frozenset[str]:
     if digest != STOPWORDS_SHA256:
         raise RuntimeError(f"medchallenge/data/{STOPWORDS_FILE}: sha256 {digest} is not the expected "
                            f"{STOPWORDS_SHA256}; reinstall the medchallenge package")
-    words = frozenset(data.decode("utf-8").split())
+    words = frozenset(unicode13.split(data.decode("utf-8")))
     if len(words) != 179:
         raise RuntimeError(f"medchallenge/data/{STOPWORDS_FILE}: expected 179 words, found {len(words)}")
     return words
