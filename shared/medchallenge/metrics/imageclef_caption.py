@@ -175,6 +175,7 @@ _CONTRACTIONS2 = [("can", "not"), ("gim", "me"), ("gon", "na"), ("got", "ta"), (
 
 
 def _contractions_pattern() -> re.Pattern:
+    """NLTK 3.7's CONTRACTIONS2 (without its ASCII-apostrophe rules) as one pattern, in Python 3.9's classes."""
     word_before, word_after = f"(?<!{unicode13.WORD})", f"(?!{unicode13.WORD})"
     branches = [f"{word_before}({unicode13.ignorecase(first)})({unicode13.ignorecase(second)})"
                 + (f"(?={unicode13.SPACE})" if first == "wan" else word_after) for first, second in _CONTRACTIONS2]
