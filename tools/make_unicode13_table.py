@@ -105,6 +105,8 @@ def runtime_entry(reference, runtime):
         "space": _class_diff(reference["space"], runtime["space"]),
         "word": _class_diff(reference["word"], runtime["word"]),
         "re_space": _class_diff(reference["re_space"], runtime["re_space"]),
+        "ignorecase": {letter: chars for letter, chars in reference["ignorecase"].items()
+                       if runtime["ignorecase"][letter] != chars},
     }
 
 

@@ -5,12 +5,13 @@ change case mapping, about 300 change how `str.lower()` reads the context of a c
 characters for `re` (U+A7C0 and U+A7C1 are one concept after `upper()` in 3.11, two in 3.9; a Unicode 14 letter
 after "cannot" stops NLTK's split). Every Unicode-dependent step of the caption scoring goes through this module:
 `lower`, `upper`, `split` and `strip` (whitespace), and the regular-expression pieces `WORD`, `SPACE` and
-`ignorecase` (explicit classes instead of `\\w`, `\\s` and `(?i)`).
+`ignorecase` (explicit classes instead of `\\w`, `\\s` and `(?i)`), with `builtin_regex_exact` telling where a pattern
+in the running interpreter's classes matches as Python 3.9's would.
 
 The data, medchallenge/data/unicode13.json (tools/make_unicode13_table.py, run with Python 3.9.18 and each runtime),
 holds Python 3.9's behaviour only where an interpreter of a given Unicode version differs, keyed by that version;
 the running interpreter's own behaviour is used everywhere else, so strings without an affected character take the
-built-in (fast) path. tests/reference regenerates the running interpreter's entry and fuzzes the whole caption
+built-in (fast) path: ASCII text at once (`str.isascii()` is O(1)), other text after one search for them. tests/reference regenerates the running interpreter's entry and fuzzes the whole caption
 pipeline against Python 3.9 over every code point.
 """
 
@@ -80,12 +81,23 @@ _LOWER_CHANGED = _finder(map(ord, _LOWER))
 _UPPER_CHANGED = _finder(map(ord, _UPPER))
 _SIGMA_CHANGED = _finder(map(ord, _SIGMA_CLASS))
 _SPACE_CHANGED = _finder(map(ord, _SPACE))
+_REGEX_CHANGED = _finder([*_code_points(_ENTRY["word"]["true"]), *_code_points(_ENTRY["word"]["false"]),
+                          *_code_points(_ENTRY["re_space"]["true"]), *_code_points(_ENTRY["re_space"]["false"])])
+_IGNORECASE_AS_PYTHON39 = not _ENTRY["ignorecase"]
 
 WORD = _corrected(r"\w", _ENTRY["word"])
 """One character that Python 3.9's `re` matches with `\\w` (a regex fragment)."""
 SPACE = _corrected(r"\s", _ENTRY["re_space"])
 """One character that Python 3.9's `re` matches with `\\s` (a regex fragment)."""
 _WHITESPACE_RUN = re.compile(_corrected(r"\s", _ENTRY["space"]) + "+")  # `str.isspace()`, not re's \s
+
+
+def builtin_regex_exact(text: str) -> bool:
+    """Whether a pattern in the running interpreter's `\\w`, `\\W`, `\\b`, `\\s` and `(?i)` (ASCII letters) matches
+    `text` exactly as Python 3.9 would: the text is ASCII, or none of its characters is classed differently and `(?i)`
+    treats the ASCII letters as Python 3.9 did."""
+    return text.isascii() or (_IGNORECASE_AS_PYTHON39 and (_REGEX_CHANGED is None
+                                                           or _REGEX_CHANGED.search(text) is None))
 
 
 def ignorecase(literal: str) -> str:
@@ -98,6 +110,8 @@ def ignorecase(literal: str) -> str:
 def lower(text: str) -> str:
     """`text.lower()` as in Python 3.9: full case mapping, U+03A3 final or not by Unicode 13's cased and
     case-ignorable characters."""
+    if text.isascii():
+        return text.lower()
     if (_LOWER_CHANGED is None or _LOWER_CHANGED.search(text) is None) and (
             _SIGMA_CHANGED is None or CAPITAL_SIGMA not in text or _SIGMA_CHANGED.search(text) is None):
         return text.lower()
@@ -133,21 +147,21 @@ def _final_sigma(text: str, i: int) -> str:
 
 def upper(text: str) -> str:
     """`text.upper()` as in Python 3.9 (full case mapping, no context)."""
-    if _UPPER_CHANGED is None or _UPPER_CHANGED.search(text) is None:
+    if text.isascii() or _UPPER_CHANGED is None or _UPPER_CHANGED.search(text) is None:
         return text.upper()
     return "".join(_UPPER.get(ch) or ch.upper() for ch in text)
 
 
 def split(text: str) -> list[str]:
     """`text.split()` (no separator) with Python 3.9's whitespace."""
-    if _SPACE_CHANGED is None or _SPACE_CHANGED.search(text) is None:
+    if text.isascii() or _SPACE_CHANGED is None or _SPACE_CHANGED.search(text) is None:
         return text.split()
     return [part for part in _WHITESPACE_RUN.split(text) if part]
 
 
 def strip(text: str) -> str:
     """`text.strip()` (no argument) with Python 3.9's whitespace."""
-    if _SPACE_CHANGED is None or _SPACE_CHANGED.search(text) is None:
+    if text.isascii() or _SPACE_CHANGED is None or _SPACE_CHANGED.search(text) is None:
         return text.strip()
     start, end = 0, len(text)
     while start < end and _is_space(text[start]):

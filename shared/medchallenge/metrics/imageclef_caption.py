@@ -165,24 +165,31 @@ ASCII_PUNCTUATION_DELETION = str.maketrans("", "", string.punctuation)
 # English model; then NLTKWordTokenizer (Treebank rules, Python `re`). Every rule that needs an ASCII character
 # ( " ' ` . , : ; ? ! ( ) [ ] { } < > - * @ # $ % & ) cannot fire; what is left: pad « “ ‘ „ (STARTING_QUOTES) and
 # » ” ’ (ENDING_QUOTES) with spaces, split six contractions (CONTRACTIONS2), `str.split()`.
-# CONTRACTIONS2 is (?i)\b(can)(not)\b|...|(?i)\b(wan)(na)(?=\s), here spelled with Python 3.9's classes (unicode13):
-# (?i) letters as explicit classes, and since every character those classes match is a word character, the \b
-# before the first letter is "no word character before" and the \b after the last "no word character after".
+# CONTRACTIONS2 is (?i)\b(can)(not)\b|...|(?i)\b(wan)(na)(?=\s). Where unicode13.builtin_regex_exact (ASCII text,
+# nearly always) it runs as written; elsewhere spelled with Python 3.9's classes: (?i) letters as explicit classes,
+# and since every character those classes match is a word character, the \b before the first letter is "no word
+# character before" (checked after the first letter, so that the search can skip to candidate letters) and the \b
+# after the last "no word character after".
 # NOT as NLTK >= 3.10 (see tests/reference, which fuzzes this against NLTK 3.7): 3.10 also pads the dashes
 # U+2012-U+2015 ("malformation—see" is one token in 3.7, three in 3.10, and "wanna—" does not split in 3.7).
 _TREEBANK_PADDED = re.compile("[«“‘„»”’]")
 _CONTRACTIONS2 = [("can", "not"), ("gim", "me"), ("gon", "na"), ("got", "ta"), ("lem", "me"), ("wan", "na")]
 
 
-def _contractions_pattern() -> re.Pattern:
-    """NLTK 3.7's CONTRACTIONS2 (without its ASCII-apostrophe rules) as one pattern, in Python 3.9's classes."""
-    word_before, word_after = f"(?<!{unicode13.WORD})", f"(?!{unicode13.WORD})"
-    branches = [f"{word_before}({unicode13.ignorecase(first)})({unicode13.ignorecase(second)})"
-                + (f"(?={unicode13.SPACE})" if first == "wan" else word_after) for first, second in _CONTRACTIONS2]
-    return re.compile("|".join(branches))
+def _contractions_patterns() -> tuple[re.Pattern, re.Pattern]:
+    """NLTK 3.7's CONTRACTIONS2 (without its ASCII-apostrophe rules) as one pattern: as written (the running re's
+    classes) and in Python 3.9's classes."""
+    as_written = re.compile("(?i)" + "|".join(
+        rf"\b({first})({second})" + (r"(?=\s)" if first == "wan" else r"\b") for first, second in _CONTRACTIONS2))
+    no_word_before, no_word_after = f"(?<!{unicode13.WORD}(?s:.))", f"(?!{unicode13.WORD})"
+    python39 = re.compile("|".join(
+        f"({unicode13.ignorecase(first[0])}{no_word_before}{unicode13.ignorecase(first[1:])})"
+        f"({unicode13.ignorecase(second)})" + (f"(?={unicode13.SPACE})" if first == "wan" else no_word_after)
+        for first, second in _CONTRACTIONS2))
+    return as_written, python39
 
 
-_TREEBANK_CONTRACTIONS = _contractions_pattern()
+_TREEBANK_CONTRACTIONS, _TREEBANK_CONTRACTIONS_PYTHON39 = _contractions_patterns()
 
 
 def _split_contraction(match: re.Match) -> str:
@@ -217,7 +224,8 @@ _ASCII_PUNCTUATION = re.compile("[" + re.escape(string.punctuation) + "]")
 
 def _treebank_tokens(text: str) -> list[str]:
     text = _TREEBANK_PADDED.sub(r" \g<0> ", text)
-    text = _TREEBANK_CONTRACTIONS.sub(_split_contraction, " " + text + " ")
+    contractions = _TREEBANK_CONTRACTIONS if unicode13.builtin_regex_exact(text) else _TREEBANK_CONTRACTIONS_PYTHON39
+    text = contractions.sub(_split_contraction, " " + text + " ")
     return unicode13.split(text)
 
 
