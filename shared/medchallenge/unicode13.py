@@ -17,6 +17,7 @@ pipeline against Python 3.9 over every code point.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import unicodedata
@@ -60,9 +61,15 @@ def _char_class(points) -> str:
 
 
 def _finder(points) -> re.Pattern | None:
-    """A search for any of these code points; None when there are none."""
+    """A search for any of these code points (capturing, to split around them); None when there are none."""
     pattern = _char_class(points)
-    return re.compile(pattern) if pattern else None
+    return re.compile(f"({pattern})") if pattern else None
+
+
+def _mapped(text: str, changed: re.Pattern, table: dict[str, str], builtin) -> str:
+    """`builtin` (a context-free per-character mapping) on the text between changed characters, `table` on those."""
+    return "".join(table[part] if odd else builtin(part) for odd, part in
+                   zip(itertools.cycle((False, True)), changed.split(text)))
 
 
 def _corrected(builtin: str, diff: dict[str, list[str]]) -> str:
@@ -112,9 +119,11 @@ def lower(text: str) -> str:
     case-ignorable characters."""
     if text.isascii():
         return text.lower()
-    if (_LOWER_CHANGED is None or _LOWER_CHANGED.search(text) is None) and (
-            _SIGMA_CHANGED is None or CAPITAL_SIGMA not in text or _SIGMA_CHANGED.search(text) is None):
+    sigma_as_builtin = CAPITAL_SIGMA not in text or _SIGMA_CHANGED is None or _SIGMA_CHANGED.search(text) is None
+    if sigma_as_builtin and (_LOWER_CHANGED is None or _LOWER_CHANGED.search(text) is None):
         return text.lower()
+    if CAPITAL_SIGMA not in text:  # lower() is per character then
+        return _mapped(text, _LOWER_CHANGED, _LOWER, str.lower)
     return "".join(_final_sigma(text, i) if ch == CAPITAL_SIGMA else _LOWER.get(ch) or ch.lower()
                    for i, ch in enumerate(text))
 
@@ -149,7 +158,7 @@ def upper(text: str) -> str:
     """`text.upper()` as in Python 3.9 (full case mapping, no context)."""
     if text.isascii() or _UPPER_CHANGED is None or _UPPER_CHANGED.search(text) is None:
         return text.upper()
-    return "".join(_UPPER.get(ch) or ch.upper() for ch in text)
+    return _mapped(text, _UPPER_CHANGED, _UPPER, str.upper)
 
 
 def split(text: str) -> list[str]:
