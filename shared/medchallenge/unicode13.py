@@ -11,8 +11,9 @@ in the running interpreter's classes matches as Python 3.9's would.
 The data, medchallenge/data/unicode13.json (tools/make_unicode13_table.py, run with Python 3.9.18 and each runtime),
 holds Python 3.9's behaviour only where an interpreter of a given Unicode version differs, keyed by that version;
 the running interpreter's own behaviour is used everywhere else, so strings without an affected character take the
-built-in (fast) path: ASCII text at once (`str.isascii()` is O(1)), other text after one search for them. tests/reference regenerates the running interpreter's entry and fuzzes the whole caption
-pipeline against Python 3.9 over every code point.
+built-in (fast) path: ASCII text at once (`str.isascii()` is O(1)), other text after one search for them.
+tests/reference compares every code point with Python 3.9.18, regenerates the running interpreter's entry, and
+fuzzes the whole caption pipeline against Python 3.9.
 """
 
 from __future__ import annotations
