@@ -61,16 +61,24 @@ def _char_class(points) -> str:
     return f"[{body}]" if body else ""
 
 
-def _finder(points) -> re.Pattern | None:
-    """A search for any of these code points (capturing, to split around them); None when there are none."""
-    pattern = _char_class(points)
-    return re.compile(f"({pattern})") if pattern else None
+class _Changed:
+    """The characters where the running interpreter differs from Python 3.9 for one operation."""
 
+    def __init__(self, points) -> None:
+        points = sorted(set(points))
+        self.first = chr(points[0]) if points else None
+        self.pattern = re.compile(f"({_char_class(points)})") if points else None  # capturing: split keeps them
 
-def _mapped(text: str, changed: re.Pattern, table: dict[str, str], builtin) -> str:
-    """`builtin` (a context-free per-character mapping) on the text between changed characters, `table` on those."""
-    return "".join(table[part] if odd else builtin(part) for odd, part in
-                   zip(itertools.cycle((False, True)), changed.split(text)))
+    def found(self, text: str) -> bool:
+        """Whether `text` holds one of them (a scan for the text's largest character first: cheap, and enough for
+        most text, e.g. Latin with accents)."""
+        return self.first is not None and text != "" and max(text) >= self.first \
+            and self.pattern.search(text) is not None
+
+    def mapped(self, text: str, table: dict[str, str], builtin) -> str:
+        """`builtin` (a context-free per-character mapping) on the text between these characters, `table` on them."""
+        return "".join(table[part] if odd else builtin(part) for odd, part in
+                       zip(itertools.cycle((False, True)), self.pattern.split(text)))
 
 
 def _corrected(builtin: str, diff: dict[str, list[str]]) -> str:
@@ -85,11 +93,11 @@ _LOWER = {chr(int(cp, 16)): value for cp, value in _ENTRY["lower"].items()}
 _UPPER = {chr(int(cp, 16)): value for cp, value in _ENTRY["upper"].items()}
 _SIGMA_CLASS = {chr(cp): kind for kind, ranges in _ENTRY["sigma"].items() for cp in _code_points(ranges)}
 _SPACE = {chr(cp): value == "true" for value, ranges in _ENTRY["space"].items() for cp in _code_points(ranges)}
-_LOWER_CHANGED = _finder(map(ord, _LOWER))
-_UPPER_CHANGED = _finder(map(ord, _UPPER))
-_SIGMA_CHANGED = _finder(map(ord, _SIGMA_CLASS))
-_SPACE_CHANGED = _finder(map(ord, _SPACE))
-_REGEX_CHANGED = _finder([*_code_points(_ENTRY["word"]["true"]), *_code_points(_ENTRY["word"]["false"]),
+_LOWER_CHANGED = _Changed(map(ord, _LOWER))
+_UPPER_CHANGED = _Changed(map(ord, _UPPER))
+_SIGMA_CHANGED = _Changed(map(ord, _SIGMA_CLASS))
+_SPACE_CHANGED = _Changed(map(ord, _SPACE))
+_REGEX_CHANGED = _Changed([*_code_points(_ENTRY["word"]["true"]), *_code_points(_ENTRY["word"]["false"]),
                           *_code_points(_ENTRY["re_space"]["true"]), *_code_points(_ENTRY["re_space"]["false"])])
 _IGNORECASE_AS_PYTHON39 = not _ENTRY["ignorecase"]
 
@@ -104,8 +112,7 @@ def builtin_regex_exact(text: str) -> bool:
     """Whether a pattern in the running interpreter's `\\w`, `\\W`, `\\b`, `\\s` and `(?i)` (ASCII letters) matches
     `text` exactly as Python 3.9 would: the text is ASCII, or none of its characters is classed differently and `(?i)`
     treats the ASCII letters as Python 3.9 did."""
-    return text.isascii() or (_IGNORECASE_AS_PYTHON39 and (_REGEX_CHANGED is None
-                                                           or _REGEX_CHANGED.search(text) is None))
+    return text.isascii() or (_IGNORECASE_AS_PYTHON39 and not _REGEX_CHANGED.found(text))
 
 
 def ignorecase(literal: str) -> str:
@@ -120,11 +127,11 @@ def lower(text: str) -> str:
     case-ignorable characters."""
     if text.isascii():
         return text.lower()
-    sigma_as_builtin = CAPITAL_SIGMA not in text or _SIGMA_CHANGED is None or _SIGMA_CHANGED.search(text) is None
-    if sigma_as_builtin and (_LOWER_CHANGED is None or _LOWER_CHANGED.search(text) is None):
+    sigma_as_builtin = CAPITAL_SIGMA not in text or not _SIGMA_CHANGED.found(text)
+    if sigma_as_builtin and not _LOWER_CHANGED.found(text):
         return text.lower()
     if CAPITAL_SIGMA not in text:  # lower() is per character then
-        return _mapped(text, _LOWER_CHANGED, _LOWER, str.lower)
+        return _LOWER_CHANGED.mapped(text, _LOWER, str.lower)
     return "".join(_final_sigma(text, i) if ch == CAPITAL_SIGMA else _LOWER.get(ch) or ch.lower()
                    for i, ch in enumerate(text))
 
@@ -157,21 +164,21 @@ def _final_sigma(text: str, i: int) -> str:
 
 def upper(text: str) -> str:
     """`text.upper()` as in Python 3.9 (full case mapping, no context)."""
-    if text.isascii() or _UPPER_CHANGED is None or _UPPER_CHANGED.search(text) is None:
+    if text.isascii() or not _UPPER_CHANGED.found(text):
         return text.upper()
-    return _mapped(text, _UPPER_CHANGED, _UPPER, str.upper)
+    return _UPPER_CHANGED.mapped(text, _UPPER, str.upper)
 
 
 def split(text: str) -> list[str]:
     """`text.split()` (no separator) with Python 3.9's whitespace."""
-    if text.isascii() or _SPACE_CHANGED is None or _SPACE_CHANGED.search(text) is None:
+    if text.isascii() or not _SPACE_CHANGED.found(text):
         return text.split()
     return [part for part in _WHITESPACE_RUN.split(text) if part]
 
 
 def strip(text: str) -> str:
     """`text.strip()` (no argument) with Python 3.9's whitespace."""
-    if text.isascii() or _SPACE_CHANGED is None or _SPACE_CHANGED.search(text) is None:
+    if text.isascii() or not _SPACE_CHANGED.found(text):
         return text.strip()
     start, end = 0, len(text)
     while start < end and _is_space(text[start]):
