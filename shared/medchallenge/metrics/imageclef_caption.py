@@ -299,8 +299,9 @@ def preprocess_caption(text: str, stopwords: frozenset[str],
     Returns:
         The tokens that BLEU and ROUGE-1 compare.
     """
-    tokens = _treebank_tokens(unicode13.lower(text).translate(ASCII_PUNCTUATION_DELETION))
-    tokens = [token for token in tokens if unicode13.lower(token) not in stopwords]
+    cleaned = unicode13.lower(text).translate(ASCII_PUNCTUATION_DELETION)
+    lower = str.lower if cleaned.isascii() else unicode13.lower  # ASCII case mapping is the same in every version
+    tokens = [token for token in _treebank_tokens(cleaned) if lower(token) not in stopwords]
     if stem is not None:
         tokens = [stem(token) for token in tokens]
     return tokens
