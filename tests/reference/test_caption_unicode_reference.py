@@ -27,7 +27,7 @@ ALL_CODE_POINTS = 0x110000
 SAMPLE_STRIDE = 16  # the range-wide sample of the pipeline test: one code point in 16, at a seeded offset
 GROUP = 16  # code points per caption or concept list
 WHOLE_RANGE_GROUP = 1024  # code points per concept list when the whole range goes through the 2022 concept F1
-PROPERTIES = 8  # lower, sigma class, upper, split/strip whitespace, \w, \s, (?i): compared per code point
+PROPERTIES = 8  # lower, sigma class, upper, split whitespace, strip whitespace, \w, \s, (?i): per code point
 
 
 def _table_tool():
