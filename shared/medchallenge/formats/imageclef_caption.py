@@ -7,6 +7,8 @@ naming the file, the line and the rule.
 Spec: docs/metrics/imageclef-caption-2022.md and docs/metrics/imageclef-caption-2021.md (files and run validation:
 sections 1.1 and 2.1 of both); every section reference below names its document.
 
+Whitespace (`strip`, `split`) and case mapping are Python 3.9's (Unicode 13.0), through medchallenge.unicode13.
+
 Value representations (what the metric functions take):
 * 2022 concepts: a tuple of stripped concept strings; `()` for a run line `id`, `('',)` for `id|` or an empty GT.
 * 2021 concepts: the raw concept field, `''` for a line with the id only.
@@ -20,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from .. import unicode13
 from ..errors import InputError
 
 # File names inside the ground-truth folder and the run (input) folder.
@@ -87,7 +90,7 @@ def read_concepts_ground_truth(path: Path, edition: str) -> dict[str, tuple[str,
         for row in rows[1:]:
             if len(row.fields) < 2:
                 raise InputError(f"{row.where}: ground-truth row needs 'ID<TAB>concepts' (header line is line 1)")
-            ground_truth[row.fields[0]] = tuple(c.strip() for c in row.fields[1].split(";"))
+            ground_truth[row.fields[0]] = tuple(unicode13.strip(c) for c in row.fields[1].split(";"))
     else:
         for row in rows:
             if not 1 <= len(row.fields) <= 2:
@@ -113,7 +116,7 @@ def read_captions_ground_truth(path: Path, edition: str) -> dict[str, str]:
 def read_concept_subset(path: Path) -> frozenset[str]:
     """The concept list of the secondary F1: CUIs separated by whitespace or newlines, upper-cased."""
     try:
-        concepts = frozenset(word.upper() for word in path.read_text(encoding="utf-8").split())
+        concepts = frozenset(unicode13.upper(word) for word in unicode13.split(path.read_text(encoding="utf-8")))
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read ({exc})") from None
     if not concepts:
@@ -170,7 +173,7 @@ def validate_concept_run_2022(rows: Iterable[Row], ground_truth_ids: dict, end: 
                              f"found {len(fields)}")
         image_id = fields[0]
         _check_image_id(row, image_id, ground_truth_ids, seen)
-        concepts = tuple(c.strip() for c in fields[1].split(";")) if len(fields) == 2 else ()
+        concepts = tuple(unicode13.strip(c) for c in fields[1].split(";")) if len(fields) == 2 else ()
         if len(concepts) > limit:
             raise InputError(f"{row.where}: {len(concepts)} concepts for image {image_id!r}; at most {limit}")
         _check_unique_concepts(row, image_id, concepts)

@@ -8,6 +8,10 @@ the official scorers use are re-implemented for the inputs they can receive (tex
 fuzzed against the versions the official code ran (NLTK 3.7, rouge-score 0.1.2, scikit-learn 1.0.2) by
 tests/reference. The one exception is the 2021 Snowball stemmer, which `snowball_stemmer()` imports from the
 installed NLTK on first use (it needs no NLTK data).
+
+Every Unicode-dependent text operation (case mapping, whitespace, the word and space classes of regular expressions,
+`(?i)`) goes through medchallenge.unicode13, so that it behaves as on the official Python 3.9 (Unicode 13.0), not as
+on the running interpreter.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
+
+from .. import unicode13
 
 EDITIONS = ("2021", "2022")
 
@@ -72,8 +78,8 @@ def set_f1(ground_truth: Iterable[str], prediction: Iterable[str]) -> float:
 def concept_f1_2022(ground_truth: Sequence[str], prediction: Sequence[str]) -> float:
     """Per-image F1, 2022 (imageclef-caption-2022.md §1.2).
 
-    Comparison is case-insensitive (`str.upper`); the empty string is a concept like any other, so an empty GT
-    matched by `id|` scores 1. The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one
+    Comparison is case-insensitive (`str.upper`, Unicode 13); the empty string is a concept like any other, so an
+    empty GT matched by `id|` scores 1. The 2022 code's "empty GT" branch is unreachable (a GT tuple always has one
     element), so every image counts.
 
     Args:
@@ -83,14 +89,14 @@ def concept_f1_2022(ground_truth: Sequence[str], prediction: Sequence[str]) -> f
     Returns:
         The image's F1 (`binary_f1` over the upper-cased concept sets).
     """
-    return set_f1((c.upper() for c in ground_truth), (c.upper() for c in prediction))
+    return set_f1((unicode13.upper(c) for c in ground_truth), (unicode13.upper(c) for c in prediction))
 
 
 def concept_f1_2021(ground_truth: str, prediction: str) -> float | None:
     """Per-image F1, 2021 (imageclef-caption-2021.md §1.2, the 2018 organiser code).
 
-    The whole string is upper-cased; blank -> no concepts, else split on ';' WITHOUT stripping (`"C1; C2"` holds
-    `" C2"`).
+    The whole string is upper-cased (Unicode 13); blank (Unicode 13 whitespace) -> no concepts, else split on ';'
+    WITHOUT stripping (`"C1; C2"` holds `" C2"`).
 
     Args:
         ground_truth: the raw ground-truth concept field (`''` for a line with the id only).
@@ -99,11 +105,11 @@ def concept_f1_2021(ground_truth: str, prediction: str) -> float | None:
     Returns:
         The image's F1, or None for an empty (blank) ground truth: that image is excluded from the mean.
     """
-    truth = ground_truth.upper()
-    predicted = prediction.upper()
-    if truth.strip() == "":
+    truth = unicode13.upper(ground_truth)
+    predicted = unicode13.upper(prediction)
+    if unicode13.strip(truth) == "":
         return None
-    predicted_concepts = [] if predicted.strip() == "" else predicted.split(";")
+    predicted_concepts = [] if unicode13.strip(predicted) == "" else predicted.split(";")
     return set_f1(truth.split(";"), predicted_concepts)
 
 
@@ -119,10 +125,10 @@ def secondary_concept_f1(ground_truth: Sequence[str], prediction: Sequence[str],
     Returns:
         The F1 of the restricted sets, or None when the restricted ground truth is empty (the image is skipped).
     """
-    truth = {c.upper() for c in ground_truth} & concept_subset
+    truth = {unicode13.upper(c) for c in ground_truth} & concept_subset
     if not truth:
         return None
-    return set_f1(truth, {c.upper() for c in prediction} & concept_subset)
+    return set_f1(truth, {unicode13.upper(c) for c in prediction} & concept_subset)
 
 
 def mean_over_counted(scores: Iterable[float | None], denominator: int) -> float | None:
@@ -159,12 +165,31 @@ ASCII_PUNCTUATION_DELETION = str.maketrans("", "", string.punctuation)
 # English model; then NLTKWordTokenizer (Treebank rules, Python `re`). Every rule that needs an ASCII character
 # ( " ' ` . , : ; ? ! ( ) [ ] { } < > - * @ # $ % & ) cannot fire; what is left: pad « “ ‘ „ (STARTING_QUOTES) and
 # » ” ’ (ENDING_QUOTES) with spaces, split six contractions (CONTRACTIONS2), `str.split()`.
+# CONTRACTIONS2 is (?i)\b(can)(not)\b|...|(?i)\b(wan)(na)(?=\s). Where unicode13.builtin_regex_exact (ASCII text,
+# nearly always) it runs as written; elsewhere spelled with Python 3.9's classes: (?i) letters as explicit classes,
+# and since every character those classes match is a word character, the \b before the first letter is "no word
+# character before" (checked after the first letter, so that the search can skip to candidate letters) and the \b
+# after the last "no word character after".
 # NOT as NLTK >= 3.10 (see tests/reference, which fuzzes this against NLTK 3.7): 3.10 also pads the dashes
 # U+2012-U+2015 ("malformation—see" is one token in 3.7, three in 3.10, and "wanna—" does not split in 3.7).
 _TREEBANK_PADDED = re.compile("[«“‘„»”’]")
-_TREEBANK_CONTRACTIONS = re.compile(
-    r"(?i)\b(can)(not)\b|\b(gim)(me)\b|\b(gon)(na)\b|\b(got)(ta)\b|\b(lem)(me)\b|\b(wan)(na)(?=\s)"
-)
+_CONTRACTIONS2 = [("can", "not"), ("gim", "me"), ("gon", "na"), ("got", "ta"), ("lem", "me"), ("wan", "na")]
+
+
+def _contractions_patterns() -> tuple[re.Pattern, re.Pattern]:
+    """NLTK 3.7's CONTRACTIONS2 (without its ASCII-apostrophe rules) as one pattern: as written (the running re's
+    classes) and in Python 3.9's classes."""
+    as_written = re.compile("(?i)" + "|".join(
+        rf"\b({first})({second})" + (r"(?=\s)" if first == "wan" else r"\b") for first, second in _CONTRACTIONS2))
+    no_word_before, no_word_after = f"(?<!{unicode13.WORD}(?s:.))", f"(?!{unicode13.WORD})"
+    python39 = re.compile("|".join(
+        f"({unicode13.ignorecase(first[0])}{no_word_before}{unicode13.ignorecase(first[1:])})"
+        f"({unicode13.ignorecase(second)})" + (f"(?={unicode13.SPACE})" if first == "wan" else no_word_after)
+        for first, second in _CONTRACTIONS2))
+    return as_written, python39
+
+
+_TREEBANK_CONTRACTIONS, _TREEBANK_CONTRACTIONS_PYTHON39 = _contractions_patterns()
 
 
 def _split_contraction(match: re.Match) -> str:
@@ -178,7 +203,7 @@ def treebank_tokenize(text: str) -> list[str]:
 
     "cannot" -> "can not", gimme/gonna/gotta/lemme -> two tokens, "wanna" before whitespace or at the end -> two
     tokens, the Unicode quotes « “ ‘ „ » ” ’ become tokens of their own (dashes do not: NLTK 3.7); whitespace splits
-    as `str.split()`.
+    as Python 3.9's `str.split()`.
 
     Args:
         text: text from which the 32 ASCII punctuation characters were deleted.
@@ -199,8 +224,9 @@ _ASCII_PUNCTUATION = re.compile("[" + re.escape(string.punctuation) + "]")
 
 def _treebank_tokens(text: str) -> list[str]:
     text = _TREEBANK_PADDED.sub(r" \g<0> ", text)
-    text = _TREEBANK_CONTRACTIONS.sub(_split_contraction, " " + text + " ")
-    return text.split()
+    contractions = _TREEBANK_CONTRACTIONS if unicode13.builtin_regex_exact(text) else _TREEBANK_CONTRACTIONS_PYTHON39
+    text = contractions.sub(_split_contraction, " " + text + " ")
+    return unicode13.split(text)
 
 
 @functools.cache
@@ -219,7 +245,7 @@ def load_stopwords() -> frozenset[str]:
     if digest != STOPWORDS_SHA256:
         raise RuntimeError(f"medchallenge/data/{STOPWORDS_FILE}: sha256 {digest} is not the expected "
                            f"{STOPWORDS_SHA256}; reinstall the medchallenge package")
-    words = frozenset(data.decode("utf-8").split())
+    words = frozenset(unicode13.split(data.decode("utf-8")))
     if len(words) != 179:
         raise RuntimeError(f"medchallenge/data/{STOPWORDS_FILE}: expected 179 words, found {len(words)}")
     return words
@@ -227,7 +253,8 @@ def load_stopwords() -> frozenset[str]:
 
 def snowball_stemmer() -> Callable[[str], str]:
     """NLTK's English Snowball (Porter2) stemmer, `SnowballStemmer("english").stem`, memoised
-    (imageclef-caption-2021.md §2.2 step 5).
+    (imageclef-caption-2021.md §2.2 step 5). Its one Unicode-dependent step, the `word.lower()` it starts with, is
+    Python 3.9's (`_Unicode13Word`).
 
     Constructed with ignore_stopwords=False, so it reads no NLTK data. Importing NLTK costs about a second, which
     is why only the 2021 edition pays it. The pinned NLTK 3.10.4 stems every word as 3.7 did: their EnglishStemmer
@@ -236,9 +263,16 @@ def snowball_stemmer() -> Callable[[str], str]:
     return _snowball_stem
 
 
+class _Unicode13Word(str):
+    """A word whose `lower()` is Python 3.9's: the stemmer lower-cases its argument, then works on the result."""
+
+    def lower(self) -> str:
+        return unicode13.lower(str(self))
+
+
 @functools.lru_cache(maxsize=None)
 def _snowball_stem(word: str) -> str:
-    return _nltk_snowball().stem(word)
+    return _nltk_snowball().stem(_Unicode13Word(word))
 
 
 @functools.cache
@@ -253,8 +287,9 @@ def preprocess_caption(text: str, stopwords: frozenset[str],
     """The official caption pre-processing, steps 1-5 of imageclef-caption-2022.md §2.2 and
     imageclef-caption-2021.md §2.2.
 
-    `str.lower()`, delete the ASCII punctuation without inserting spaces ("x-ray" -> "xray", "3.5" -> "35"),
-    Treebank word tokens, drop tokens whose lower-case form is a stop word, then `stem` each token when given.
+    `str.lower()` (Unicode 13, as all case mapping here), delete the ASCII punctuation without inserting spaces
+    ("x-ray" -> "xray", "3.5" -> "35"), Treebank word tokens, drop tokens whose lower-case form is a stop word,
+    then `stem` each token when given.
 
     Args:
         text: a ground-truth or run caption.
@@ -264,8 +299,9 @@ def preprocess_caption(text: str, stopwords: frozenset[str],
     Returns:
         The tokens that BLEU and ROUGE-1 compare.
     """
-    tokens = _treebank_tokens(text.lower().translate(ASCII_PUNCTUATION_DELETION))
-    tokens = [token for token in tokens if token.lower() not in stopwords]
+    cleaned = unicode13.lower(text).translate(ASCII_PUNCTUATION_DELETION)
+    lower = str.lower if cleaned.isascii() else unicode13.lower  # ASCII case mapping is the same in every version
+    tokens = [token for token in _treebank_tokens(cleaned) if lower(token) not in stopwords]
     if stem is not None:
         tokens = [stem(token) for token in tokens]
     return tokens
@@ -336,9 +372,9 @@ _ROUGE_NON_ALPHANUMERIC = re.compile(r"[^a-z0-9]+")
 
 
 def rouge_tokenize(text: str) -> list[str]:
-    """rouge-score 0.1.2's default tokeniser without stemmer: lower(), every run outside [a-z0-9] -> one space,
-    split; so non-ASCII letters (µ, é) and Unicode punctuation vanish or split words."""
-    return _ROUGE_NON_ALPHANUMERIC.sub(" ", text.lower()).split()
+    """rouge-score 0.1.2's default tokeniser without stemmer: lower() (Unicode 13), every run outside [a-z0-9] -> one
+    space, split; so non-ASCII letters (µ, é) and Unicode punctuation vanish or split words."""
+    return unicode13.split(_ROUGE_NON_ALPHANUMERIC.sub(" ", unicode13.lower(text)))
 
 
 def rouge1_fmeasure(target: str, prediction: str) -> float:
