@@ -47,12 +47,18 @@ def test_hospital_profile_pacs_to_detector_and_back(docker_compose, tmp_path):
     assert "configuration valid" in compose("run", "--rm", "gateway", "--check").stdout
     compose("up", "-d")
     try:
-        bridge = subprocess.run(["docker", "network", "inspect", f"{env['COMPOSE_PROJECT_NAME']}_pacs", "--format",
-                                 "{{(index .IPAM.Config 0).Gateway}}"], check=True, capture_output=True,
-                                text=True).stdout.strip()
+        bridge, subnet = subprocess.run(
+            ["docker", "network", "inspect", f"{env['COMPOSE_PROJECT_NAME']}_pacs", "--format",
+             "{{(index .IPAM.Config 0).Gateway}} {{(index .IPAM.Config 0).Subnet}}"], check=True, capture_output=True,
+            text=True).stdout.split()
         pacs = FakePacs("ORTHANC", host=bridge, port=pacs_port)
-        config.write_text(config.read_text().replace("pacs.hospital.example", bridge).replace("port = 4242",
-                                                                                              f"port = {pacs_port}"))
+        # the sender (this test, calling AE title SENDER) comes in through the published port, from the network's
+        # side: the allow-list names it and that network instead of the example's PACS
+        caller = 'ae_title = "ORTHANC"\naddresses = ["10.0.0.20"]'
+        assert caller in config.read_text()
+        config.write_text(config.read_text().replace("pacs.hospital.example", bridge)
+                          .replace("port = 4242", f"port = {pacs_port}")
+                          .replace(caller, f'ae_title = "SENDER"\naddresses = ["{subnet}"]'))
         compose("restart", "gateway")
         case = generate_case(case_rng(7, 0), (200, 180, 40), n_caverns=1, cavern_radius_mm=(12.0, 15.0))
         files = write_ct_series(tmp_path / "study", case.ct, case.affine, SyntheticStudy("e2e-hospital", "E2E"))
