@@ -59,3 +59,13 @@ def studies(tmp_path_factory) -> dict:
     from gateway_helpers import write_gateway_studies
 
     return write_gateway_studies(tmp_path_factory.mktemp("gateway_studies"))
+
+
+@pytest.fixture
+def pacs():
+    """A PACS stand-in on loopback receiving the gateway's results (gateway_helpers.FakePacs)."""
+    from gateway_helpers import FakePacs
+
+    server = FakePacs()
+    yield server
+    server.close()

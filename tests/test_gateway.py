@@ -23,13 +23,6 @@ from medchallenge.gateway import WorkQueue, load_config, main
 from medchallenge.errors import InputError
 
 
-@pytest.fixture
-def pacs():
-    server = FakePacs()
-    yield server
-    server.close()
-
-
 def start(tmp_path: Path, pacs: FakePacs, command: list[str], quiet: float = 1.0) -> tuple[GatewayProcess, int, Path]:
     port = free_port()
     config = tmp_path / "gateway.toml"

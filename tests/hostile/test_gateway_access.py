@@ -8,8 +8,7 @@ from __future__ import annotations
 import sys
 
 import pydicom
-import pytest
-from gateway_helpers import (FakePacs, associate, audit_lines, config_text, send_files, start_gateway, states,
+from gateway_helpers import (associate, audit_lines, config_text, send_files, start_gateway, states,
                              wait_for)
 
 from medchallenge.dicom.sr import read_failure_note
@@ -19,13 +18,6 @@ FAILING_DETECTOR = """
 import sys
 sys.exit("error: /opt/secret/path/model.onnx: KeyError('PatientName=<script>') in series 1.2.3")
 """
-
-
-@pytest.fixture
-def pacs():
-    server = FakePacs()
-    yield server
-    server.close()
 
 
 def test_only_allowed_callers_store_and_notes_carry_fixed_words(tmp_path, pacs, studies):

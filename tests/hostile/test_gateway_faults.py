@@ -15,8 +15,7 @@ import threading
 import time
 
 import pydicom
-import pytest
-from gateway_helpers import (INFERENCE, FakePacs, GatewayProcess, associate, audit_lines, config_text, copy_study,
+from gateway_helpers import (INFERENCE, GatewayProcess, associate, audit_lines, config_text, copy_study,
                              free_port, send_files, start_gateway, states, wait_for)
 from pydicom.uid import generate_uid
 
@@ -30,13 +29,6 @@ out = pathlib.Path(sys.argv[sys.argv.index("--output") + 1]) / "dicom"
 out.mkdir(parents=True)
 (out / "result.dcm").write_bytes(b"not a DICOM object")
 """
-
-
-@pytest.fixture
-def pacs():
-    server = FakePacs()
-    yield server
-    server.close()
 
 
 def test_a_study_breaking_routing_or_sending_fails_alone_and_the_gateway_goes_on(tmp_path, pacs, studies):

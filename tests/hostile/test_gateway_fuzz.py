@@ -12,21 +12,13 @@ import time
 from collections import Counter
 
 import pydicom
-import pytest
 from dicom_helpers import write_tiny_series
 from gateway_fuzz import StudyFuzzer
-from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, FakePacs, GatewayProcess, config_text, free_port,
+from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, GatewayProcess, config_text, free_port,
                              route_text, states, wait_for)
 
 FINAL = ("sent", "failed", "unroutable", "duplicate")
 SEND_SECONDS = 180  # the time bound of the sending; the queue then has as long again to drain
-
-
-@pytest.fixture
-def pacs():
-    server = FakePacs()
-    yield server
-    server.close()
 
 
 def send_raw(files, port: int) -> list[int | None]:

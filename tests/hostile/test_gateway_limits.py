@@ -11,19 +11,12 @@ import time
 import numpy as np
 import pydicom
 import pytest
-from gateway_helpers import FakePacs, associate, copy_study, send_files, start_gateway, states, wait_for
+from gateway_helpers import associate, copy_study, send_files, start_gateway, states, wait_for
 from pydicom.uid import DeflatedExplicitVRLittleEndian, generate_uid
 
 from medchallenge.dicom.sr import read_failure_note
 
 OUT_OF_RESOURCES = 0xA700
-
-
-@pytest.fixture
-def pacs():
-    server = FakePacs()
-    yield server
-    server.close()
 
 
 def deflated_bomb(source, path, side: int = 2000):
