@@ -23,6 +23,7 @@ from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
 from .config import Route
+from .image_grid import read_image_grid
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
                            generic_interface, generic_results)
 
@@ -116,7 +117,8 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
     named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
+    grid = read_image_grid(image.file, shape)
     try:
-        return write(values, series, shape, named)
+        return write(values, series, grid, named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
