@@ -174,3 +174,36 @@ def test_check_takes_points_on_a_ct_and_refuses_unmapped_kinds(tmp_path):
     done = check(config)
     (line,) = done.stderr.strip().splitlines()
     assert done.returncode != 0 and "output 'outline' of kind 'Multiple polygons': no DICOM mapping" in line
+
+
+def test_an_image_route_puts_its_points_on_the_ct_slice_they_name(docker_compose, repo, tmp_path):
+    """End to end on loopback: a CT (non-square pixels, positions falling as written) with one bright voxel goes to
+    a generic route whose image (tests/job_images/points) returns that voxel's centre in world mm; the SR in the
+    PACS holds one SCOORD point on the slice written with the bright voxel, at its pixel."""
+    import os
+    import subprocess
+
+    from gateway_helpers import FakePacs, GatewayProcess, free_port, send_files, states, wait_for
+    from test_gateway_images import check, gateway_config, image_route
+
+    image = f"medchallenge-test/points-algorithm:{os.environ.get('MEDCHALLENGE_VERSION') or '0.1.0'}"
+    subprocess.run(["docker", "build", "--quiet", "--tag", image, str(repo / "tests" / "job_images" / "points")],
+                   check=True, capture_output=True)
+    volume = np.random.default_rng(6).integers(-1000, 1500, size=SHAPE).astype(np.int16)
+    volume[5, 7, 4] = 2500  # column 5, row 7 of the fifth slice written
+    files = write_ct_series(tmp_path / "ct", volume, GEOMETRIES["falling-z"], SyntheticStudy("points-e2e", "PAT_P"))
+    work, pacs, port = tmp_path / "work", FakePacs(), free_port()
+    config = tmp_path / "gateway.toml"
+    config.write_text(gateway_config(work, port, pacs.port) + image_route("nodules", ["CT"], [], image, "generic", None)
+                      + 'input = "ct-image"\noutputs = [{slug = "nodules", kind = "Multiple points"}]\n')
+    assert check(config).returncode == 0
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        gateway.wait_ready()
+        assert set(send_files(files, port)) == {0}
+        (sr,) = wait_for(lambda: list(pacs.stored().values()), 240, "the SR of the points")
+    finally:
+        gateway.stop()
+        pacs.close()
+    assert states(work)["sent"] == 1
+    assert read_points(sr) == [(str(pydicom.dcmread(files[4]).SOPInstanceUID), 5.5, 7.5, 0.75)]
