@@ -139,9 +139,10 @@ def test_bad_points_are_refused_in_one_line(point, message, tmp_path):
     assert "\n" not in str(refused.value)
 
 
-def test_too_many_points_or_slices_out_of_instance_order_are_refused(tmp_path):
-    """More points than a result may hold; a series whose InstanceNumbers do not follow its positions (panimg
-    stacks by InstanceNumber, so its slice k would not be the series' slice k)."""
+def test_too_many_points_or_slices_that_do_not_match_are_refused(tmp_path):
+    """More points than a result may hold; an image with another slice count than the series; a series whose
+    InstanceNumbers do not follow its positions (panimg stacks by InstanceNumber: its slice k would not be the
+    series' slice k)."""
     series, image, grid = converted_ct(tmp_path, GEOMETRIES["falling-z"])
     centre = list(image.TransformContinuousIndexToPhysicalPoint((3, 4, 2)))
     with pytest.raises(InputError, match=r"nodules: points: 101 entries, more than the 100 a result may hold"):
@@ -150,6 +151,9 @@ def test_too_many_points_or_slices_out_of_instance_order_are_refused(tmp_path):
     (sr,) = generic_results(ROUTE, {"nodules": {"points": [{"point": centre}] * 100}, "volume-ml": 1.0}, series,
                             grid, KIND)
     assert len(read_points(sr)) == 100
+    with pytest.raises(InputError, match="nodules: the image the job was given has 5 slices, the series 6"):
+        generic_results(ROUTE, {"nodules": {"points": [{"point": centre}]}, "volume-ml": 1.0}, series,
+                        dataclasses.replace(grid, shape=(16, 12, 5)), KIND)
     series.headers[2].InstanceNumber, series.headers[3].InstanceNumber = \
         series.headers[3].InstanceNumber, series.headers[2].InstanceNumber
     with pytest.raises(InputError, match="nodules: the series' InstanceNumbers do not follow its slice positions"):

@@ -64,18 +64,17 @@ def read_image_grid(path: Path, shape: tuple[int, ...]) -> ImageGrid:
 
 
 def check_slice_order(series: DicomSeries, grid: ImageGrid, what: str) -> None:
-    """The converted image's slice k is the series' slice k (in position order): the series' InstanceNumbers rise or
-    fall strictly with position, as panimg's stacking by InstanceNumber needs, and the image has the series' slice
-    count. One InputError line otherwise."""
-    numbers = []
-    for header in series.headers:
-        try:
-            numbers.append(int(header.get("InstanceNumber")))
-        except (TypeError, ValueError):
-            numbers.append(None)
-    steps = np.diff([n if n is not None else math.nan for n in numbers])
-    ordered = None not in numbers and (bool((steps > 0).all()) or bool((steps < 0).all()))
-    if not ordered or len(grid.shape) < 3 or grid.shape[2] != len(series.headers):
+    """The converted image's slice k is the series' slice k (in position order): the image has the series' slice
+    count and the series' InstanceNumbers rise or fall strictly with position, as panimg's stacking by InstanceNumber
+    needs. One InputError line otherwise."""
+    depth = grid.shape[2] if len(grid.shape) > 2 else 1
+    if depth != len(series.headers):
+        raise InputError(f"{what}: the image the job was given has {depth} slices, the series {len(series.headers)}")
+    try:
+        steps = np.diff([int(header.get("InstanceNumber")) for header in series.headers])
+    except (TypeError, ValueError):
+        steps = None
+    if steps is None or not ((steps > 0).all() or (steps < 0).all()):
         raise InputError(f"{what}: the series' InstanceNumbers do not follow its slice positions, so the image the "
                          "job was given (slices stacked by InstanceNumber) cannot be mapped back onto its slices")
 
