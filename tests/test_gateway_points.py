@@ -163,6 +163,30 @@ def test_too_many_points_or_slices_that_do_not_match_are_refused(tmp_path):
     assert read_points(sr) == []
 
 
+def test_points_on_a_radiograph_with_pixel_spacing_are_millimetres_too(tmp_path):
+    """A DX radiograph with PixelSpacing: its points are world mm of panimg's conversion (its spacing (x, y) =
+    PixelSpacing as stored), the SCOORD is at the pixel they name; z (the plane's, 0 or 0.5 on grand-challenge) is not
+    checked on a 2-D image."""
+    from medchallenge.dicom.synthetic import radiograph_dataset
+
+    ds = radiograph_dataset(np.zeros((64, 48), np.uint8), SyntheticStudy("points-dx", "PAT_DX"))
+    ds.PixelSpacing = ["0.5", "0.25"]
+    write_dicom_atomic(tmp_path / "dx" / "dx.dcm", ds)
+    (series,) = find_series(tmp_path / "dx")
+    (image,) = convert(tmp_path / "dx", tmp_path / "converted", None, "test")
+    grid = read_image_grid(image.file, (48, 64, 1))
+    assert grid.spacing[:2] == (0.5, 0.25)
+    route = dataclasses.replace(ROUTE, input_socket="chest-x-ray")
+    points = {"points": [{"point": [5.0, 2.5, 0.5], "probability": 0.6}, {"point": [23.7, 15.8, 0.0]}]}
+    (sr,) = generic_results(route, {"nodules": points, "volume-ml": 0.0}, series, grid, KIND)
+    uid = series.sop_instance_uids[0]
+    assert read_points(sr) == [(uid, 10.5, 10.5, 0.6), (uid, pytest.approx(47.9), pytest.approx(63.7), 1.0)]
+    assert dciodvfy_errors(write_dicom_atomic(tmp_path / "dx-points.dcm", sr)) == []
+    with pytest.raises(InputError, match=r"nodules: points\[0\]: outside the 48x64x1 image"):
+        generic_results(route, {"nodules": {"points": [{"point": [24.0, 1.0, 0.0]}]}, "volume-ml": 0.0}, series,
+                        grid, KIND)
+
+
 def test_check_takes_points_on_a_ct_and_refuses_unmapped_kinds(tmp_path):
     from test_gateway_images import check, gateway_config, image_route
 
