@@ -52,14 +52,14 @@ def read_image_grid(path: Path, shape: tuple[int, ...]) -> ImageGrid:
     reader.ReadImageInformation()
     dimension = reader.GetDimension()
     if dimension not in (2, 3):
-        raise InputError(f"{path.name}: a {dimension}-D image; expected a 2-D or 3-D one")
+        raise InputError(f"the input image {path.name} is {dimension}-D; expected a 2-D or 3-D one")
     origin, spacing, direction = reader.GetOrigin(), reader.GetSpacing(), reader.GetDirection()
     if dimension == 2:
         origin, spacing = (*origin, 0.0), (*spacing, 1.0)
         direction = (direction[0], direction[1], 0.0, direction[2], direction[3], 0.0, 0.0, 0.0, 1.0)
     axes = np.asarray(direction).reshape(3, 3) * np.asarray(spacing)
     if not (np.isfinite(axes).all() and np.isfinite(origin).all()) or abs(np.linalg.det(axes)) < 1e-9:
-        raise InputError(f"{path.name}: the converted image has no usable geometry")
+        raise InputError(f"the input image {path.name} has no usable geometry")
     return ImageGrid(tuple(shape), tuple(origin), tuple(spacing), tuple(direction))
 
 

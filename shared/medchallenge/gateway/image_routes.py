@@ -117,8 +117,7 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
     named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
-    grid = read_image_grid(image.file, shape)
     try:
-        return write(values, series, grid, named)
+        return write(values, series, read_image_grid(image.file, shape), named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
