@@ -2,7 +2,8 @@
 converted from the series, the one the job was given) become SCOORD points on the series' slices in an SR. A point
 placed at a known voxel of the converted image reads back from the SR on the slice and pixel holding that voxel's
 data, for series with non-trivial origin, spacing (non-square pixels: panimg swaps PixelSpacing) and orientation,
-their positions decreasing or rising; bad points are refused in one line; `--check` takes points on a CT."""
+their positions decreasing or rising (and on a DX radiograph with PixelSpacing); bad points are refused in one
+line; `--check` takes points on a CT; a generic image route runs end to end on a CT."""
 
 from __future__ import annotations
 
