@@ -213,7 +213,7 @@ def labelled_ct(folder: Path):
 def test_generic_outputs_become_seg_and_sr(tmp_path):
     """A generic interface's outputs as DICOM: a label image on the CT's grid -> a SEG (its labels read back), a
     Float -> an SR measurement, a String -> an SR text item (control characters replaced); points on a radiograph ->
-    SR SCOORD points; every object valid for dciodvfy. A label image off the grid is refused in one line."""
+    SR SCOORD points (on a CT: test_gateway_points.py); every object valid for dciodvfy. A label image off the grid is refused in one line."""
     import numpy as np
     import SimpleITK as sitk
 
@@ -221,6 +221,7 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
     from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset
     from medchallenge.errors import InputError
     from medchallenge.gateway.config import Route
+    from medchallenge.gateway.image_grid import ImageGrid
     from medchallenge.gateway.output_dicom import GENERIC_FINDING, generic_results
     from medchallenge.io import write_dicom_atomic
 
@@ -230,7 +231,7 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
                                                     ("impression", "String")))
     kind = dataclasses.replace(GENERIC_FINDING, algorithm_name="lungs", algorithm_version="1")
     seg, sr = generic_results(route, {"lesions": label_file, "volume-ml": 12.5, "impression": "two\x1bnodules"},
-                              series, (16, 12, 6), kind)
+                              series, ImageGrid((16, 12, 6)), kind)
     read_labels, segments = read_label_segmentation(seg, series)
     assert np.array_equal(read_labels, labels) and [s.label for s in segments] == [1, 2]
     text = pydicom.dcmread(write_dicom_atomic(tmp_path / "values.dcm", sr)).to_json()
@@ -239,9 +240,9 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
         np.zeros((64, 48), np.uint16), SyntheticStudy("generic-cr", "GEN_CR")))
     (cr_series,) = find_series(tmp_path / "cr")
     points_route = dataclasses.replace(route, input_socket="chest-x-ray", outputs=(("nodules", "Multiple points"),))
-    (points_sr,) = generic_results(points_route, {"nodules": {"points": [{"point": [10.0, 20.0, 0.0],
+    (points_sr,) = generic_results(points_route, {"nodules": {"points": [{"point": [10.0, 20.0, 0.5],
                                                                           "probability": 0.8}]}},
-                                   cr_series, (48, 64), kind)
+                                   cr_series, ImageGrid((48, 64, 1)), kind)  # panimg's: no PixelSpacing, 1 mm
     import highdicom as hd
     from pydicom.sr.codedict import codes
 
@@ -253,8 +254,8 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
         assert dciodvfy_errors(path) == [], number
     sitk.WriteImage(sitk.GetImageFromArray(labels[:, :6]), str(label_file))
     with pytest.raises(InputError, match="lesions: expected non-negative integer labels on the input's 16x12x6 grid"):
-        generic_results(route, {"lesions": label_file, "volume-ml": 1.0, "impression": ""}, series, (16, 12, 6),
-                        kind)
+        generic_results(route, {"lesions": label_file, "volume-ml": 1.0, "impression": ""}, series,
+                        ImageGrid((16, 12, 6)), kind)
 
 
 def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
@@ -265,6 +266,7 @@ def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
     from medchallenge.dicom.detectors import RIB_FRACTURE, rib_fracture_type
     from medchallenge.dicom.seg import read_label_segmentation
     from medchallenge.errors import InputError
+    from medchallenge.gateway.image_grid import ImageGrid
     from medchallenge.gateway.output_dicom import rib_fracture_route_results
     from medchallenge.io import write_dicom_atomic
 
@@ -272,7 +274,7 @@ def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
     detections = {"detections": [{"label_id": 1, "confidence": 0.9, "label_code": 2},
                                  {"label_id": 2, "confidence": 0.6, "label_code": -1}]}
     (seg,) = rib_fracture_route_results({"rib-fracture-instances": image, "rib-fracture-detections": detections},
-                                        series, (16, 12, 6), RIB_FRACTURE)
+                                        series, ImageGrid((16, 12, 6)), RIB_FRACTURE)
     assert dciodvfy_errors(write_dicom_atomic(tmp_path / "seg.dcm", seg)) == []
     read_labels, segments = read_label_segmentation(seg, series)
     assert np.array_equal(read_labels, labels)
@@ -281,4 +283,4 @@ def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
     detections["detections"][1]["label_id"] = 3
     with pytest.raises(InputError, match=r"detections\[1\]: label_id must be a label of the instance image"):
         rib_fracture_route_results({"rib-fracture-instances": image, "rib-fracture-detections": detections},
-                                   series, (16, 12, 6), RIB_FRACTURE)
+                                   series, ImageGrid((16, 12, 6)), RIB_FRACTURE)

@@ -197,12 +197,14 @@ def read_box_report(path_or_dataset, series: DicomSeries) -> list[BoxFinding]:
 
 @dataclass(frozen=True)
 class PointFinding:
-    """One point on a 2-D image: x = column, y = row in pixels, origin at the top-left pixel's centre (the
-    challenge's convention), and its probability."""
+    """One point on an image of a series: x = column, y = row in pixels, origin at the top-left pixel's centre (the
+    challenge's convention), its probability, and the image's index in the series (a volume's slice in position
+    order)."""
 
     x: float
     y: float
     probability: float
+    image: int = 0
 
 
 def point_report(series: DicomSeries, probability: float, points: list[PointFinding], kind: FindingKind):
@@ -221,40 +223,41 @@ def point_report(series: DicomSeries, probability: float, points: list[PointFind
         finding_type=coded(kind.finding_type), algorithm_id=algorithm, finding_sites=site,
         measurements=[_probability(probability, algorithm)],
         source_images=[hd.sr.SourceImageForMeasurementGroup(str(image.SOPClassUID), str(image.SOPInstanceUID))])]
-    groups += _point_groups(series, points, kind, content, algorithm)
+    groups += _point_groups(series, [(kind.finding_type, p) for p in points], kind, content, algorithm)
     return measurement_report(series, groups, kind, content)
 
 
-def _point_groups(series: DicomSeries, points: list[PointFinding], kind: FindingKind, content: object,
-                  algorithm) -> list:
-    """One TID 1410 group per point on the series' first image: a SCOORD POINT with its probability."""
+def _point_groups(series: DicomSeries, points: list[tuple[tuple[str, str, str], PointFinding]], kind: FindingKind,
+                  content: object, algorithm) -> list:
+    """One TID 1410 group per point, of its finding type: a SCOORD POINT on its image with its probability."""
     import highdicom as hd
 
-    image = series.first
     groups = []
-    for number, point in enumerate(points, start=1):
+    for number, (finding_type, point) in enumerate(points, start=1):
+        image = series.headers[point.image]
         region = hd.sr.ImageRegion(hd.sr.GraphicTypeValues.POINT,
                                    np.asarray([[point.x + 0.5, point.y + 0.5]], dtype=np.float32),
                                    hd.sr.SourceImageForRegion(str(image.SOPClassUID), str(image.SOPInstanceUID)))
         groups.append(hd.sr.PlanarROIMeasurementsAndQualitativeEvaluations(
             tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"point-{number}"),
                                                          identifier=f"point {number}"),
-            referenced_region=region, finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+            referenced_region=region, finding_type=coded(finding_type), algorithm_id=algorithm,
             finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))],
             measurements=[_probability(point.probability, algorithm)]))
     return groups
 
 
 def value_report(series: DicomSeries, numbers: list[tuple[tuple[str, str, str], float]],
-                 texts: list[tuple[tuple[str, str, str], str]], points: list[PointFinding], kind: FindingKind):
+                 texts: list[tuple[tuple[str, str, str], str]],
+                 points: list[tuple[tuple[str, str, str], PointFinding]], kind: FindingKind):
     """The Comprehensive SR (TID 1500) of an algorithm's values on `series`: one TID 1501 group holding each number
     as a measurement (unit 1) and each text as a TEXT item, each named by its coded concept, and one TID 1410 group
-    per point (on the series' first image)."""
+    per point (its concept as the finding type, a SCOORD POINT on its image of the series)."""
     import highdicom as hd
 
     algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
     content = [[list(c), round(v, 6)] for c, v in numbers] + [[list(c), s] for c, s in texts] + \
-        [[round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for p in points]
+        [[list(c), p.image, round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for c, p in points]
     group = hd.sr.MeasurementsAndQualitativeEvaluations(
         tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "values"),
                                                      identifier="values"),
@@ -267,7 +270,7 @@ def value_report(series: DicomSeries, numbers: list[tuple[tuple[str, str, str], 
     groups = [group] + _point_groups(series, points, kind, content, algorithm)
     sr = measurement_report(series, groups, kind, content)
     declare_private_schemes(sr, [kind.finding_type, kind.finding_site, *(c for c, _ in numbers),
-                                 *(c for c, _ in texts)])
+                                 *(c for c, _ in texts), *(c for c, _ in points)])
     return sr
 
 

@@ -23,6 +23,7 @@ from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
 from .config import Route
+from .image_grid import read_image_grid
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
                            generic_interface, generic_results)
 
@@ -117,6 +118,6 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
     named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
     try:
-        return write(values, series, shape, named)
+        return write(values, series, read_image_grid(image.file, shape), named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None

@@ -2,9 +2,9 @@
 writers of the project's detectors: tb-caverns boxes -> an SR, object-cxr likelihood and points -> an SR with SCOORD
 points, ribfrac instance image and detections -> a SEG) and "generic" ones declared in the route (`input` socket,
 `outputs` with their kinds: a label image (`Segmentation`) -> a SEG, `Float` -> an SR measurement, `String` -> an SR
-text item, `Multiple points` on radiographs -> SR SCOORD points). Every value is checked against the image before
-anything is written: a container's output is hostile like any input. `check_image_route` refuses, at `--check`, an
-interface or output kind without a mapping.
+text item, `Multiple points` -> SR SCOORD points, each on the image of the series nearest to it: image_grid.py).
+Every value is checked against the image before anything is written: a container's output is hostile like any input.
+`check_image_route` refuses, at `--check`, an interface or output kind without a mapping.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..sockets import (CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES,
                        RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket)
 from .config import Route
+from .image_grid import ImageGrid, check_slice_order, image_position
 
 MAX_FINDINGS = 100  # boxes or points one result may hold: a container cannot make the gateway write a huge SR
 # the modalities of the series that become each image input socket
@@ -35,10 +36,10 @@ VOLUME_SOCKETS = ("ct-image",)
 @dataclass(frozen=True)
 class RouteInterface:
     """What an image route reads and writes: the interface, and the writer of its DICOM objects from the output
-    socket values (by slug), the source series and the image's shape (x, y[, z])."""
+    socket values (by slug), the source series and the grid of the image the job was given."""
 
     interface: Interface
-    write: Callable[[dict[str, object], DicomSeries, tuple[int, ...], FindingKind], list]
+    write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind], list]
 
 
 def _number(value: object, what: str, low: float, high: float) -> float:
@@ -56,8 +57,9 @@ def _limited(entries: object, what: str) -> list:
     return entries
 
 
-def cavern_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...], kind: FindingKind) -> list:
+def cavern_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid, kind: FindingKind) -> list:
     """tb-cavern-boxes -> one SR (TID 1500) with a box per cavern (none: the SR says so)."""
+    shape = grid.shape
     document = values["tb-cavern-boxes"]
     boxes = _limited(document.get("boxes") if isinstance(document, dict) else None, "tb-cavern-boxes: boxes")
     findings = []
@@ -72,9 +74,10 @@ def cavern_results(values: dict[str, object], series: DicomSeries, shape: tuple[
     return [box_report(series, findings, kind)]
 
 
-def foreign_object_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+def foreign_object_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
                            kind: FindingKind) -> list:
     """foreign-object-likelihood and foreign-objects -> one SR with the likelihood and a SCOORD point per object."""
+    shape = grid.shape
     likelihood = _number(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
     document = values["foreign-objects"]
     points = []
@@ -131,7 +134,7 @@ def label_map(path: Path, series: DicomSeries, slug: str):
     return labels.reshape(expected).astype(np.int32)
 
 
-def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
                                kind: FindingKind) -> list:
     """rib-fracture-instances and rib-fracture-detections -> the SEG of the fractures (each its RibFrac type and
     confidence), or an SR saying there is none, as the RibFrac detector writes them."""
@@ -157,7 +160,31 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, s
                                                         detections=detections), kind)
 
 
-def generic_results(route: Route, values: dict[str, object], series: DicomSeries, shape: tuple[int, ...],
+def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid, volume: bool) -> list[PointFinding]:
+    """A `Multiple points` output (grand-challenge's: world coordinates in mm of the image the job was given), each
+    point checked (three finite numbers, within half a voxel of the image's bounds, probability in [0, 1]) and
+    placed on the series' image nearest to it. Points' names are not kept (hostile text)."""
+    entries = _limited(value.get("points") if isinstance(value, dict) else None, f"{slug}: points")
+    if entries and volume:
+        check_slice_order(series, grid, slug)
+    points = []
+    for index, point in enumerate(entries):
+        where = f"{slug}: points[{index}]"
+        xyz = point.get("point") if isinstance(point, dict) else None
+        if not (isinstance(xyz, list) and len(xyz) == 3):
+            raise InputError(f"{where}: point must be [x, y, z] in mm")
+        world = tuple(_number(v, f"{where}: {axis}", -1e6, 1e6) for v, axis in zip(xyz, "xyz"))
+        position = image_position(grid, world, volume)
+        if position is None:
+            raise InputError(f"{where}: outside the {'x'.join(map(str, grid.shape))} image (more than half a voxel "
+                             "beyond its bounds)")
+        image, x, y = position
+        points.append(PointFinding(x, y, _number(point.get("probability", 1.0), f"{where}: probability", 0, 1),
+                                   image))
+    return points
+
+
+def generic_results(route: Route, values: dict[str, object], series: DicomSeries, grid: ImageGrid,
                     kind: FindingKind) -> list:
     """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points."""
     import numpy as np
@@ -170,14 +197,8 @@ def generic_results(route: Route, values: dict[str, object], series: DicomSeries
         elif output_kind == "String":
             texts.append((_concept(slug), "".join(c if c.isprintable() else "?" for c in value)[:MAX_TEXT]))
         elif output_kind == "Multiple points":
-            entries = _limited(value.get("points") if isinstance(value, dict) else None, f"{slug}: points")
-            for index, point in enumerate(entries):
-                xyz = point.get("point") if isinstance(point, dict) else None
-                if not (isinstance(xyz, list) and len(xyz) in (2, 3)):
-                    raise InputError(f"{slug}: points[{index}]: point must be [x, y] or [x, y, z]")
-                points.append(PointFinding(_number(xyz[0], f"{slug}: points[{index}]: x", 0, shape[0] - 1),
-                                           _number(xyz[1], f"{slug}: points[{index}]: y", 0, shape[1] - 1),
-                                           _number(point.get("probability", 1.0), f"{slug}: probability", 0, 1)))
+            points += [(_concept(slug), point) for point in
+                       world_points(value, slug, series, grid, route.input_socket in VOLUME_SOCKETS)]
         else:  # Segmentation: a label image on the input's grid
             labels = label_map(value, series, slug)
             present = [int(v) for v in np.unique(labels) if v > 0]
@@ -205,9 +226,9 @@ def check_image_route(route: Route, where: str) -> None:
         for slug, kind in route.outputs:
             if not SLUG.fullmatch(slug):
                 raise InputError(f"{where}: output slug {slug!r}: expected lower-case words joined by '-'")
-            if kind not in GENERIC_KINDS or (kind == "Multiple points" and route.input_socket in VOLUME_SOCKETS):
+            if kind not in GENERIC_KINDS:
                 raise InputError(f"{where}: output {slug!r} of kind {kind!r}: no DICOM mapping for it on a "
-                                 f"{route.input_socket} (mapped: {', '.join(GENERIC_KINDS)}; points on radiographs)")
+                                 f"{route.input_socket} (mapped: {', '.join(GENERIC_KINDS)})")
         if len({slug for slug, _ in route.outputs}) != len(route.outputs):
             raise InputError(f"{where}: output slugs must differ")
     elif route.interface not in CHALLENGE_INTERFACES:
