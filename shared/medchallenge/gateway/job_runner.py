@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inbox import watch_inbox
+from ..jobs.runner import TIME_LIMIT
 from .config import GatewayConfig, Route
 from .image_routes import run_image_route
 
@@ -23,18 +24,19 @@ log = logging.getLogger("medchallenge.gateway")
 
 
 def run_route_job(route: Route, job: Path) -> None:
-    """One job of the route's inbox: InputError (into the job's status.json) for any failure."""
+    """One job of the route's inbox: InputError (into the job's status.json) for any failure, the job runner's
+    time-limit line for a job over its time (the gateway's time-out note)."""
     try:
         run_image_route(route, job)
     except subprocess.TimeoutExpired:
-        raise InputError(f"detector {route.name} failed: Time limit exceeded ({route.timeout_seconds:g} s)") from None
+        raise InputError(f"{TIME_LIMIT} ({route.timeout_seconds:g} s)") from None
 
 
 def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
     """Watch the inbox of every image route with one, one thread per route, until `stopping` is set."""
-    routes = [r for r in config.routes if r.image is not None and r.inbox is not None]
+    routes = [r for r in config.routes if r.inbox is not None]
     if not routes:
-        raise InputError("no image route with an inbox in the configuration: the job runner would have nothing to do")
+        raise InputError("no route with an inbox in the configuration: the job runner would have nothing to do")
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
                                 args=(route.inbox, lambda job, route=route: run_route_job(route, job), stopping.is_set))
                for route in routes]

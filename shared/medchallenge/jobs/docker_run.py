@@ -206,6 +206,7 @@ class DockerImage:
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
+        _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         started = time.perf_counter()
         run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
         if run.returncode != 0:
