@@ -80,6 +80,7 @@ def _config(tmp: Path, port: int, pacs_port: int) -> str:
 name = "{name}"
 modalities = {json.dumps(modalities)}
 body_parts = {json.dumps(body_parts)}
+interface = "{name}"
 command = {json.dumps([sys.executable, str(inference), "--device", "cpu"])}
 """
     return f"""

@@ -193,15 +193,24 @@ def test_a_job_runner_killed_mid_study_finishes_it_after_restart(tmp_path, pacs,
 def test_the_hospital_compose_file_and_the_example_configuration_agree():
     from test_registry import compose_services
 
+    from medchallenge import __version__
+
     config = load_config(REPO / "gateway" / "gateway.example.toml")
     services = compose_services((REPO / "compose.hospital.yaml").read_text())
-    assert "networks: [pacs]" in services["gateway"] and "network_mode: none" not in services["gateway"]
-    detectors = {name: lines for name, lines in services.items() if name != "gateway"}
-    assert detectors and all("network_mode: none" in lines for lines in detectors.values())
+    assert set(services) == {"gateway", "job-runner"}
+    gateway, runner = services["gateway"], services["job-runner"]
+    assert "networks: [pacs]" in gateway and "network_mode: none" not in gateway
+    assert not any("docker.sock" in line for line in gateway)  # the gateway never holds the Docker socket
+    assert "network_mode: none" in runner and "- ${DOCKER_SOCKET:-/var/run/docker.sock}:/var/run/docker.sock" in runner
+    assert any(line.startswith('group_add: ["${DOCKER_GID:?') for line in runner)
     assert all("profiles: [hospital]" in lines for lines in services.values())
-    watched = {line for lines in detectors.values() for line in lines if line.startswith("command:")}
-    for route in config.routes:  # every route's inbox is watched by a detector without network
-        assert route.inbox is not None and f'command: ["--watch", "{route.inbox}"]' in watched
+    inbox = "- ${HOSPITAL_DATA:-./hospital}/inbox:/var/lib/medchallenge/inbox"
+    assert inbox in gateway and inbox in runner
+    # the built-in routes: the project's own algorithm images, handed to the job runner through the mounted inbox
+    assert sorted(r.interface for r in config.routes) == ["object-cxr", "ribfrac", "tb-caverns"]
+    for route in config.routes:
+        assert route.image == f"medchallenge/{route.interface}-algorithm:{__version__}"
+        assert route.inbox == Path("/var/lib/medchallenge/inbox") / route.name
 
 
 def test_the_job_runner_runs_every_job_requeues_an_interrupted_one_and_reports_failures(tmp_path, studies):
