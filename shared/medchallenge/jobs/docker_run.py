@@ -123,14 +123,10 @@ def _cgroup_pids(cgroup: Path | None) -> set[int]:
 CONTAINER_HOSTNAME = re.compile(r"/containers/([0-9a-f]{64})/hostname$")
 
 
-def own_container() -> str | None:
-    """The id of the Docker container this process runs in (its /etc/hostname is the engine's file of that
-    container), or None on a host."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
+def container_of(mountinfo: str) -> str | None:
+    """The id of the Docker container whose /proc/self/mountinfo this is (its /etc/hostname is the engine's file of
+    that container), or None for a process on a host."""
+    for line in mountinfo.splitlines():
         fields = line.split()
         if len(fields) > 4 and fields[4] == "/etc/hostname":
             found = CONTAINER_HOSTNAME.search(fields[3])
@@ -143,14 +139,17 @@ def own_container() -> str | None:
 def host_mounts() -> tuple[tuple[Path, Path], ...] | None:
     """(folder here, folder on the Docker host) of each mount of the container this job runner runs in, deepest
     first, or None on a host: the engine bind-mounts a job's folders by the host's paths."""
-    container = own_container()
+    try:
+        container = container_of(Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        container = None
     if container is None:
         return None
     inspected = _docker("inspect", "--format", "{{json .Mounts}}", container, check=False)
     if inspected.returncode != 0:
         raise EmulationError(f"this job runner runs in container {container[:12]}, which the Docker engine it "
                              "reaches does not know: give it the socket of the engine it runs on")
-    mounts = [(Path(m["Destination"]), Path(m["Source"])) for m in json.loads(inspected.stdout) or []
+    mounts = [(Path(m["Destination"]).resolve(), Path(m["Source"])) for m in json.loads(inspected.stdout) or []
               if m.get("Source") and m.get("Destination")]
     return tuple(sorted(mounts, key=lambda mount: len(mount[0].parts), reverse=True))
 
