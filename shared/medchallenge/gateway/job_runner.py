@@ -34,7 +34,8 @@ def run_route_job(route: Route, job: Path) -> None:
 
 
 def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
-    """Watch the inbox of every image route with one, one thread per route, until `stopping` is set."""
+    """Watch the inbox of every route with one, one thread per route, until `stopping` is set; an image route's
+    inbox that no job container could be given (job_runner in a container, the inbox not mounted) stops it first."""
     routes = [r for r in config.routes if r.inbox is not None]
     if not routes:
         raise InputError("no route with an inbox in the configuration: the job runner would have nothing to do")

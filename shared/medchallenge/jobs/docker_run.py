@@ -170,14 +170,17 @@ def host_path(path: Path, mounts: tuple[tuple[Path, Path], ...] | None) -> Path:
 
 def host_has_gpu() -> bool:
     """A GPU this Docker engine can give a container: nvidia-smi lists one and the engine has the NVIDIA runtime or
-    CDI devices."""
+    CDI devices. A job runner in a container (no nvidia-smi, no host files) asks the engine alone: its NVIDIA
+    runtime."""
+    def runtimes() -> str:
+        return _docker("info", "--format", "{{json .Runtimes}} {{json .CDISpecDirs}}", check=False).stdout
+
     if shutil.which("nvidia-smi") is None:
-        return False
+        return host_mounts() is not None and "nvidia" in runtimes()
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     if listed.returncode != 0 or "GPU" not in listed.stdout:
         return False
-    runtimes = _docker("info", "--format", "{{json .Runtimes}} {{json .CDISpecDirs}}", check=False).stdout
-    return "nvidia" in runtimes or Path("/etc/cdi/nvidia.yaml").exists() or Path("/var/run/cdi/nvidia.yaml").exists()
+    return "nvidia" in runtimes() or Path("/etc/cdi/nvidia.yaml").exists() or Path("/var/run/cdi/nvidia.yaml").exists()
 
 
 def _leaves(paths: list[str]) -> list[str]:
