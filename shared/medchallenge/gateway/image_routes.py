@@ -92,8 +92,8 @@ def job_pk(study: Path) -> str:
 
 
 def run_image_route(route: Route, study: Path) -> None:
-    """The route's algorithm on the study's input/ into output/dicom/: InputError with the job's error line when the job
-    fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
+    """The route's algorithm on the study's input/ into output/dicom/: InputError with the job's error line when the
+    job fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
     if route.interface == GENERIC:
         interface, kind = generic_interface(route), GENERIC_FINDING
         if route.input_socket not in VOLUME_SOCKETS:

@@ -26,8 +26,8 @@ UNENFORCED = ("no network", "the image's user and file system", "the CPU count",
 
 
 def die_with_parent() -> None:
-    """In the job's process: be killed when the runner dies (as a container is), so that no orphan writes into a
-    job folder the runner, restarted, runs again."""
+    """In the job's process: be killed when the runner dies, so that no orphan goes on writing into a job folder
+    that the runner, restarted, runs again (a container left behind is removed then: docker_run.DockerImage)."""
     ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
