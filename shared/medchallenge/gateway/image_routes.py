@@ -10,7 +10,6 @@ import dataclasses
 import functools
 import json
 import shutil
-import socket
 import subprocess
 import uuid
 from pathlib import Path
@@ -20,7 +19,7 @@ from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_
 from ..errors import InputError
 from ..io import write_dicom_atomic, write_json_atomic
 from ..jobs import JobLimits, run_job
-from ..jobs.docker_run import DockerImage
+from ..jobs.docker_run import DockerImage, host_mounts, host_path
 from ..jobs.launch import Launcher
 from ..jobs.process_run import LocalProcess
 from ..jobs.runner import TIME_LIMIT
@@ -85,10 +84,12 @@ def route_launcher(route: Route) -> Launcher:
     return LocalProcess(route.command)
 
 
-def job_pk(study: Path) -> str:
-    """The job's pk, the same for a study at every run on this host (its container's name: a container left by a
-    runner killed during the job is removed when the study runs again)."""
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{socket.gethostname()}:{study.resolve()}"))
+def job_pk(route: Route, study: Path) -> str:
+    """The job's pk, the same for a study at every run: derived from where the engine sees the study's folder (for
+    an image, its host path), it names the job's container, so that a container left by a runner killed during the
+    job is removed when the study runs again."""
+    where = host_path(study, host_mounts()) if route.image is not None else study.resolve()
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, str(where)))
 
 
 def run_image_route(route: Route, study: Path) -> None:
@@ -124,7 +125,7 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
     result = run_job(route_launcher(route), [image.value(1, input_socket)], list(interface.outputs), work / "run",
                      model=route.model, limits=JobLimits(memory_gb=route.memory_gb,
                                                          time_limit_s=route.timeout_seconds),
-                     gpu=route.gpu, pk=job_pk(study))
+                     gpu=route.gpu, pk=job_pk(route, study))
     write_json_atomic(work / "result.json", result.to_json())
     if result.status != "succeeded":
         if result.error.startswith(TIME_LIMIT):  # the gateway's time-out note, as for its other detectors
