@@ -95,17 +95,16 @@ OBJECT_CXR_INFERENCE = REPO / "algorithms" / "object_cxr" / "inference.py"
 MR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.4"
 
 
-def route_text(name: str, modalities: list[str], body_parts: list[str], command: list[str],
-               interface: str | None = None, timeout: float = 300) -> str:
-    """One more [[route]] table: its algorithm (interface `name` unless given) run as a local process job."""
+def route_text(name: str, modalities: list[str], body_parts: list[str], command: list[str]) -> str:
+    """One more [[route]] table: the algorithm of interface `name`, run as a local process job."""
     return f"""
 [[route]]
 name = "{name}"
 modalities = {json.dumps(modalities)}
 body_parts = {json.dumps(body_parts)}
-interface = "{interface or name}"
+interface = "{name}"
 command = {json.dumps(command)}
-timeout_seconds = {timeout}
+timeout_seconds = 300
 """
 
 

@@ -190,6 +190,31 @@ def test_a_job_runner_killed_mid_study_finishes_it_after_restart(tmp_path, pacs,
     assert "was running when the watcher stopped; queued again" in (tmp_path / "job-runner.log").read_text()
 
 
+@pytest.mark.parametrize("inbox", [False, True])
+def test_a_job_over_its_time_limit_gets_the_time_out_note(tmp_path, pacs, studies, inbox):
+    """The route's job (here, through the job-runner service too) killed at its time limit: the time-out note."""
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    text = config_text(tmp_path / "work", port, pacs.port, [sys.executable, "-c", "import time; time.sleep(120)"])
+    config.write_text(text.replace("timeout_seconds = 300", "timeout_seconds = 2")
+                      + (f'inbox = "{tmp_path / "inbox"}"\n' if inbox else ""))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+    runner = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--job-runner"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if inbox else None
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}
+        wait_for(lambda: len(pacs.received) == 1, 120, "the time-out note")
+    finally:
+        if runner is not None:
+            runner.terminate()
+            runner.wait(timeout=60)
+        assert gateway.stop() == 0
+    assert "the detector did not finish within its time limit" in read_failure_note(pacs.received[0])
+    (error,) = [p.read_text() for p in (tmp_path / "work" / "failed").glob("*/error.txt")]
+    assert error == "detector tb-caverns ran over 2 s\n"
+
+
 def test_the_hospital_compose_file_and_the_example_configuration_agree():
     from test_registry import compose_services
 

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from .config import Route
 from ..jobs.runner import TIME_LIMIT
+from .config import Route
 from .image_routes import run_image_route
 
 POLL_SECONDS = 0.5
