@@ -11,8 +11,10 @@ export COMPOSE_BAKE := false
 # GPU=1: the GPU variant of the algorithm images (compose.gpu.yaml; onnxruntime-gpu with CUDA 12).
 GPU ?= 0
 COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu.yaml)
-# the hospital deployment (README "In a hospital"): the gateway and the detectors, whose images compose.yaml builds
+# the hospital deployment (README "In a hospital"): the gateway and its job runner, which runs the algorithm images
+# compose.yaml builds; the job runner joins the group of the Docker socket
 HOSPITAL := docker compose -f compose.hospital.yaml --profile hospital
+export DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 
 .PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack codabench codabench-images lock clean
 
@@ -26,10 +28,15 @@ $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproje
 
 # Wheels for the image builds: downloaded (or, for pure-Python sdists, built) here, bind-mounted into the
 # builds, never copied into image layers. Carry this folder to build without network (air-gapped sites).
-wheels: wheelhouse/.complete $(if $(filter 1,$(GPU)),wheelhouse/gpu/.complete)
+wheels: wheelhouse/.complete wheelhouse/debs/docker.io.deb $(if $(filter 1,$(GPU)),wheelhouse/gpu/.complete)
 wheelhouse/.complete: requirements/runtime.txt requirements/build.txt | venv
 	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/runtime.txt -r requirements/build.txt
 	touch $@
+# The Docker client of the hospital's job-runner image: Debian bookworm's docker.io package, fetched by apt on this
+# (bookworm) host; the image build takes only its /usr/bin/docker (gateway/Dockerfile, stage job-runner).
+wheelhouse/debs/docker.io.deb:
+	mkdir -p wheelhouse/debs && cd wheelhouse/debs && rm -f docker.io_*.deb && apt-get download docker.io \
+	  && mv docker.io_*.deb docker.io.deb
 # onnxruntime-gpu and the CUDA 12 libraries (about 2 GB) for the GPU images; make test builds one of them.
 # In their own folder, which only the algorithm images' build context carries (see .dockerignore).
 wheels-gpu: wheelhouse/gpu/.complete
@@ -55,7 +62,7 @@ dicom-tools:
 
 images: docker-ready wheels
 	$(COMPOSE) build
-	$(HOSPITAL) build gateway
+	$(HOSPITAL) build gateway job-runner
 
 test: docker-ready browser dicom-tools venv wheels wheels-gpu
 	$(PY) -m pytest tests
@@ -69,7 +76,7 @@ bench: docker-ready venv images
 # The files a participant uploads to grand-challenge and a hospital carries offline (docker load < file).
 save: images
 	mkdir -p dist
-	set -o pipefail; for image in $$( ($(COMPOSE) config --images; $(HOSPITAL) config --images gateway) | sort -u); do \
+	set -o pipefail; for image in $$( ($(COMPOSE) config --images; $(HOSPITAL) config --images gateway job-runner) | sort -u); do \
 	  name=$${image#*/}; name=$${name%%:*}; \
 	  docker save "$$image" | gzip -1 > "dist/$$name-$(VERSION).tar.gz.part" || exit 1; \
 	  mv "dist/$$name-$(VERSION).tar.gz.part" "dist/$$name-$(VERSION).tar.gz"; \

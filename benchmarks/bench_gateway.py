@@ -1,11 +1,12 @@
 """Benchmark: the hospital gateway per study (CTs of 512x512x300 by default), its own overhead next to the model's time.
 
 `run()` writes three synthetic DICOM studies (a TB chest CT, a rib CT with BodyPartExamined RIB, a CR chest
-radiograph of 2,048 px), starts `medchallenge gateway` (routes to RibFrac, object-CXR and TB caverns, each detector
-run as a command on the CPU) and a receiving PACS stand-in (pynetdicom), sends each study with C-STORE and waits for
-its result (SR, SEG, SR) before the next. Reported per detector (`gateway_*` TB caverns, `gateway_ribfrac_*`,
-`gateway_object_cxr_*`): receive (C-STORE of every slice, as the sender sees it), the quiet period that marks a study
-complete (configured, pure waiting), the detector (process start, model load, DICOM read, inference, SR written),
+radiograph of 2,048 px), starts `medchallenge gateway` (routes to RibFrac, object-CXR and TB caverns, each algorithm
+run as a grand-challenge job by a `command` on the CPU) and a receiving PACS stand-in (pynetdicom), sends each study
+with C-STORE and waits for its result (SR, SEG, SR) before the next. Reported per detector (`gateway_*` TB caverns,
+`gateway_ribfrac_*`, `gateway_object_cxr_*`): receive (C-STORE of every slice, as the sender sees it), the quiet
+period that marks a study complete (configured, pure waiting), the detector (panimg conversion of the series, process
+start, model load, inference, the output sockets written as DICOM),
 send (C-STORE of the SR), the rest of the gateway's own work (routing, queue moves), the end-to-end time, and studies
 per hour when studies follow each other (the detector and the gateway's work; receiving overlaps with the previous
 study). Within the detector, the DICOM series read (decode + rescale, in-process) is measured on its own.
@@ -80,6 +81,7 @@ def _config(tmp: Path, port: int, pacs_port: int) -> str:
 name = "{name}"
 modalities = {json.dumps(modalities)}
 body_parts = {json.dumps(body_parts)}
+interface = "{name}"
 command = {json.dumps([sys.executable, str(inference), "--device", "cpu"])}
 """
     return f"""
@@ -89,6 +91,9 @@ host = "127.0.0.1"
 port = {port}
 work_dir = "{tmp / 'work'}"
 study_quiet_seconds = {QUIET_SECONDS}
+[[caller]]
+ae_title = "BENCHSENDER"
+addresses = ["127.0.0.1"]
 [pacs]
 ae_title = "BENCHPACS"
 host = "127.0.0.1"

@@ -96,12 +96,13 @@ MR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.4"
 
 
 def route_text(name: str, modalities: list[str], body_parts: list[str], command: list[str]) -> str:
-    """One more [[route]] table, run as a command."""
+    """One more [[route]] table: the algorithm of interface `name`, run as a local process job."""
     return f"""
 [[route]]
 name = "{name}"
 modalities = {json.dumps(modalities)}
 body_parts = {json.dumps(body_parts)}
+interface = "{name}"
 command = {json.dumps(command)}
 timeout_seconds = 300
 """
@@ -109,7 +110,8 @@ timeout_seconds = 300
 
 def config_text(work: Path, port: int, pacs_port: int, command: list[str], quiet: float = 1.0,
                 gateway_extra: str = "", pacs_extra: str = "") -> str:
-    """A gateway on loopback taking studies from SENDER (send_files) and ORTHANC, both from 127.0.0.1."""
+    """A gateway on loopback taking studies from SENDER (send_files) and ORTHANC, both from 127.0.0.1, with a
+    tb-caverns route for chest CTs whose algorithm is `command` (a local process job)."""
     return f"""
 [gateway]
 ae_title = "GATEWAY"
@@ -131,14 +133,7 @@ addresses = ["127.0.0.1"]
 ae_title = "FAKEPACS"
 host = "127.0.0.1"
 port = {pacs_port}
-{pacs_extra}
-[[route]]
-name = "tb-caverns"
-modalities = ["CT"]
-body_parts = ["CHEST"]
-command = {json.dumps(command)}
-timeout_seconds = 300
-"""
+{pacs_extra}""" + route_text("tb-caverns", ["CT"], ["CHEST"], command)
 
 
 class GatewayProcess:

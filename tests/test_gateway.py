@@ -139,7 +139,12 @@ def test_results_confirmed_before_are_not_sent_again(tmp_path, pacs, studies):
     (lambda t: t.replace('host = "127.0.0.1"\nport = 4242', ''), "[pacs]: missing key 'host'"),
     (lambda t: t.replace('study_quiet_seconds = 1.0', 'study_quiet_seconds = "soon"'), "study_quiet_seconds = 'soon': expected"),
     (lambda t: t + "[[route\n", "not valid TOML"),
-    (lambda t: t.replace('timeout_seconds', 'inbox = "/x"\ntimeout_seconds'), "give either command"),
+    (lambda t: t.replace('command = ["true"]', ''), "[[route]] 1: give image (a Docker image"),
+    (lambda t: t.replace('command = ["true"]', 'command = ["true"]\nimage = "x"'), "[[route]] 1: give image"),
+    (lambda t: t.replace('interface = "tb-caverns"', ''), "[[route]] 1: missing key 'interface'"),
+    (lambda t: t.replace('interface = "tb-caverns"', 'interface = "caverns"'),
+     "[[route]] 1: interface = 'caverns': no DICOM mapping for its output sockets"),
+    (lambda t: t.replace('timeout_seconds = 300', 'timeout_seconds = 0'), "[[route]] 1: timeout_seconds = 0"),
 ])
 def test_configuration_errors_are_one_line_at_start(tmp_path, capsys, edit, message):
     text = config_text(tmp_path / "work", 11112, 4242, ["true"])
@@ -154,54 +159,94 @@ def test_configuration_errors_are_one_line_at_start(tmp_path, capsys, edit, mess
         load_config(tmp_path / "missing.toml")
 
 
-def test_a_detector_container_watching_an_inbox_killed_mid_study_finishes_it_after_restart(tmp_path, pacs, studies):
-    """The compose `hospital` layout: the detector has no network and watches a folder the gateway hands jobs to."""
+def test_a_job_runner_killed_mid_study_finishes_it_after_restart(tmp_path, pacs, studies):
+    """The compose `hospital` layout: the gateway hands the study through the route's inbox to the job-runner
+    service (here running the algorithm as a local process job), which is killed during the job and restarted."""
     port, inbox = free_port(), tmp_path / "inbox"
     config = tmp_path / "gateway.toml"
-    config.write_text(config_text(tmp_path / "work", port, pacs.port, ["unused"])
-                      .replace('command = ["unused"]', f'inbox = "{inbox}"'))
+    config.write_text(config_text(tmp_path / "work", port, pacs.port, [sys.executable, str(INFERENCE), "--device",
+                                                                        "cpu"]) + f'inbox = "{inbox}"\n')
     env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
-    worker_command = [sys.executable, str(INFERENCE), "--watch", str(inbox), "--device", "cpu"]
+    runner_command = [sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--job-runner"]
     gateway = GatewayProcess(config, tmp_path / "gateway.log")
-    worker = subprocess.Popen(worker_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    runner_log = open(tmp_path / "job-runner.log", "a")
+    runner = subprocess.Popen(runner_command, env=env, stdout=runner_log, stderr=subprocess.STDOUT)
     try:
         assert set(send_files(studies["tb"], port)) == {0}
         wait_for(lambda: (inbox / "running").is_dir() and any((inbox / "running").iterdir()), 60, "the job running")
-        worker.kill()
-        worker.wait(timeout=60)
+        runner.kill()
+        runner.wait(timeout=60)
         assert not pacs.received
-        worker = subprocess.Popen(worker_command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        wait_for(lambda: len(pacs.received) == 1, 120, "the SR after the detector's restart")
+        runner = subprocess.Popen(runner_command, env=env, stdout=runner_log, stderr=subprocess.STDOUT)
+        wait_for(lambda: len(pacs.received) == 1, 120, "the SR after the job runner's restart")
         wait_for(lambda: states(tmp_path / "work")["sent"] == 1, 30, "the study sent")
     finally:
-        worker.terminate()
-        worker.wait(timeout=60)
+        runner.terminate()
+        runner.wait(timeout=60)
         assert gateway.stop() == 0
     assert pacs.received[0].Modality == "SR"
     assert all(not any((inbox / state).iterdir()) for state in ("pending", "running", "done"))
     assert "Traceback" not in (tmp_path / "gateway.log").read_text()
+    assert "was running when the watcher stopped; queued again" in (tmp_path / "job-runner.log").read_text()
+
+
+@pytest.mark.parametrize("inbox", [False, True])
+def test_a_job_over_its_time_limit_gets_the_time_out_note(tmp_path, pacs, studies, inbox):
+    """The route's job (here, through the job-runner service too) killed at its time limit: the time-out note."""
+    port = free_port()
+    config = tmp_path / "gateway.toml"
+    text = config_text(tmp_path / "work", port, pacs.port, [sys.executable, "-c", "import time; time.sleep(120)"])
+    config.write_text(text.replace("timeout_seconds = 300", "timeout_seconds = 2")
+                      + (f'inbox = "{tmp_path / "inbox"}"\n' if inbox else ""))
+    env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
+    runner = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--job-runner"],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if inbox else None
+    gateway = GatewayProcess(config, tmp_path / "gateway.log")
+    try:
+        assert set(send_files(studies["tb"], port)) == {0}
+        wait_for(lambda: len(pacs.received) == 1, 120, "the time-out note")
+    finally:
+        if runner is not None:
+            runner.terminate()
+            runner.wait(timeout=60)
+        assert gateway.stop() == 0
+    assert "the detector did not finish within its time limit" in read_failure_note(pacs.received[0])
+    (error,) = [p.read_text() for p in (tmp_path / "work" / "failed").glob("*/error.txt")]
+    assert error == "detector tb-caverns ran over 2 s\n"
 
 
 def test_the_hospital_compose_file_and_the_example_configuration_agree():
     from test_registry import compose_services
 
+    from medchallenge import __version__
+
     config = load_config(REPO / "gateway" / "gateway.example.toml")
     services = compose_services((REPO / "compose.hospital.yaml").read_text())
-    assert "networks: [pacs]" in services["gateway"] and "network_mode: none" not in services["gateway"]
-    detectors = {name: lines for name, lines in services.items() if name != "gateway"}
-    assert detectors and all("network_mode: none" in lines for lines in detectors.values())
+    assert set(services) == {"gateway", "job-runner"}
+    gateway, runner = services["gateway"], services["job-runner"]
+    assert "networks: [pacs]" in gateway and "network_mode: none" not in gateway
+    assert not any("docker.sock" in line for line in gateway)  # the gateway never holds the Docker socket
+    assert "network_mode: none" in runner and "- ${DOCKER_SOCKET:-/var/run/docker.sock}:/var/run/docker.sock" in runner
+    assert any(line.startswith('group_add: ["${DOCKER_GID:?') for line in runner)
     assert all("profiles: [hospital]" in lines for lines in services.values())
-    watched = {line for lines in detectors.values() for line in lines if line.startswith("command:")}
-    for route in config.routes:  # every route's inbox is watched by a detector without network
-        assert route.inbox is not None and f'command: ["--watch", "{route.inbox}"]' in watched
+    inbox = "- ${HOSPITAL_DATA:-./hospital}/inbox:/var/lib/medchallenge/inbox"
+    assert inbox in gateway and inbox in runner
+    # the built-in routes: the project's own algorithm images, handed to the job runner through the mounted inbox
+    assert sorted(r.interface for r in config.routes) == ["object-cxr", "ribfrac", "tb-caverns"]
+    for route in config.routes:
+        assert route.image == f"medchallenge/{route.interface}-algorithm:{__version__}"
+        assert route.inbox == Path("/var/lib/medchallenge/inbox") / route.name
 
 
-def test_watch_mode_runs_every_job_requeues_an_interrupted_one_and_reports_failures(tmp_path, studies):
-    from medchallenge.algorithms.runner import load_model, run_watch
-    from medchallenge.algorithms.tb_caverns import ALGORITHM
+def test_the_job_runner_runs_every_job_requeues_an_interrupted_one_and_reports_failures(tmp_path, studies):
+    from medchallenge.gateway.job_runner import run_route_job
+    from medchallenge.inbox import watch_inbox
 
     inbox = tmp_path / "inbox"
-    # a worker killed while running "interrupted" (the TB study, half its output written)
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", 11112, 4242, [sys.executable, str(INFERENCE), "--device", "cpu"]))
+    (route,) = load_config(config).routes
+    # a job runner killed while running "interrupted" (the TB study, half its output written)
     for state, job, files in (("pending", "bad", studies["broken"]), ("running", "interrupted", studies["tb"]),
                               ("pending", "good", studies["tb"])):
         (inbox / state / job / "input").mkdir(parents=True)
@@ -209,8 +254,7 @@ def test_watch_mode_runs_every_job_requeues_an_interrupted_one_and_reports_failu
             (inbox / state / job / "input" / path.name).write_bytes(path.read_bytes())
     (inbox / "running" / "interrupted" / "output").mkdir()
     (inbox / "running" / "interrupted" / "output" / "half-written.json").write_text("{")
-    model = load_model(ALGORITHM, REPO / "algorithms" / "tb_caverns" / "model" / "tb_caverns.onnx", "cpu")
-    run_watch(ALGORITHM, model, inbox, stop=lambda: not any((inbox / "pending").iterdir()))
+    watch_inbox(inbox, lambda job: run_route_job(route, job), stop=lambda: not any((inbox / "pending").iterdir()))
     assert sorted(p.name for p in (inbox / "done").iterdir()) == ["bad", "good", "interrupted"]
     assert not any((inbox / "running").iterdir())
     bad = json.loads((inbox / "done" / "bad" / "status.json").read_text())
@@ -218,6 +262,7 @@ def test_watch_mode_runs_every_job_requeues_an_interrupted_one_and_reports_failu
     for job in ("good", "interrupted"):
         assert json.loads((inbox / "done" / job / "status.json").read_text()) == {"returncode": 0, "error": None}
         assert len(list((inbox / "done" / job / "output" / "dicom").glob("*.dcm"))) == 1
+        assert sorted(p.name for p in (inbox / "done" / job / "job").iterdir()) == ["result.json"]
     assert not (inbox / "done" / "interrupted" / "output" / "half-written.json").exists()
 
 

@@ -226,9 +226,8 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
     from medchallenge.io import write_dicom_atomic
 
     series, labels, label_file = labelled_ct(tmp_path)
-    route = Route("lungs", ("CT",), (), (), None, 60, image="team/lungs:1", interface="generic",
-                  input_socket="ct-image", outputs=(("lesions", "Segmentation"), ("volume-ml", "Float"),
-                                                    ("impression", "String")))
+    route = Route("lungs", ("CT",), (), "generic", 60, image="team/lungs:1", input_socket="ct-image",
+                  outputs=(("lesions", "Segmentation"), ("volume-ml", "Float"), ("impression", "String")))
     kind = dataclasses.replace(GENERIC_FINDING, algorithm_name="lungs", algorithm_version="1")
     seg, sr = generic_results(route, {"lesions": label_file, "volume-ml": 12.5, "impression": "two\x1bnodules"},
                               series, ImageGrid((16, 12, 6)), kind)

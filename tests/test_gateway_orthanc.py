@@ -1,7 +1,8 @@
 """End to end against a real PACS: Orthanc (Debian's package, on loopback, started here) receives synthetic CTs, its
 auto-routing (a Lua OnStableStudy script) sends each stable study to the gateway, the gateway's results appear in
 Orthanc (checked through its REST API), validate with dciodvfy and read back to the detector's boxes; a CR chest
-radiograph goes the same way to the object-CXR detector and its SR reads back to its official CSVs. With them: an
+radiograph goes the same way to the object-CXR algorithm and its SR reads back to the official CSVs of the
+algorithm's batch run on it. With them: an
 MR study no route takes, a series with a missing slice (its failure note, an SR, appears in Orthanc), and the same
 study again (Orthanc forwards a study again once
 the SR has made it change: the gateway drops its own SR and does not run the study twice)."""
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -19,8 +21,8 @@ from pathlib import Path
 
 import pydicom
 from dicom_helpers import dciodvfy_errors
-from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, GatewayProcess, config_text, free_port, route_text,
-                             states, wait_for)
+from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, REPO, GatewayProcess, config_text, free_port,
+                             route_text, states, wait_for)
 
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
@@ -117,13 +119,17 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
         cxr_sr = tmp_path / "cxr-sr.dcm"
         cxr_sr.write_bytes(orthanc.get(f"/instances/{cxr_entry['Instances'][0]}/file"))
         assert dciodvfy_errors(cxr_sr) == []
-        output = work / "sent" / cxr.StudyInstanceUID / "output"  # the study moves to sent/ just after its SR
-        wait_for(lambda: (output / "localization.csv").exists(), 60, "the radiograph's study in sent/")
+        wait_for(lambda: (work / "sent" / cxr.StudyInstanceUID / "job.json").exists(), 60, "the study in sent/")
+        # the official CSVs of the algorithm run on the radiograph in its batch mode, the SR's values
+        output = tmp_path / "cxr-batch"
+        subprocess.run([sys.executable, str(OBJECT_CXR_INFERENCE), "--device", "cpu", "--input",
+                        str(studies["cxr"][0].parent), "--output", str(output)], check=True, capture_output=True,
+                       env={**os.environ, "PYTHONPATH": str(REPO / "shared")})
         (classification,) = (output / "classification.csv").read_text().splitlines()[1:]
         (localization,) = (output / "localization.csv").read_text().splitlines()[1:]
         probability, points = read_point_report(cxr_sr)
         name, value = classification.split(",")
-        assert name == f"{cxr.SOPInstanceUID}.dcm" and float(value) == round(probability, 6)
+        assert name == studies["cxr"][0].name and float(value) == round(probability, 6)
         expected = [tuple(map(float, t.split(" "))) for t in localization.split(",")[1].split(";") if t]
         assert expected and [(round(p.probability, 6), round(p.x, 1), round(p.y, 1)) for p in points] == expected
         # Orthanc forwards the study again once the SR made it change: the gateway drops its own SR and the CT

@@ -16,7 +16,7 @@ import pytest
 from helpers import InProcessAlgorithm
 from medchallenge.jobs import (DockerImage, EmulationError, JobFolders, JobLimits, LocalProcess, SocketValue,
                                extract_model, resolve_gpu, run_job)
-from medchallenge.jobs.docker_run import written_outside
+from medchallenge.jobs.docker_run import container_of, host_path, written_outside
 from medchallenge.sockets import Socket
 
 SCORE = Socket("score", "Float", "Value", "score.json")
@@ -124,6 +124,66 @@ def test_a_local_process_job_has_its_time_and_memory_limits(tmp_path, mode, erro
     else:
         assert not result.succeeded and re.match(error, result.error), result.error
     assert any("not enforced: no network" in note for note in result.notes)
+
+
+RUNNER_KILLED = """
+import sys
+from pathlib import Path
+from medchallenge.jobs import LocalProcess, run_job
+job = "import os, time; open(os.path.join(os.environ['HOME'], 'pid'), 'w').write(str(os.getpid())); time.sleep(120)"
+run_job(LocalProcess([sys.executable, "-c", job]), [], [], Path(sys.argv[1]))
+"""
+
+
+def test_a_local_process_job_dies_with_its_runner_and_has_its_home_in_the_job_folder(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    (tmp_path / "runner.py").write_text(RUNNER_KILLED)
+    runner = subprocess.Popen([sys.executable, str(tmp_path / "runner.py"), str(tmp_path / "job")])
+    pid_file = tmp_path / "job" / "tmp" / "pid"  # HOME (and TMPDIR) is the job's own /tmp
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    job = int(pid_file.read_text())
+    runner.send_signal(signal.SIGKILL)
+    runner.wait(timeout=60)
+
+    def alive(pid: int) -> bool:
+        try:
+            return " (Z) " not in Path(f"/proc/{pid}/stat").read_text().split(")", 1)[1][:5] + " "
+        except FileNotFoundError:
+            return False
+    deadline = time.monotonic() + 10
+    while alive(job) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not alive(job)
+
+
+MOUNTINFO = """\
+75 60 0:52 / / ro,relatime - overlay overlay rw,lowerdir=/var/lib/docker/overlay2/l/X
+93 75 254:0 /var/lib/docker/containers/{id}/hostname /etc/hostname rw,relatime - ext4 /dev/vda rw
+94 75 254:0 /srv/hospital/inbox /var/lib/medchallenge/inbox rw,relatime - ext4 /dev/vda rw
+"""
+
+
+def test_a_job_runner_in_a_container_gives_the_engine_host_paths_through_its_own_mounts(tmp_path):
+    container = "2599dfc906edacad6506c79496eb9e1655b82a5a5fbeb4eca11712dab288ab74"
+    assert container_of(MOUNTINFO.format(id=container)) == container
+    assert container_of("93 75 254:0 /etc/hostname /etc/hostname rw - ext4 /dev/vda rw") is None  # a host
+    mounts = ((Path("/var/lib/medchallenge/inbox/team-x"), Path("/mnt/fast/team-x")),  # deepest first
+              (Path("/var/lib/medchallenge/inbox"), Path("/srv/hospital/inbox")),
+              (Path("/etc/medchallenge/gateway.toml"), Path("/etc/medchallenge-gateway.toml")))
+    job = Path("/var/lib/medchallenge/inbox/ribfrac/running/1.2.3/job/run/input")
+    assert host_path(job, mounts) == Path("/srv/hospital/inbox/ribfrac/running/1.2.3/job/run/input")
+    assert host_path(Path("/var/lib/medchallenge/inbox/team-x/running/9/job"), mounts) == \
+        Path("/mnt/fast/team-x/running/9/job")
+    assert host_path(tmp_path, None) == tmp_path.resolve()  # on a host: the path itself
+    for outside in ("/var/lib/medchallenge/inboxes/x", "/tmp/job"):  # a prefix is no parent
+        with pytest.raises(EmulationError, match=rf"^{outside}: not in a folder mounted from the Docker host into "
+                                                 "this job runner's container"):
+            host_path(Path(outside), mounts)
 
 
 def test_files_written_outside_the_mounts_are_the_leaves_of_docker_diff():

@@ -109,17 +109,40 @@ def evaluator_dockerfile(challenge: Challenge) -> str:
                             script="evaluate.py"))
 
 
-GATEWAY_DESCRIPTION = "DICOM gateway between a hospital PACS and the detectors (pynetdicom Storage SCP, on-disk queue)"
+GATEWAY_DESCRIPTION = ("DICOM gateway between a hospital PACS and the algorithms (pynetdicom Storage SCP, on-disk "
+                       "queue)")
+
+
+JOB_RUNNER_DESCRIPTION = ("The hospital gateway's job runner: runs the routes' algorithm images as grand-challenge "
+                          "does (holds the Docker socket, no network)")
+DOCKER_CLIENT = "wheelhouse/debs/docker.io.deb"
+JOB_RUNNER = f"""\
+{_comment("Stage job-runner (compose.hospital.yaml's job-runner service, `--job-runner`): the gateway's image and "
+          "the Docker client, /usr/bin/docker of Debian bookworm's docker.io package (make wheels: "
+          f"{DOCKER_CLIENT}); nothing else of that package enters the image.")}
+FROM gateway AS job-runner
+USER root
+RUN --mount=type=bind,source=wheelhouse/debs,target=/debs \\
+    dpkg-deb --fsys-tarfile /debs/docker.io.deb | tar -xO ./usr/bin/docker > /usr/local/bin/docker \\
+ && chmod 755 /usr/local/bin/docker && docker --version
+LABEL org.opencontainers.image.title="medchallenge-job-runner" \\
+      org.opencontainers.image.description="{JOB_RUNNER_DESCRIPTION}"
+USER 1000:1000
+"""
 
 
 def gateway_dockerfile() -> str:
-    """The hospital gateway's image (compose.hospital.yaml): the package with its DICOM network extras."""
-    return (HEADER.format(title=_comment("The hospital DICOM gateway (medchallenge gateway); configuration in "
-                                         "/etc/medchallenge/gateway.toml."))
+    """The hospital gateway's image (compose.hospital.yaml): the package with its DICOM network extras; its stage
+    job-runner adds the Docker client for the job-runner service."""
+    header = HEADER.format(title=_comment("The hospital DICOM gateway (medchallenge gateway; stage gateway) and its "
+                                          "job runner (stage job-runner); configuration in "
+                                          "/etc/medchallenge/gateway.toml."))
+    return (header.replace("python:3.11-slim\n", "python:3.11-slim AS gateway\n", 1)
             + MOUNTS + f" && {PIP} {_package(('dicom', 'gateway'))} \\\n && {USER}\n"
             + "WORKDIR /opt/app\nCOPY gateway/gateway.py /opt/app/\n"
             + FOOTER.format(image_title="medchallenge-gateway", description=GATEWAY_DESCRIPTION,
-                            version=__version__, script="gateway.py"))
+                            version=__version__, script="gateway.py")
+            + "\n" + JOB_RUNNER)
 
 
 def dockerfiles() -> dict[str, str]:

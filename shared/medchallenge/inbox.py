@@ -1,8 +1,7 @@
-"""The inbox a detector watches for the hospital gateway (the gateway's side: gateway/jobs.py `run_in_inbox`):
-every job folder `DIR/pending/<job>` (renamed there complete by the gateway) moves to `DIR/running/<job>`, its
-`input/` is processed into `output/`, `status.json` says how that went, and the job moves to `DIR/done/<job>`; on
-start, jobs left in running/ (a killed watcher) go back to pending/. Used by the algorithm images' watch mode and by
-the gateway's job-runner service (`medchallenge gateway --job-runner`)."""
+"""The inbox the gateway's job-runner service (`medchallenge gateway --job-runner`) watches; the gateway's side is
+gateway/jobs.py `run_in_inbox`. Every job folder `DIR/pending/<job>` (renamed there complete by the gateway) moves
+to `DIR/running/<job>`, its `input/` is processed into `output/`, `status.json` says how that went, and the job
+moves to `DIR/done/<job>`; on start, jobs left in running/ (a killed watcher) go back to pending/."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 import tarfile
+import time
 from pathlib import Path
 
 import pytest
@@ -158,3 +159,48 @@ def test_the_report_page_renders_offline_with_every_job_and_score(images, cohort
     assert elements.counts["jobs:tr"] == 3 and elements.counts["jobs:.failed"] == 2
     assert elements.counts["scores:tr"] == 1 + 9 and elements.counts[":.log"] == 2
     assert "RuntimeError: the model file weights.onnx is missing" in dom.stdout
+
+
+KILLED_RUNNER = """
+import sys
+from pathlib import Path
+from medchallenge.jobs import DockerImage, run_job, upload_case
+from medchallenge.sockets import CT_IMAGE
+image, case, work, prefix = sys.argv[1:]
+ct = upload_case(Path(case), Path(work) / "storage")
+run_job(DockerImage(image, name_prefix=prefix), [ct.value(1, CT_IMAGE)], [], Path(work) / "job", pk="again")
+"""
+
+
+def test_a_container_left_by_a_killed_runner_is_removed_when_its_job_runs_again(images, cohort, tmp_path):
+    """The hospital's job runner gives a study's job the same pk at every run: the container a killed runner left
+    (Docker does not stop it) is removed before the job's container starts again."""
+    from medchallenge.jobs import DockerImage, run_job, upload_case
+    from medchallenge.sockets import CT_IMAGE, TB_CAVERN_BOXES
+
+    prefix, case = f"medchallenge-test-killed-{VERSION}", sorted((cohort / "input").glob("*.nii.gz"))[0]
+    name = f"{prefix}-again"
+    (tmp_path / "runner.py").write_text(KILLED_RUNNER)
+    runner = subprocess.Popen([sys.executable, str(tmp_path / "runner.py"), tag("slow"), str(case),
+                               str(tmp_path / "first"), prefix])
+
+    def container() -> str:
+        return subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", f"name=^{name}$"], capture_output=True,
+                              text=True, check=True).stdout.strip()
+    try:
+        for _ in range(600):
+            if container():
+                break
+            time.sleep(0.1)
+        left = container()
+        assert left and runner.poll() is None
+        runner.kill()
+        runner.wait(timeout=60)
+        assert container() == left  # still there, still running
+        ct = upload_case(case, tmp_path / "storage")
+        result = run_job(DockerImage(tag("ok"), name_prefix=prefix), [ct.value(1, CT_IMAGE)], [TB_CAVERN_BOXES],
+                         tmp_path / "again", pk="again")
+        assert result.succeeded, result.error
+        assert container() == ""  # the leftover removed before the job, the job's own after it
+    finally:
+        subprocess.run(["docker", "rm", "--force", name], capture_output=True)

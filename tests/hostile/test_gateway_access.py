@@ -47,7 +47,8 @@ def test_only_allowed_callers_store_and_notes_carry_fixed_words(tmp_path, pacs, 
     assert "rejected an association from 'STRANGER' at 127.0.0.1" in log and "calling AE title not allowed" in log
     assert "to 'SOMEONE_ELSE'" in log and "called AE title is not the gateway's" in log
     assert "from 'SENDER' at 127.0.0.2" in log
-    assert "/opt/secret/path/model.onnx" in log  # the details stay in the log
+    assert "/opt/secret/path/model.onnx" in log  # the details stay in the log and the job's record
+    assert "/opt/secret/path/model.onnx" in (work / "failed" / study_uid / "job" / "result.json").read_text()
     records = audit_lines(work)
     rejected = [r for r in records if r["event"] == "association" and r["result"] == "rejected"]
     assert {(r["calling_ae"], r["called_ae"], r["address"]) for r in rejected} == {

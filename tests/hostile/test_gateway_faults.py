@@ -24,10 +24,8 @@ from medchallenge.gateway import Gateway, load_config
 
 TB = [sys.executable, str(INFERENCE), "--device", "cpu"]
 BROKEN_RESULT_DETECTOR = """
-import pathlib, sys
-out = pathlib.Path(sys.argv[sys.argv.index("--output") + 1]) / "dicom"
-out.mkdir(parents=True)
-(out / "result.dcm").write_bytes(b"not a DICOM object")
+import os, pathlib
+(pathlib.Path(os.environ["OUTPUT_DIR"]) / "tb-cavern-boxes.json").write_text('{"boxes": [')
 """
 
 
@@ -45,7 +43,7 @@ def test_a_study_breaking_routing_or_sending_fails_alone_and_the_gateway_goes_on
         wait_for(lambda: states(work)["failed"] == 1, 60, "the study without series UID failed")
         assert send_files(studies["mr"], port) == [0] * len(studies["mr"])  # still serving
         wait_for(lambda: states(work)["unroutable"] == 1, 60, "the next study")
-        assert set(send_files(studies["tb"], port)) == {0}  # its detector writes a broken result object
+        assert set(send_files(studies["tb"], port)) == {0}  # its algorithm writes a broken output socket
         wait_for(lambda: states(work)["failed"] == 2 and len(pacs.received) == 1, 60, "the broken result's study")
     finally:
         assert gateway.stop() == 0
@@ -53,10 +51,10 @@ def test_a_study_breaking_routing_or_sending_fails_alone_and_the_gateway_goes_on
     restarted.wait_ready()
     assert restarted.stop() == 0
     assert "the gateway's log" in read_failure_note(pacs.received[0])
-    assert "an internal error of the gateway" in read_failure_note(pacs.received[0])
+    assert "the detector could not process the images of this study" in read_failure_note(pacs.received[0])
     errors = sorted(p.read_text() for p in (work / "failed").glob("*/error.txt"))
     assert any("without StudyInstanceUID or SeriesInstanceUID" in e for e in errors)
-    assert any("InvalidDicomError" in e for e in errors)
+    assert any("The output file 'tb-cavern-boxes.json' is not valid json" in e for e in errors)
     log = (tmp_path / "gateway.log").read_text()
     assert log.count("moved to failed") == 2 and log.count("gateway stopped") == 2
     assert "no readable instance of the study" in log  # no note where no header can be read

@@ -15,10 +15,6 @@ Model: `<model dir>/<model file>` when that file exists, the model dir being `--
 /opt/ml/model (a grand-challenge model tarball, a mounted folder); otherwise the model baked into the image
 (/opt/app/model; the entry script passes the folder beside it, which is that folder in the image).
 Device: `--device auto|cpu|cuda`, default `$MEDCHALLENGE_DEVICE` or auto (CUDA if ONNX Runtime offers it).
-Watch mode (`--watch DIR`, the hospital gateway's detectors, which have no network): the model is loaded once, then
-every job folder `DIR/pending/<job>` (renamed there complete by the gateway) moves to `DIR/running/<job>`, its
-`input/` is run in batch mode into its `output/`, `status.json` says how that went ({"returncode", "error"}), and the
-job moves to `DIR/done/<job>`; on start, jobs left in running/ (a killed container) go back to pending/.
 Every output file is written atomically (complete or absent); bad input is one `error:` line and exit status 1.
 Output socket values and per-case files are JSON values, or an `ImageOutput` (a SimpleITK image: a per-case file
 written in the format of its name, or, for an image socket, one file in the socket's folder).
@@ -40,7 +36,6 @@ from ..contract import SocketValue, add_path_arguments, read_inputs_json
 from ..dicom.series import DicomSeries, dicom_files, is_dicom_file, read_headers, read_volume, select_study_series
 from ..errors import InputError, report_errors
 from ..imaging import read_image
-from ..inbox import watch_inbox
 from ..io import write_dicom_atomic, write_image_atomic, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..onnx_session import DEVICES, resolve_model
@@ -279,12 +274,6 @@ def run_batch(algorithm: Algorithm, model: Model, cases: list[Case], output_dir:
     log.info("wrote %s (%d cases)", ", ".join(map(str, written)), len(cases))
 
 
-def run_watch(algorithm: Algorithm, model: Model, inbox: Path, stop: Callable[[], bool] = lambda: False) -> None:
-    """Watch mode: run every job put into `inbox/pending/` until `stop()` (a container runs until stopped)."""
-    watch_inbox(inbox, lambda job: run_batch(algorithm, model, batch_cases(algorithm, job / "input"), job / "output"),
-                stop)
-
-
 def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=algorithm.description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -293,12 +282,10 @@ def build_parser(algorithm: Algorithm) -> argparse.ArgumentParser:
                         help=f"ONNX Runtime device (default ${DEVICE_VARIABLE} or auto: CUDA if available)")
     if algorithm.add_arguments is not None:
         algorithm.add_arguments(parser.add_argument_group("model options"))
-    parser.add_argument("--watch", type=Path, default=os.environ.get("WATCH_DIR") or None, metavar="DIR",
-                        help="watch mode: run the jobs the hospital gateway puts into DIR/pending (default $WATCH_DIR)")
     return parser
 
 
-RUNNER_OPTIONS = ("input", "output", "model", "device", "watch")
+RUNNER_OPTIONS = ("input", "output", "model", "device")
 
 
 def model_options(args: argparse.Namespace) -> dict[str, object]:
@@ -315,9 +302,6 @@ def main(algorithm: Algorithm, argv: list[str] | None = None, baked_model_dir: P
     if args.device not in DEVICES:  # argparse does not check a default against the choices
         raise InputError(f"{DEVICE_VARIABLE}={args.device!r}: expected one of {', '.join(DEVICES)}")
     model_path = model_location(algorithm.model_file, args.model, baked_model_dir)
-    if args.watch is not None:
-        run_watch(algorithm, load_model(algorithm, model_path, args.device, options), args.watch)
-        return 0
     sockets = read_inputs_json(args.input)
     if sockets is None:
         cases = batch_cases(algorithm, args.input)

@@ -4,8 +4,9 @@ A DICOM Storage SCP (pynetdicom) receives studies from the callers of its allow-
 addresses; optionally over TLS). Each instance is written to a file as it arrives (`WORK/tmp/`), checked against the
 size limits and renamed to `WORK/incoming/<StudyInstanceUID>/input/<SOPInstanceUID>.dcm` before the C-STORE is
 answered with success. A study is complete when no instance of it arrived for `study_quiet_seconds`; it is then
-routed by the modality and body part of its series to the first matching detector, run, and the detector's result
-objects (OUTPUT/dicom/*.dcm: SR, SEG) are sent back to the PACS with C-STORE.
+routed by the modality and body part of its series to the first matching route, whose algorithm runs as one
+grand-challenge job (its series as the interface's input socket, the output sockets as DICOM objects,
+OUTPUT/dicom/*.dcm: SR, SEG), and those are sent back to the PACS with C-STORE.
 
 The work queue is folders, and a study moves between them by atomic renames:
 
@@ -31,9 +32,10 @@ until the worker's next try. One JSON line per association and per study goes to
 The configuration (TOML) is read and checked at start; every problem is one `error:` line naming the key.
 
 Modules, one idea each: config (the TOML, checked), queue (the folders, the ledger, the bytes held), server (the
-Storage SCP: allow-list, limits), limits (size checks before decoding), routing (which detector), jobs (running a
-detector: the one place that knows how), pacs (C-STORE of results), notes (failure notes), audit (the audit log),
-worker (the loop over the queue), main (the command line).
+Storage SCP: allow-list, limits), limits (size checks before decoding), routing (which route), jobs (running a
+route's algorithm: the one place that knows how; image_routes the job, output_dicom its outputs as DICOM,
+job_runner the service holding the Docker socket), pacs (C-STORE of results), notes (failure notes), audit (the
+audit log), worker (the loop over the queue), main (the command line).
 """
 
 from .config import GatewayConfig, Route, load_config

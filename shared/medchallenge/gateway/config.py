@@ -17,26 +17,31 @@ AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash,
 
 @dataclass(frozen=True)
 class Route:
-    """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to a detector: either
-    `command`, run with `--input DIR --output DIR` (an algorithm's entry script), or `inbox`, the folder a detector
-    container without network watches (`inference.py --watch DIR`: jobs in pending/, results in done/), or `image`,
-    a grand-challenge algorithm image run by the job runner with `interface`'s sockets (image_routes.py), its
-    optional `model` tarball at /opt/ml/model, `memory_gb` and `gpu` ("auto", "on", "off"): here, or with an
-    `inbox` by the job-runner service that holds the Docker socket (job_runner.py)."""
+    """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to an algorithm, run as
+    one grand-challenge job (image_routes.py): the study's series as `interface`'s input socket, the output sockets
+    as DICOM objects in the study. The job launches `image`, a Docker image run as grand-challenge runs it, or
+    `command`, the algorithm's entry as a process on this host (jobs.process_run: installs without Docker, tests);
+    its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
+    "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py), else the gateway."""
 
     name: str
     modalities: tuple[str, ...]
     body_parts: tuple[str, ...]
-    command: tuple[str, ...]
-    inbox: Path | None
+    interface: str
     timeout_seconds: float
     image: str | None = None
-    interface: str | None = None
+    command: tuple[str, ...] = ()
+    inbox: Path | None = None
     model: Path | None = None
     memory_gb: float = 8.0
     gpu: str = "off"
     input_socket: str | None = None  # interface "generic": the input socket's slug
     outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
+
+    @property
+    def algorithm(self) -> str:
+        """What runs, for the results' algorithm version and the log: the image, or the command line."""
+        return self.image or " ".join(self.command)
 
 
 @dataclass(frozen=True)
@@ -236,21 +241,32 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
         raise InputError(f"{where}: unknown key(s) {', '.join(unknown)} (known: {', '.join(sorted(known))})")
 
 
-IMAGE_KEYS = {"image", "interface", "model", "memory_gb", "gpu", "input", "outputs"}
+ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
+              "model", "memory_gb", "gpu", "input", "outputs"}
 
 
-def _image_route(route: Route, table: dict, where: str) -> Route:
-    """An image route's keys, checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
+def _route(table: dict, where: str) -> Route:
+    """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
     from .output_dicom import check_image_route
 
+    _no_unknown_keys(table, ROUTE_KEYS, where)
+    if ("image" in table) == ("command" in table):
+        raise InputError(f"{where}: give image (a Docker image, run as grand-challenge runs it) or command (the "
+                         "algorithm's entry as a process on this host), one of them")
     gpu = _take(table, "gpu", str, where, "off")
     memory = float(_take(table, "memory_gb", (int, float), where, 8))
     if gpu not in ("auto", "on", "off") or memory <= 0:
         raise InputError(f"{where}: gpu must be auto, on or off and memory_gb positive")
-    model = Path(_take(table, "model", str, where)) if "model" in table else None
-    route = dataclasses.replace(route, image=_take(table, "image", str, where),
-                                interface=_take(table, "interface", str, where), model=model, memory_gb=memory,
-                                gpu=gpu)
+    route = Route(
+        name=_take(table, "name", str, where),
+        modalities=tuple(m.upper() for m in _strings(table, "modalities", where, True)),
+        body_parts=tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
+        interface=_take(table, "interface", str, where),
+        timeout_seconds=_positive(table, "timeout_seconds", where, 3600),
+        image=_take(table, "image", str, where) if "image" in table else None,
+        command=_strings(table, "command", where, required=True) if "command" in table else (),
+        inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
+        model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu)
     if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
         outputs = _take(table, "outputs", list, where)
         if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and
@@ -290,22 +306,7 @@ def load_config(path: Path) -> GatewayConfig:
         where = f"{path} [[route]] {number}"
         if not isinstance(table, dict):
             raise InputError(f"{where}: expected a table")
-        _no_unknown_keys(table, {"name", "modalities", "body_parts", "command", "inbox", "timeout_seconds",
-                                 *IMAGE_KEYS}, where)
-        if sum(key in table for key in ("command", "inbox", "image")) - ("image" in table and "inbox" in table) != 1:
-            raise InputError(f"{where}: give either command (a detector run here), inbox (a detector container's "
-                             "watched folder) or image (a grand-challenge algorithm image, with an inbox when the "
-                             "job-runner service runs it)")
-        command = _strings(table, "command", where, required=True) if "command" in table else ()
-        inbox = Path(_take(table, "inbox", str, where)) if "inbox" in table else None
-        timeout = float(_take(table, "timeout_seconds", (int, float), where, 3600))
-        route = Route(_take(table, "name", str, where), tuple(m.upper() for m in _strings(table, "modalities",
-                      where, True)), tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
-                      command, inbox, timeout)
-        extra = sorted(set(table) & IMAGE_KEYS) if "image" not in table else []
-        if extra:
-            raise InputError(f"{where}: {', '.join(extra)} only go with image")
-        routes.append(_image_route(route, table, where) if "image" in table else route)
+        routes.append(_route(table, where))
     names = [r.name for r in routes]
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")

@@ -1,7 +1,7 @@
-"""A route to a grand-challenge algorithm image: the study's series as the interface's input socket (converted by
-panimg, as grand-challenge converts an upload), one job by the project's job runner (medchallenge.jobs.run_job: no
-network, memory and time limits, the GPU when configured), the output sockets as DICOM objects in the study
-(output_dicom.py).
+"""How the gateway runs a route's algorithm, the one way: the study's series as the interface's input socket
+(converted by panimg, as grand-challenge converts an upload), one job by the project's job runner
+(medchallenge.jobs.run_job: the route's image with no network, memory and time limits, the GPU when configured; or
+its command as a local process), the output sockets as DICOM objects in the study (output_dicom.py).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import functools
 import json
 import shutil
 import subprocess
+import uuid
 from pathlib import Path
 
 from ..dicom.detectors import FOREIGN_OBJECT
@@ -18,7 +19,9 @@ from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_
 from ..errors import InputError
 from ..io import write_dicom_atomic, write_json_atomic
 from ..jobs import JobLimits, run_job
-from ..jobs.docker_run import DockerImage
+from ..jobs.docker_run import DockerImage, host_mounts, host_path
+from ..jobs.launch import Launcher
+from ..jobs.process_run import LocalProcess
 from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
@@ -75,9 +78,24 @@ def study_upload(study: Path, socket_slug: str, upload: Path) -> DicomSeries:
     return chosen
 
 
+def route_launcher(route: Route) -> Launcher:
+    """What starts the route's job: its Docker image, or its command as a local process."""
+    if route.image is not None:
+        return DockerImage(route.image, name_prefix=CONTAINER_PREFIX)
+    return LocalProcess(route.command)
+
+
+def job_pk(route: Route, study: Path) -> str:
+    """The job's pk, the same for a study at every run: derived from where the engine sees the study's folder (for
+    an image, its host path), it names the job's container, so that a container left by a runner killed during the
+    job is removed when the study runs again."""
+    where = host_path(study, host_mounts()) if route.image is not None else study.resolve()
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, str(where)))
+
+
 def run_image_route(route: Route, study: Path) -> None:
-    """The route's image on the study's input/ into output/dicom/: InputError with the job's error line when the job
-    fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
+    """The route's algorithm on the study's input/ into output/dicom/: InputError with the job's error line when the
+    job fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
     if route.interface == GENERIC:
         interface, kind = generic_interface(route), GENERIC_FINDING
         if route.input_socket not in VOLUME_SOCKETS:
@@ -99,24 +117,24 @@ def run_image_route(route: Route, study: Path) -> None:
 
 def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
     """Convert, run, check and write: the DICOM objects of the job's outputs."""
-    socket = interface.inputs[0]
-    series = study_upload(study, socket.slug, work / "upload")
+    input_socket = interface.inputs[0]
+    series = study_upload(study, input_socket.slug, work / "upload")
     images = convert(work / "upload", work / "converted", None, f"study {study.name}")
     if len(images) != 1:
         raise InputError(f"detector {route.name}: panimg made {len(images)} images of the chosen series")
     image = images[0]
-    result = run_job(DockerImage(route.image, name_prefix=CONTAINER_PREFIX),
-                     [image.value(1, socket)], list(interface.outputs), work / "run", model=route.model,
-                     limits=JobLimits(memory_gb=route.memory_gb, time_limit_s=route.timeout_seconds),
-                     gpu=route.gpu)
+    result = run_job(route_launcher(route), [image.value(1, input_socket)], list(interface.outputs), work / "run",
+                     model=route.model, limits=JobLimits(memory_gb=route.memory_gb,
+                                                         time_limit_s=route.timeout_seconds),
+                     gpu=route.gpu, pk=job_pk(route, study))
     write_json_atomic(work / "result.json", result.to_json())
     if result.status != "succeeded":
         if result.error.startswith(TIME_LIMIT):  # the gateway's time-out note, as for its other detectors
-            raise subprocess.TimeoutExpired(route.image, route.timeout_seconds)
+            raise subprocess.TimeoutExpired(route.algorithm, route.timeout_seconds)
         raise InputError(f"detector {route.name} failed: {note_line(result.error, result.exit_code)}")
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
     shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
-    named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.image[-64:])
+    named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.algorithm[-64:])
     try:
         return write(values, series, read_image_grid(image.file, shape), named)
     except InputError as exc:

@@ -1,11 +1,11 @@
-"""`medchallenge gateway --config FILE --job-runner`: the service that runs the image routes' jobs, apart from the
-gateway. The gateway faces the hospital network (its DICOM port); whoever may use the Docker engine is root on the
-host in all but name, so the gateway never holds the Docker socket: an image route with an `inbox` is handed over
-through that folder (as to a detector container), and this service, which holds the socket and needs no network,
-watches the inbox of every such route and runs its job (image_routes.run_image_route). It reads the same
-configuration, so it runs only the images the hospital configured, whatever a compromised gateway writes into an
-inbox. Run it on the host where the Docker engine is (the job folders are bind-mounted into the job containers by
-their host paths)."""
+"""`medchallenge gateway --config FILE --job-runner`: the service that runs the jobs of the routes with an inbox,
+apart from the gateway. The gateway faces the hospital network (its DICOM port); whoever may use the Docker engine is
+root on the host in all but name, so the gateway never holds the Docker socket: a route with an `inbox` is handed
+over through that folder, and this service, which holds the socket and needs no network, watches the inbox of every
+such route and runs its job (image_routes.run_image_route). It reads the same configuration, so it runs only the
+images the hospital configured, whatever a compromised gateway writes into an inbox. On the Docker host or in a
+container (compose.hospital.yaml's job-runner): there the job folders are given to the engine by their host paths,
+read from the container's own mounts (jobs.docker_run.host_path), and an inbox no mount holds stops it at start."""
 
 from __future__ import annotations
 
@@ -16,6 +16,8 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inbox import watch_inbox
+from ..jobs.docker_run import host_mounts, host_path
+from ..jobs.runner import TIME_LIMIT
 from .config import GatewayConfig, Route
 from .image_routes import run_image_route
 
@@ -23,18 +25,24 @@ log = logging.getLogger("medchallenge.gateway")
 
 
 def run_route_job(route: Route, job: Path) -> None:
-    """One job of the route's inbox: InputError (into the job's status.json) for any failure."""
+    """One job of the route's inbox: InputError (into the job's status.json) for any failure, the job runner's
+    time-limit line for a job over its time (the gateway's time-out note)."""
     try:
         run_image_route(route, job)
     except subprocess.TimeoutExpired:
-        raise InputError(f"detector {route.name} failed: Time limit exceeded ({route.timeout_seconds:g} s)") from None
+        raise InputError(f"{TIME_LIMIT} ({route.timeout_seconds:g} s)") from None
 
 
 def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
-    """Watch the inbox of every image route with one, one thread per route, until `stopping` is set."""
-    routes = [r for r in config.routes if r.image is not None and r.inbox is not None]
+    """Watch the inbox of every route with one, one thread per route, until `stopping` is set; an image route's
+    inbox that no job container could be given (job_runner in a container, the inbox not mounted) stops it first."""
+    routes = [r for r in config.routes if r.inbox is not None]
     if not routes:
-        raise InputError("no image route with an inbox in the configuration: the job runner would have nothing to do")
+        raise InputError("no route with an inbox in the configuration: the job runner would have nothing to do")
+    mounts = host_mounts()
+    for route in routes:
+        if route.image is not None:
+            host_path(route.inbox, mounts)
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
                                 args=(route.inbox, lambda job, route=route: run_route_job(route, job), stopping.is_set))
                for route in routes]

@@ -28,7 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the configuration file (default $GATEWAY_CONFIG or /etc/medchallenge/gateway.toml)")
     parser.add_argument("--check", action="store_true", help="check the configuration and stop")
     parser.add_argument("--job-runner", action="store_true",
-                        help="run the jobs of the image routes with an inbox (the service holding the Docker socket, "
+                        help="run the jobs of the routes with an inbox (the service holding the Docker socket, "
                              "apart from the gateway; gateway/job_runner.py)")
     return parser
 

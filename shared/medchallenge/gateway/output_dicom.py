@@ -1,4 +1,4 @@
-"""The output sockets of an image route's job as DICOM objects in the study, per interface: the challenges' (the
+"""The output sockets of a route's job as DICOM objects in the study, per interface: the challenges' (the
 writers of the project's detectors: tb-caverns boxes -> an SR, object-cxr likelihood and points -> an SR with SCOORD
 points, ribfrac instance image and detections -> a SEG) and "generic" ones declared in the route (`input` socket,
 `outputs` with their kinds: a label image (`Segmentation`) -> a SEG, `Float` -> an SR measurement, `String` -> an SR
@@ -35,8 +35,8 @@ VOLUME_SOCKETS = ("ct-image",)
 
 @dataclass(frozen=True)
 class RouteInterface:
-    """What an image route reads and writes: the interface, and the writer of its DICOM objects from the output
-    socket values (by slug), the source series and the grid of the image the job was given."""
+    """What a route reads and writes: the interface, and the writer of its DICOM objects from the output socket
+    values (by slug), the source series and the grid of the image the job was given."""
 
     interface: Interface
     write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind], list]

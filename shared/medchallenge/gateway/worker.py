@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..io import write_json_atomic, write_text_atomic
 from .audit import AuditLog
 from .config import GatewayConfig, Route
-from .jobs import POLL_SECONDS, DetectorKilled, GatewayStopping, run_detector
+from .jobs import POLL_SECONDS, GatewayStopping, run_detector
 from .notes import Failure, send_failure_note
 from .pacs import Pacs
 from .queue import (INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, read_senders, recover,
@@ -133,13 +133,6 @@ class Gateway:
         started = time.perf_counter()
         try:
             run_detector(route, study, self.stopping)
-        except DetectorKilled as exc:
-            if job["attempts"] >= self.config.max_attempts:
-                raise StudyFailed(Failure.INTERRUPTED, f"{exc} ({job['attempts']} time(s))") from None
-            shutil.rmtree(study / "output", ignore_errors=True)
-            self.queue.move(study, "received")
-            log.error("study %s: %s; queued again", study.name, exc)
-            return
         except subprocess.TimeoutExpired:
             raise StudyFailed(Failure.TIMEOUT, f"detector {route.name} ran over {route.timeout_seconds:g} s") from None
         except InputError as exc:

@@ -1,12 +1,15 @@
 """A job in a container as grand-challenge runs it (the sagemaker shim on a SageMaker training instance): the image's
 own entrypoint without arguments as its own non-root user, no network, GC's environment, memory (cgroup and
 RLIMIT_DATA), time and CPU limits, /input read-only, /output, /opt/ml/model and an empty on-disk /tmp writable, the
-GPU when asked for. Conditions and their sources: conditions.py."""
+GPU when asked for. Conditions and their sources: conditions.py. A job runner that itself runs in a container (the
+hospital's job-runner service) gives the engine its job folders by their host paths, read from its own mounts."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -117,16 +120,67 @@ def _cgroup_pids(cgroup: Path | None) -> set[int]:
         return set()
 
 
+CONTAINER_HOSTNAME = re.compile(r"/containers/([0-9a-f]{64})/hostname$")
+
+
+def container_of(mountinfo: str) -> str | None:
+    """The id of the Docker container whose /proc/self/mountinfo this is (its /etc/hostname is the engine's file of
+    that container), or None for a process on a host."""
+    for line in mountinfo.splitlines():
+        fields = line.split()
+        if len(fields) > 4 and fields[4] == "/etc/hostname":
+            found = CONTAINER_HOSTNAME.search(fields[3])
+            if found:
+                return found.group(1)
+    return None
+
+
+@functools.cache
+def host_mounts() -> tuple[tuple[Path, Path], ...] | None:
+    """(folder here, folder on the Docker host) of each mount of the container this job runner runs in, deepest
+    first, or None on a host: the engine bind-mounts a job's folders by the host's paths."""
+    try:
+        container = container_of(Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        container = None
+    if container is None:
+        return None
+    inspected = _docker("inspect", "--format", "{{json .Mounts}}", container, check=False)
+    if inspected.returncode != 0:
+        raise EmulationError(f"this job runner runs in container {container[:12]}, which the Docker engine it "
+                             "reaches does not know: give it the socket of the engine it runs on")
+    mounts = [(Path(m["Destination"]).resolve(), Path(m["Source"])) for m in json.loads(inspected.stdout) or []
+              if m.get("Source") and m.get("Destination")]
+    return tuple(sorted(mounts, key=lambda mount: len(mount[0].parts), reverse=True))
+
+
+def host_path(path: Path, mounts: tuple[tuple[Path, Path], ...] | None) -> Path:
+    """`path` as the Docker host sees it: itself on a host, else through the deepest of this container's mounts
+    holding it; EmulationError when no mount holds it (a job container could not be given that folder)."""
+    path = path.resolve()
+    if mounts is None:
+        return path
+    for here, host in mounts:
+        if path == here or here in path.parents:
+            return host / path.relative_to(here)
+    raise EmulationError(f"{path}: not in a folder mounted from the Docker host into this job runner's container, "
+                         "so no job container can be given it: mount the folder (compose.hospital.yaml: the "
+                         "job-runner service's volumes)")
+
+
 def host_has_gpu() -> bool:
     """A GPU this Docker engine can give a container: nvidia-smi lists one and the engine has the NVIDIA runtime or
-    CDI devices."""
+    CDI devices. A job runner in a container (no nvidia-smi, no host files) asks the engine alone: its NVIDIA
+    runtime."""
+    def runtimes() -> str:
+        return _docker("info", "--format", "{{json .Runtimes}} {{json .CDISpecDirs}}", check=False).stdout
+
     if shutil.which("nvidia-smi") is None:
-        return False
+        return host_mounts() is not None and "nvidia" in runtimes()
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     if listed.returncode != 0 or "GPU" not in listed.stdout:
         return False
-    runtimes = _docker("info", "--format", "{{json .Runtimes}} {{json .CDISpecDirs}}", check=False).stdout
-    return "nvidia" in runtimes or Path("/etc/cdi/nvidia.yaml").exists() or Path("/var/run/cdi/nvidia.yaml").exists()
+    return "nvidia" in runtimes() or Path("/etc/cdi/nvidia.yaml").exists() or Path("/var/run/cdi/nvidia.yaml").exists()
 
 
 def _leaves(paths: list[str]) -> list[str]:
@@ -199,13 +253,14 @@ class DockerImage:
                 "--shm-size", str(limits.memory_bytes // 2), "--cpus", f"{cpus:g}",
                 *[a for key, value in GC_ENVIRONMENT.items() for a in ("--env", f"{key}={value}")],
                 *[a for host, target, readonly in mounts
-                  for a in ("--mount", f"type=bind,source={host.resolve()},target={target}"
+                  for a in ("--mount", f"type=bind,source={host_path(host, host_mounts())},target={target}"
                                        + (",readonly" if readonly else ""))],
                 *(["--gpus", "1"] if gpu else []), self.image]
 
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
+        _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         started = time.perf_counter()
         run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
         if run.returncode != 0:

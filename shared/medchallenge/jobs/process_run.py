@@ -1,10 +1,13 @@
-"""A job as a process on this host, without Docker: the project's inference scripts while developing, and the tests
-of the job runner that need no engine. The folders come as the project's INPUT_DIR, OUTPUT_DIR and MODEL_DIR (and
-TMPDIR); the time limit and RLIMIT_DATA are enforced as in a container, and the conditions a process cannot have
-(no network, its own user and file system, CPUs, GPU) are listed in every result as not enforced."""
+"""A job as a process on this host, without Docker: the project's inference scripts while developing, a gateway
+installed without Docker, and the tests of the job runner that need no engine. The folders come as the project's
+INPUT_DIR, OUTPUT_DIR and MODEL_DIR (and TMPDIR and HOME: the job's /tmp, so that nothing is written outside the job
+folder); the time limit and RLIMIT_DATA are enforced as in a container, the process dies with its runner, and the
+conditions a process cannot have (no network, its own user and file system, CPUs, GPU) are listed in every result as
+not enforced."""
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import signal
@@ -17,8 +20,15 @@ from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .launch import Execution, JobFolders
 
 LOG_LINES = 500
+PR_SET_PDEATHSIG = 1
 UNENFORCED = ("no network", "the image's user and file system", "the CPU count", "the GPU choice",
               "the environment (this process's is inherited)")
+
+
+def die_with_parent() -> None:
+    """In the job's process: be killed when the runner dies, so that no orphan goes on writing into a job folder
+    that the runner, restarted, runs again (a container left behind is removed then: docker_run.DockerImage)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 class LocalProcess:
@@ -37,11 +47,12 @@ class LocalProcess:
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         env = {k: v for k, v in os.environ.items() if not k.lower().startswith(STRIPPED_PREFIX)}
         env.update(GC_ENVIRONMENT, INPUT_DIR=str(folders.input), OUTPUT_DIR=str(folders.output),
-                   MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp))
+                   MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp), HOME=str(folders.tmp))
         data = limits.data_limit_bytes
 
         def limit_data() -> None:
             resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+            die_with_parent()
 
         with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
             started = time.perf_counter()
