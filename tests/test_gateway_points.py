@@ -25,7 +25,7 @@ from medchallenge.io import write_dicom_atomic
 from medchallenge.jobs.uploads import convert
 
 SHAPE = (16, 12, 6)  # x, y, z voxels
-ROUTE = Route("lungs", ("CT",), (), (), None, 60, image="team/lungs:1", interface="generic", input_socket="ct-image",
+ROUTE = Route("lungs", ("CT",), (), "generic", 60, image="team/lungs:1", input_socket="ct-image",
               outputs=(("nodules", "Multiple points"), ("volume-ml", "Float")))
 KIND = dataclasses.replace(GENERIC_FINDING, algorithm_name="lungs", algorithm_version="1")
 
@@ -236,3 +236,28 @@ def test_an_image_route_puts_its_points_on_the_ct_slice_they_name(docker_compose
         pacs.close()
     assert states(work)["sent"] == 1
     assert read_points(sr) == [(str(pydicom.dcmread(files[4]).SOPInstanceUID), 5.5, 7.5, 0.75)]
+
+
+def test_a_ct_whose_instance_numbers_do_not_follow_its_positions_is_refused_before_the_job_runs(tmp_path):
+    """Every CT route (tb-caverns boxes, RibFrac labels, generic outputs) maps the converted image's slice k back to
+    the series' slice k in position order; panimg stacks by InstanceNumber, so a series whose InstanceNumbers do not
+    follow its positions is refused in one line before the job starts (the job would run on a reordered volume)."""
+    import sys
+
+    from medchallenge.gateway.image_routes import run_image_route
+
+    study = tmp_path / "study"
+    volume = np.random.default_rng(5).integers(-1000, 1500, size=SHAPE).astype(np.int16)
+    paths = write_ct_series(study / "input", volume, GEOMETRIES["oblique"], SyntheticStudy("order", "PAT_ORDER"))
+    swapped = [pydicom.dcmread(path) for path in paths[2:4]]
+    swapped[0].InstanceNumber, swapped[1].InstanceNumber = swapped[1].InstanceNumber, swapped[0].InstanceNumber
+    for path, dataset in zip(paths[2:4], swapped):
+        dataset.save_as(path)
+    marker = tmp_path / "the-job-ran"
+    route = dataclasses.replace(ROUTE, image=None, command=(sys.executable, "-c", f"open({str(marker)!r}, 'w')"))
+    with pytest.raises(InputError) as refused:
+        run_image_route(route, study)
+    assert str(refused.value) == ("detector lungs: study study: the series' InstanceNumbers do not follow its slice "
+                                  "positions, so the image the job was given (slices stacked by InstanceNumber) "
+                                  "cannot be mapped back onto its slices")
+    assert not marker.exists() and not (study / "job" / "result.json").exists()

@@ -26,7 +26,7 @@ from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
 from .config import Route
-from .image_grid import read_image_grid
+from .image_grid import check_slice_order, read_image_grid
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
                            generic_interface, generic_results)
 
@@ -123,6 +123,10 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
     if len(images) != 1:
         raise InputError(f"detector {route.name}: panimg made {len(images)} images of the chosen series")
     image = images[0]
+    shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
+    grid = read_image_grid(image.file, shape)
+    if input_socket.slug in VOLUME_SOCKETS:  # results on slice k must land on the series' slice k
+        check_slice_order(series, grid, f"detector {route.name}: study {study.name}")
     result = run_job(route_launcher(route), [image.value(1, input_socket)], list(interface.outputs), work / "run",
                      model=route.model, limits=JobLimits(memory_gb=route.memory_gb,
                                                          time_limit_s=route.timeout_seconds),
@@ -133,9 +137,8 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
             raise subprocess.TimeoutExpired(route.algorithm, route.timeout_seconds)
         raise InputError(f"detector {route.name} failed: {note_line(result.error, result.exit_code)}")
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
-    shape = tuple(int(image.metadata[key]) for key in ("width", "height", "depth") if image.metadata.get(key))
     named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.algorithm[-64:])
     try:
-        return write(values, series, read_image_grid(image.file, shape), named)
+        return write(values, series, grid, named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
