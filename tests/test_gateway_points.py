@@ -188,6 +188,35 @@ def test_points_on_a_radiograph_with_pixel_spacing_are_millimetres_too(tmp_path)
                         grid, KIND)
 
 
+def test_the_object_cxr_interface_reads_its_points_as_millimetres_on_a_dx_with_pixel_spacing(tmp_path):
+    """The object-cxr interface's foreign-objects are Multiple points too: world mm of the radiograph the job was
+    given (the project's own algorithm writes TransformContinuousIndexToPhysicalPoint of its pixels), so on a DX with
+    PixelSpacing they land on the pixels the algorithm found, not at mm read as pixels."""
+    import SimpleITK as sitk
+
+    from medchallenge.dicom.detectors import FOREIGN_OBJECT
+    from medchallenge.dicom.synthetic import radiograph_dataset
+    from medchallenge.gateway.output_dicom import CHALLENGE_INTERFACES
+
+    ds = radiograph_dataset(np.zeros((64, 48), np.uint8), SyntheticStudy("cxr-dx", "PAT_DX"))
+    ds.PixelSpacing = ["0.5", "0.25"]
+    write_dicom_atomic(tmp_path / "dx" / "dx.dcm", ds)
+    (series,) = find_series(tmp_path / "dx")
+    (image,) = convert(tmp_path / "dx", tmp_path / "converted", None, "test")
+    grid = read_image_grid(image.file, (48, 64, 1))
+    found = list(sitk.ReadImage(str(image.file)).TransformContinuousIndexToPhysicalPoint((30.0, 40.0, 0.0)))
+    route_interface, kind = CHALLENGE_INTERFACES["object-cxr"]
+    (sr,) = route_interface.write({"foreign-object-likelihood": 0.8,
+                                   "foreign-objects": {"points": [{"point": found, "probability": 0.7},
+                                                                  {"point": [1.0, 1.0, 0.0]}]}},
+                                  series, grid, kind)
+    uid = series.sop_instance_uids[0]
+    assert kind == FOREIGN_OBJECT
+    assert [point[1:] for point in read_points(sr)] == [(30.5, 40.5, 0.7), (2.5, 4.5, 0.8)]
+    assert all(point[0] == uid for point in read_points(sr))
+    assert dciodvfy_errors(write_dicom_atomic(tmp_path / "cxr-points.dcm", sr)) == []
+
+
 def test_check_takes_points_on_a_ct_and_refuses_unmapped_kinds(tmp_path):
     from test_gateway_images import check, gateway_config, image_route
 

@@ -76,20 +76,10 @@ def cavern_results(values: dict[str, object], series: DicomSeries, grid: ImageGr
 
 def foreign_object_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
                            kind: FindingKind) -> list:
-    """foreign-object-likelihood and foreign-objects -> one SR with the likelihood and a SCOORD point per object."""
-    shape = grid.shape
+    """foreign-object-likelihood and foreign-objects -> one SR with the likelihood and a SCOORD point per object (the
+    points in world mm of the radiograph the job was given, as every Multiple points output: `world_points`)."""
     likelihood = _number(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
-    document = values["foreign-objects"]
-    points = []
-    for index, point in enumerate(_limited(document.get("points") if isinstance(document, dict) else None,
-                                           "foreign-objects: points")):
-        where = f"foreign-objects: points[{index}]"
-        xyz = point.get("point") if isinstance(point, dict) else None
-        if not (isinstance(xyz, list) and len(xyz) in (2, 3)):
-            raise InputError(f"{where}: point must be [x, y] or [x, y, z]")
-        x = _number(xyz[0], f"{where}: x", 0, shape[0] - 1)
-        y = _number(xyz[1], f"{where}: y", 0, shape[1] - 1)
-        points.append(PointFinding(x, y, _number(point.get("probability", likelihood), f"{where}: probability", 0, 1)))
+    points = world_points(values["foreign-objects"], "foreign-objects", series, grid, False, likelihood)
     return [point_report(series, likelihood, points, kind)]
 
 
@@ -160,10 +150,12 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, g
                                                         detections=detections), kind)
 
 
-def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid, volume: bool) -> list[PointFinding]:
+def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid, volume: bool,
+                 default_probability: float = 1.0) -> list[PointFinding]:
     """A `Multiple points` output (grand-challenge's: world coordinates in mm of the image the job was given), each
-    point checked (three finite numbers, within half a voxel of the image's bounds, probability in [0, 1]) and
-    placed on the series' image nearest to it. Points' names are not kept (hostile text)."""
+    point checked (three finite numbers, within half a voxel of the image's bounds, probability in [0, 1], else
+    `default_probability`) and placed on the series' image nearest to it. Points' names are not kept (hostile
+    text)."""
     entries = _limited(value.get("points") if isinstance(value, dict) else None, f"{slug}: points")
     if entries and volume:
         check_slice_order(series, grid, slug)
@@ -179,8 +171,8 @@ def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid,
             raise InputError(f"{where}: outside the {'x'.join(map(str, grid.shape))} image (more than half a voxel "
                              "beyond its bounds)")
         image, x, y = position
-        points.append(PointFinding(x, y, _number(point.get("probability", 1.0), f"{where}: probability", 0, 1),
-                                   image))
+        points.append(PointFinding(x, y, _number(point.get("probability", default_probability),
+                                                 f"{where}: probability", 0, 1), image))
     return points
 
 
