@@ -1,8 +1,9 @@
 """Benchmark: the object-CXR algorithm on synthetic radiographs: held-out accuracy, speed and memory.
 
 * Held-out: 1,000 radiographs of seed 2323 at the generator's default size (8-bit JPEG, longer side 1,500-3,000 px,
-  as the challenge's images), a seed never used in training or tuning (the model was trained on seeds 1000 and 3000
-  and tuned on seeds 4100 and 1100; `training/train_object_cxr.py`, `training/tune_object_cxr.py`), generated once into
+  as the challenge's images), a seed never used in training or tuning (the model was trained on seeds 1000, 3000 and
+  6000 and tuned on seeds 4100, 1100 and 4300; `training/train_object_cxr.py`, `training/tune_object_cxr.py`,
+  `make models`), generated once into
   bench/object_cxr/ (parts of 100 in parallel) and kept there; the algorithm's batch mode (inference script, whole
   process), then the project's evaluator: `auc`, `froc`. Beside it, not instead of it, the same at 512 px (1,000
   radiographs of seed 777 rendered at 512 px, the figure of the earlier model card; keys `..._512px_...`).
