@@ -60,6 +60,21 @@ def converted_ct(folder, affine):
     return series, sitk.ReadImage(str(image.file)), grid
 
 
+def converted_dx(folder):
+    """A 48 x 64 DX radiograph with PixelSpacing 0.5 (rows) x 0.25 (columns) mm, its series and panimg's conversion
+    of it (the image and its grid)."""
+    import SimpleITK as sitk
+
+    from medchallenge.dicom.synthetic import radiograph_dataset
+
+    ds = radiograph_dataset(np.zeros((64, 48), np.uint8), SyntheticStudy("points-dx", "PAT_DX"))
+    ds.PixelSpacing = ["0.5", "0.25"]
+    write_dicom_atomic(folder / "dx" / "dx.dcm", ds)
+    (series,) = find_series(folder / "dx")
+    (image,) = convert(folder / "dx", folder / "converted", None, "test")
+    return series, sitk.ReadImage(str(image.file)), read_image_grid(image.file, (48, 64, 1))
+
+
 def read_points(sr) -> list[tuple[str, float, float, float]]:
     """(referenced SOP instance UID, x, y, probability) of each SCOORD point of the SR, read with highdicom."""
     import highdicom as hd
@@ -168,14 +183,7 @@ def test_points_on_a_radiograph_with_pixel_spacing_are_millimetres_too(tmp_path)
     """A DX radiograph with PixelSpacing: its points are world mm of panimg's conversion (its spacing (x, y) =
     PixelSpacing as stored), the SCOORD is at the pixel they name; z (the plane's, 0 or 0.5 on grand-challenge) is not
     checked on a 2-D image."""
-    from medchallenge.dicom.synthetic import radiograph_dataset
-
-    ds = radiograph_dataset(np.zeros((64, 48), np.uint8), SyntheticStudy("points-dx", "PAT_DX"))
-    ds.PixelSpacing = ["0.5", "0.25"]
-    write_dicom_atomic(tmp_path / "dx" / "dx.dcm", ds)
-    (series,) = find_series(tmp_path / "dx")
-    (image,) = convert(tmp_path / "dx", tmp_path / "converted", None, "test")
-    grid = read_image_grid(image.file, (48, 64, 1))
+    series, _, grid = converted_dx(tmp_path)
     assert grid.spacing[:2] == (0.5, 0.25)
     route = dataclasses.replace(ROUTE, input_socket="chest-x-ray")
     points = {"points": [{"point": [5.0, 2.5, 0.5], "probability": 0.6}, {"point": [23.7, 15.8, 0.0]}]}
@@ -192,19 +200,11 @@ def test_the_object_cxr_interface_reads_its_points_as_millimetres_on_a_dx_with_p
     """The object-cxr interface's foreign-objects are Multiple points too: world mm of the radiograph the job was
     given (the project's own algorithm writes TransformContinuousIndexToPhysicalPoint of its pixels), so on a DX with
     PixelSpacing they land on the pixels the algorithm found, not at mm read as pixels."""
-    import SimpleITK as sitk
-
     from medchallenge.dicom.detectors import FOREIGN_OBJECT
-    from medchallenge.dicom.synthetic import radiograph_dataset
     from medchallenge.gateway.output_dicom import CHALLENGE_INTERFACES
 
-    ds = radiograph_dataset(np.zeros((64, 48), np.uint8), SyntheticStudy("cxr-dx", "PAT_DX"))
-    ds.PixelSpacing = ["0.5", "0.25"]
-    write_dicom_atomic(tmp_path / "dx" / "dx.dcm", ds)
-    (series,) = find_series(tmp_path / "dx")
-    (image,) = convert(tmp_path / "dx", tmp_path / "converted", None, "test")
-    grid = read_image_grid(image.file, (48, 64, 1))
-    found = list(sitk.ReadImage(str(image.file)).TransformContinuousIndexToPhysicalPoint((30.0, 40.0, 0.0)))
+    series, image, grid = converted_dx(tmp_path)
+    found = list(image.TransformContinuousIndexToPhysicalPoint((30.0, 40.0, 0.0)))
     route_interface, kind = CHALLENGE_INTERFACES["object-cxr"]
     (sr,) = route_interface.write({"foreign-object-likelihood": 0.8,
                                    "foreign-objects": {"points": [{"point": found, "probability": 0.7},
