@@ -17,6 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medchallenge.process_memory import PeakMemory
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "algorithms" / "imageclef_caption" / "inference.py"
 MODEL = ROOT / "algorithms" / "imageclef_caption" / "model" / "imageclef_caption.onnx"
@@ -31,12 +33,13 @@ def _run_algorithm(input_dir: Path, output_dir: Path, edition: str) -> tuple[flo
     proc = subprocess.Popen([sys.executable, str(SCRIPT), "--input", str(input_dir), "--output", str(output_dir),
                              "--edition", edition, "--device", "cpu"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-    stderr = proc.stderr.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    with PeakMemory(proc.pid) as peak:
+        stderr = proc.stderr.read()
+        _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"caption algorithm failed: {stderr[-500:]}")
-    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, peak.mib
 
 
 def _resized(source: Path, target: Path, size: int) -> None:

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from medchallenge.limits import MAX_TEXT_LINES
+from medchallenge.process_memory import PeakMemory
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = {"at_line_limit": MAX_TEXT_LINES.default - 1, "10M_rows": 10_000_000}
@@ -72,11 +73,12 @@ def _measure(folder: str, predictions: Path, ground_truth: Path, out: Path) -> d
                                  str(predictions), "--ground-truth", str(ground_truth), "--output", str(out),
                                  "--no-progress", "--no-plots", "--workers", "1"],
                                 stdout=subprocess.DEVNULL, stderr=stderr)
-        _, status, usage = os.wait4(proc.pid, 0)  # the child's own peak RSS
+        with PeakMemory(proc.pid) as peak:  # the child's own peak RSS
+            _, status, _ = os.wait4(proc.pid, 0)
         stderr.seek(max(0, stderr.seek(0, 2) - 4096))
         lines = stderr.read().decode("utf-8", "replace").strip().splitlines()
     return {"exit_status": os.waitstatus_to_exitcode(status), "seconds": round(time.perf_counter() - start, 2),
-            "peak_rss_mb": round(usage.ru_maxrss / 1024, 1), "last_line": lines[-1][-160:] if lines else ""}
+            "peak_rss_mb": round(peak.mib, 1), "last_line": lines[-1][-160:] if lines else ""}
 
 
 def run() -> dict:

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from medchallenge.process_memory import PeakMemory
+
 BOMB = """
 import sys, struct, zlib
 from pathlib import Path
@@ -89,8 +91,9 @@ def _child(kind: str, path: Path) -> tuple[float, float, str, int]:
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-c", BOMB, kind, str(path)], stdout=subprocess.PIPE,
                             stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(proc.pid, 0)
-    return (time.perf_counter() - start, usage.ru_maxrss / 1024, proc.stdout.read().decode().strip(),
+    with PeakMemory(proc.pid) as peak:
+        _, status, _ = os.wait4(proc.pid, 0)
+    return (time.perf_counter() - start, peak.mib, proc.stdout.read().decode().strip(),
             os.waitstatus_to_exitcode(status))
 
 

@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medchallenge.process_memory import PeakMemory
+
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (1000, 10000)
 POINTS = 30
@@ -25,12 +27,13 @@ def _run_once(command: list[str], env: dict) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds, peak RSS MiB) of one child process."""
     started = time.perf_counter()
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(process.pid, 0)
+    with PeakMemory(process.pid) as peak:
+        _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - started
     process.returncode = os.waitstatus_to_exitcode(status)
     if process.returncode:
         raise RuntimeError(f"{command} failed: {process.stderr.read().decode()}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, peak.mib
 
 
 def run() -> dict:

@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from medchallenge.process_memory import PeakMemory
+
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench" / "object_cxr"
 INFERENCE = ROOT / "algorithms" / "object_cxr" / "inference.py"
@@ -71,13 +73,14 @@ def _infer(input_dir: Path, output_dir: Path) -> dict:
     proc = subprocess.Popen([sys.executable, str(INFERENCE), "--input", str(input_dir), "--output", str(output_dir),
                              "--device", os.environ.get("MEDCHALLENGE_DEVICE", "auto")],
                             env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    log = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
+    with PeakMemory(proc.pid) as peak:
+        log = proc.stdout.read()
+        _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - started
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"inference failed: {log[-2000:]}")
     provider = re.search(r"provider (\w+)", log)
-    return {"wall_s": wall, "peak_rss_mb": usage.ru_maxrss / 1024,
+    return {"wall_s": wall, "peak_rss_mb": peak.mib,
             "cpu_s": usage.ru_utime + usage.ru_stime,
             "provider": provider.group(1) if provider else "unknown"}
 

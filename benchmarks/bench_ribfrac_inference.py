@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medchallenge.process_memory import PeakMemory
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = Path(os.environ.get("RIBFRAC_BENCH_MODEL") or ROOT / "algorithms" / "ribfrac" / "model" / "ribfrac.onnx")
 QUALITY_CASES = int(os.environ.get("RIBFRAC_BENCH_CASES", "20"))
@@ -59,11 +61,12 @@ def _run_worker(input_dir: Path, output_dir: Path) -> tuple[dict, float]:
     """The worker's JSON and its peak RSS (MB)."""
     proc = subprocess.Popen([sys.executable, __file__, "--worker", str(input_dir), str(output_dir)],
                             stdout=subprocess.PIPE, text=True)
-    stdout = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage (peak RSS)
+    with PeakMemory(proc.pid) as peak:  # this child's own peak RSS
+        stdout = proc.stdout.read()
+        _, status, _ = os.wait4(proc.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
         raise RuntimeError(f"benchmark worker failed with exit status {os.waitstatus_to_exitcode(status)}")
-    return json.loads(stdout.strip().splitlines()[-1]), usage.ru_maxrss / 1024
+    return json.loads(stdout.strip().splitlines()[-1]), peak.mib
 
 
 def run() -> dict:

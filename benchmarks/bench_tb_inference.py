@@ -15,6 +15,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from medchallenge.process_memory import PeakMemory
+
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = ROOT / "algorithms" / "tb_caverns" / "model" / "tb_caverns.onnx"
 CASES = 3
@@ -47,13 +49,14 @@ def run() -> dict:
         write_cohort(tmp, CASES, SEED)
         proc = subprocess.Popen([sys.executable, __file__, "--worker", str(tmp / "input"), str(tmp / "out")],
                                 stdout=subprocess.PIPE, text=True)
-        stdout = proc.stdout.read()
-        _, status, usage = os.wait4(proc.pid, 0)  # this child's own rusage (peak RSS)
+        with PeakMemory(proc.pid) as peak:  # this child's own peak RSS
+            stdout = proc.stdout.read()
+            _, status, _ = os.wait4(proc.pid, 0)
         proc.returncode = os.waitstatus_to_exitcode(status)
         if proc.returncode != 0:
             raise RuntimeError(f"benchmark worker failed with exit status {proc.returncode}")
         child = json.loads(stdout.strip().splitlines()[-1])
-    peak_kb = usage.ru_maxrss
+    peak_kb = peak.bytes / 1024
     return {
         "tb_inference_seconds_per_case_median": round(statistics.median(child["seconds"]), 3),
         "tb_inference_seconds_per_case": [round(s, 3) for s in child["seconds"]],

@@ -1,9 +1,9 @@
 """A job as a process on this host, without Docker: the project's inference scripts while developing, a gateway
 installed without Docker, and the tests of the job runner that need no engine. The folders come as the project's
 INPUT_DIR, OUTPUT_DIR and MODEL_DIR (and TMPDIR and HOME: the job's /tmp, so that nothing is written outside the job
-folder); the time limit and RLIMIT_DATA are enforced as in a container, the process dies with its runner, and the
-conditions a process cannot have (no network, its own user and file system, CPUs, GPU) are listed in every result as
-not enforced."""
+folder); the time limit and RLIMIT_DATA are enforced as in a container, the process dies with its runner, its peak
+memory is its own (VmHWM sampled while it runs: process_memory.py), and the conditions a process cannot have (no
+network, its own user and file system, CPUs, GPU) are listed in every result as not enforced."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 
+from ..process_memory import PeakMemory
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .launch import Execution, JobFolders
 
@@ -58,19 +59,20 @@ class LocalProcess:
             started = time.perf_counter()
             process = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, preexec_fn=limit_data,
                                        start_new_session=True)
-            timed_out, status, usage = False, None, None
-            while status is None:
-                pid, status_raw, usage = os.wait4(process.pid, os.WNOHANG)
-                if pid:
-                    status = os.waitstatus_to_exitcode(status_raw)
-                    break
-                if time.perf_counter() - started > limits.time_limit_s:
-                    timed_out = True
-                    os.killpg(process.pid, signal.SIGKILL)
-                    _, status_raw, usage = os.wait4(process.pid, 0)
-                    status = os.waitstatus_to_exitcode(status_raw)
-                    break
-                time.sleep(0.05)
+            timed_out, status = False, None
+            with PeakMemory(process.pid) as peak:
+                while status is None:
+                    pid, status_raw, _ = os.wait4(process.pid, os.WNOHANG)
+                    if pid:
+                        status = os.waitstatus_to_exitcode(status_raw)
+                        break
+                    if time.perf_counter() - started > limits.time_limit_s:
+                        timed_out = True
+                        os.killpg(process.pid, signal.SIGKILL)
+                        _, status_raw, _ = os.wait4(process.pid, 0)
+                        status = os.waitstatus_to_exitcode(status_raw)
+                        break
+                    time.sleep(0.05)
             process.returncode = status
             wall = time.perf_counter() - started
             tails = []
@@ -79,5 +81,5 @@ class LocalProcess:
                 tails.append(stream.read().decode("utf-8", "replace").splitlines()[-LOG_LINES:])
         exit_code = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell shows it
         return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out,
-                         peak_memory_bytes=usage.ru_maxrss * 1024 if usage else None, used_gpu=None,
+                         peak_memory_bytes=peak.bytes, used_gpu=None,
                          stdout_tail=tails[0], stderr_tail=tails[1], unenforced=list(UNENFORCED))
