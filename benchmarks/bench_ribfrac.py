@@ -1,12 +1,12 @@
 """RibFrac evaluator benchmark: seconds and peak memory per 512x512x300 case vs plain decompression of its inputs.
 
-`run()` generates (once, cached under $MEDCHALLENGE_BENCH_DIR or /tmp/medchallenge-bench) three synthetic cases
-of 512x512x300 uint8 instance masks, then measures in fresh child processes (so ru_maxrss is the peak of that work
-alone): the per-case step of the evaluator (read both masks + match + rows), stdlib gzip decompression of the same
-two files, SimpleITK reading of them, the reading of the same masks saved as scaled int16 NIfTI (scl_slope 0.25,
-scl_inter 256: nibabel 3.2.2's float64 arithmetic, docs/metrics/ribfrac.md §1.2), the parsing of a 100,000-row
-prediction CSV (pandas 1.4.4's column reading, §1.4) and the whole evaluator on the three cases. Times are the best
-of 3 runs.
+`run()` generates (once, cached under $MEDCHALLENGE_BENCH_DIR or /tmp/medchallenge-bench) three synthetic cases of
+512x512x300 uint8 instance masks, then measures in fresh child processes (so their VmHWM,
+medchallenge.process_memory, is the peak of that work alone): the per-case step of the evaluator (read both masks +
+match + rows), stdlib gzip decompression of the same two files, SimpleITK reading of them, the reading of the same
+masks saved as scaled int16 NIfTI (scl_slope 0.25, scl_inter 256: nibabel 3.2.2's float64 arithmetic,
+docs/metrics/ribfrac.md §1.2), the parsing of a 100,000-row prediction CSV (pandas 1.4.4's column reading, §1.4) and
+the whole evaluator on the three cases. Times are the best of 3 runs.
 The official code needs about 10 s and 2.4 GB per case on this kind of machine (issue 3).
 """
 
@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from medchallenge.process_memory import vm_hwm_bytes
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("MEDCHALLENGE_BENCH_DIR", "/tmp/medchallenge-bench")) / "ribfrac-512"
@@ -71,7 +72,7 @@ def ensure_csv() -> Path:
 
 
 def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return vm_hwm_bytes(os.getpid()) / 2**20
 
 
 def _child(task: str, case_id: str) -> dict:
