@@ -42,10 +42,12 @@ def _cohort(folder: Path, cases: int) -> Path:
 
 def _phase(submissions: Path, cohort: Path, out: Path, jobs: int) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns",
-                    "--submissions", str(submissions), "--cases", str(cohort / "input"), "--ground-truth",
-                    str(cohort / "ground_truth"), "--output", str(out), "--jobs", str(jobs), *COMMON],
-                   check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns",
+                           "--submissions", str(submissions), "--cases", str(cohort / "input"), "--ground-truth",
+                           str(cohort / "ground_truth"), "--output", str(out), "--jobs", str(jobs), *COMMON],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"phase run failed: {(done.stdout + done.stderr)[-2000:]}")
     return time.perf_counter() - started
 
 

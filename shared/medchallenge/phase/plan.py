@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import InputError
@@ -83,6 +83,7 @@ def task_spec(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec,
         "inputs": [{"socket": spec.input_socket.slug, "pk": pk_base, "image_pk": case.image_pk,
                     "image_name": case.image_name, "image_file": str(case.image_file)}],
         "outputs": [socket.slug for socket in spec.output_sockets],
+        "sockets": [asdict(socket) for socket in (spec.input_socket, *spec.output_sockets)],
         "model": str(submission.model) if submission.model else None,
         "limits": limits.to_json(), "gpu": gpu, "resources": resources(limits, gpu).to_json(),
         "work_dir": str(layout.job(identity)), "pk_base": pk_base,
