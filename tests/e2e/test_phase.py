@@ -73,8 +73,14 @@ def phase(docker_compose, repo, tmp_path_factory) -> SimpleNamespace:
                    check=True, capture_output=True)
     submissions = root / "submissions"
     submissions.mkdir()
-    saved = subprocess.run(["docker", "save", f"{IMAGE}:model-boxes"], check=True, capture_output=True).stdout
+    # beta's upload: an image of its own (a label makes its digest unique), saved, then removed from the engine,
+    # so that the phase loads it from the archive
+    subprocess.run(["docker", "build", "--quiet", "--build-arg", "BEHAVIOUR=model-boxes", "--label",
+                    f"mc-test-h30-phase={root.name}", "--tag", f"{IMAGE}:beta-upload",
+                    str(repo / "tests" / "job_images" / "broken")], check=True, capture_output=True)
+    saved = subprocess.run(["docker", "save", f"{IMAGE}:beta-upload"], check=True, capture_output=True).stdout
     (submissions / "beta.tar.gz").write_bytes(gzip.compress(saved, compresslevel=1))
+    subprocess.run(["docker", "rmi", f"{IMAGE}:beta-upload"], check=True, capture_output=True)
     oracle = ground_truth_boxes(root / "cohort" / "ground_truth")
     model_tarball(submissions / "oracle.tar.gz", oracle)
     (submissions / "phase.toml").write_text(SUBMISSIONS)
@@ -130,6 +136,9 @@ def test_a_phase_runs_every_submission_on_every_case_and_ranks_them(phase, monke
         assert [job["case"] for job in report["jobs"]] == sorted(phase.oracle | {"TST_002.nii.gz": 0,
                                                                                  "TST_004.nii.gz": 0})
         assert (phase.out / "submissions" / row["team"] / "report.html").read_text().count("<tr class=") == 4
+    loads = [job for job in submission_jobs(phase.out, "beta")
+             if "loading image archive beta.tar.gz" in (phase.out / "logs" / f"{job}.log").read_text()]
+    assert len(loads) == 1  # four tasks, two at once: the archive is loaded once
     gamma = json.loads((phase.out / "submissions" / "gamma" / "report.json").read_text())
     assert [job["error"] for job in gamma["jobs"]] == [CRASH] * 4 and gamma["summary"]["num_failed"] == 4
     alpha = json.loads((phase.out / "submissions" / "alpha" / "report.json").read_text())
