@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import importlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -156,3 +157,73 @@ def test_correct_object_cxr_points_get_no_finding(cxr, tmp_path):
     review = review_jobs("object-cxr", evaluator, scored, sorted((cxr / "input").glob("*.jpg")))
     assert review.findings == []
     assert review.figures and all(f.png.startswith(PNG) for f in review.figures)
+
+
+@pytest.fixture(scope="module")
+def ribfrac(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("ribfrac")
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", "ribfrac-ct", "--out", str(root), "--cases", "2",
+                    "--shape", "112", "112", "40", "--seed", "1"], check=True, capture_output=True)
+    return root
+
+
+def write_ribfrac_run(ribfrac: Path, folder: Path, change) -> Path:
+    """The ground-truth masks as predictions (confidence 0.9, the true types), each mask written through `change`
+    (an array z, y, x)."""
+    import SimpleITK as sitk
+
+    folder.mkdir()
+    rows = ["public_id,label_id,confidence,label_code"]
+    with open(ribfrac / "ground_truth" / "ribfrac-info.csv", newline="") as handle:
+        for row in csv.DictReader(handle):
+            confidence = "0" if row["label_id"] == "0" else "0.9"
+            rows.append(f"{row['public_id']},{row['label_id']},{confidence},{row['label_code']}")
+    (folder / "predictions.csv").write_text("\n".join(rows) + "\n")
+    for truth in (ribfrac / "ground_truth").glob("*-label.nii.gz"):
+        image = sitk.ReadImage(str(truth))
+        changed = sitk.GetImageFromArray(np.ascontiguousarray(change(sitk.GetArrayFromImage(image))))
+        changed.CopyInformation(image)
+        sitk.WriteImage(changed, str(folder / truth.name.replace("-label", "")))
+    return folder
+
+
+@pytest.mark.parametrize("mistake", ["x is flipped", "x and y are swapped"])
+def test_ribfrac_masks_written_with_a_mistake_are_named(ribfrac, tmp_path, mistake):
+    change = {"x is flipped": lambda a: a[:, :, ::-1], "x and y are swapped": lambda a: np.swapaxes(a, 1, 2)}[mistake]
+    run = write_ribfrac_run(ribfrac, tmp_path / "run", change)
+    evaluator, scored = scored_run("ribfrac", run, ribfrac / "ground_truth", tmp_path / "out")
+    cases = sorted((ribfrac / "input").glob("*.nii.gz"))
+    review = review_jobs("ribfrac", evaluator, scored, cases)
+    assert review.findings and review.findings[0].description == mistake, review.findings
+    assert review.findings[0].line().startswith(f"your masks match the ground truth if {mistake}: froc_average ")
+    missed = [int(total) - int(hit) for hit, total in
+              (re.match(r"(\d+) of (\d+) fractures hit", f.caption).groups() for f in review.figures)]
+    assert len(missed) == 2 and missed[0] >= missed[1] >= 0 and missed[0] > 0  # worst first
+    correct = write_ribfrac_run(ribfrac, tmp_path / "correct", lambda a: a)
+    evaluator, scored = scored_run("ribfrac", correct, ribfrac / "ground_truth", tmp_path / "out2")
+    assert review_jobs("ribfrac", evaluator, scored, cases).findings == []
+
+
+def test_caption_figures_show_the_worst_figures_first(tmp_path):
+    root = tmp_path / "cap"
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", "imageclef-caption-images", "--edition", "2022",
+                    "--out", str(root), "--images", "5", "--seed", "1"], check=True, capture_output=True)
+    concepts = {}
+    with open(root / "ground_truth" / "concepts.tsv", newline="") as handle:
+        for row in csv.reader(handle, delimiter="\t"):
+            concepts[row[0]] = row[1]
+    ids = sorted(i for i in concepts if i != "ID")
+    run = tmp_path / "run"
+    run.mkdir()
+    # every image right but the third, whose concepts are all wrong (with a `$`: drawn as text, not as mathtext)
+    (run / "concepts.csv").write_text("".join(f"{i}|{'C9999999;$x$' if n == 2 else concepts[i]}\n"
+                                              for n, i in enumerate(ids)))
+    evaluator = importlib.import_module("medchallenge.evaluators.imageclef_caption").EVALUATOR
+    args = build_parser(evaluator).parse_args(["--edition", "2022", "--input", str(run), "--ground-truth",
+                                               str(root / "ground_truth"), "--output", str(tmp_path / "out"),
+                                               "--no-progress"])
+    scored = score(evaluator, args)
+    review = review_jobs("imageclef-caption", evaluator, scored, sorted((root / "input").glob("*.jpg")))
+    assert review.findings == [] and review.tried == [] and review.notes == []
+    assert [f.case for f in review.figures][0] == ids[2] and review.figures[0].caption == "concept_f1 0.000"
+    assert len(review.figures) == len(ids) and all(f.png.startswith(PNG) for f in review.figures)

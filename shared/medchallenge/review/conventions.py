@@ -1,5 +1,5 @@
 """The convention check: a participant's most common silent mistake is a coordinate convention (x and y swapped, a
-flipped axis, millimetres for voxels, sizes for corners). Each transform below undoes one such mistake on the
+flipped axis, millimetres for voxels, sizes for corners), for TB boxes, object-CXR points and RibFrac masks. Each transform below undoes one such mistake on the
 evaluator's parsed predictions; where the challenge's ranking metric is far better afterwards (at least
 `MIN_GAIN` higher and at least twice as high), the check names the transform in one line.
 
@@ -10,19 +10,22 @@ The predictions are rescored by the challenge's own evaluator stages (`evaluate_
 from __future__ import annotations
 
 import dataclasses
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..contract import case_key
+from ..errors import InputError
 from .geometry import Geometry
 
 MIN_GAIN = 0.2  # the metric must rise by this much, and at least double, for a transform to be named
 
 Box = tuple[int, ...]
-Transform = Callable[[Any, Mapping[str, Geometry]], Any]
+Transform = Callable[[Any, Mapping[str, Geometry], Path], Any]  # (cases, geometry, scratch folder)
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,7 @@ def _boxes_changed(change: Callable[[Box, Geometry], Box]) -> Transform:
     """TB caverns: every predicted box of a case whose image geometry is known (keyed by medchallenge.contract's
     case_key of the case id), changed by `change`."""
 
-    def transform(cases: Any, geometry: Mapping[str, Geometry]) -> Any:
+    def transform(cases: Any, geometry: Mapping[str, Geometry], scratch: Path) -> Any:
         boxes = cases.sources
         predictions = {}
         for case_id, case_boxes in boxes.predictions.items():
@@ -86,7 +89,7 @@ BOX_TRANSFORMS: dict[str, Transform] = {
 def _points_changed(change: Callable[[np.ndarray, np.ndarray, Geometry], tuple[np.ndarray, np.ndarray]]) -> Transform:
     """object-CXR: every point of an image whose geometry is known, changed by `change`; the hit tests redone."""
 
-    def transform(cases: Any, geometry: Mapping[str, Geometry]) -> Any:
+    def transform(cases: Any, geometry: Mapping[str, Geometry], scratch: Path) -> Any:
         from ..evaluators.object_cxr import prepare_hit_tests
 
         submission = cases.submission
@@ -112,10 +115,44 @@ POINT_TRANSFORMS: dict[str, Transform] = {
         lambda x, y, g: (x * g.size[0], y * g.size[1])),
 }
 
+def _masks_changed(change: Callable[[np.ndarray], np.ndarray]) -> Transform:
+    """RibFrac: every predicted instance mask (array z, y, x) changed by `change`, written under the scratch folder
+    (the evaluator reads masks from files); a mask whose shape `change` alters fails the shape check, as it would."""
+
+    def transform(cases: Any, geometry: Mapping[str, Geometry], scratch: Path) -> Any:
+        import SimpleITK as sitk
+
+        folder = Path(tempfile.mkdtemp(dir=scratch))
+        sources = {}
+        for case_id, source in cases.sources.items():
+            if source.pred_volume is None:
+                sources[case_id] = source
+                continue
+            original = sitk.ReadImage(str(source.pred_volume))
+            changed = sitk.GetImageFromArray(np.ascontiguousarray(change(sitk.GetArrayViewFromImage(original))))
+            if changed.GetSize() == original.GetSize():
+                changed.CopyInformation(original)
+            target = folder / f"{len(sources):05d}.nii.gz"
+            sitk.WriteImage(changed, str(target))
+            sources[case_id] = dataclasses.replace(source, pred_volume=target)
+        return dataclasses.replace(cases, sources=sources)
+
+    return transform
+
+
+# instance masks as NIfTI volumes (array z, y, x here)
+MASK_TRANSFORMS: dict[str, Transform] = {
+    "x and y are swapped": _masks_changed(lambda a: np.swapaxes(a, 1, 2)),
+    "x is flipped": _masks_changed(lambda a: a[:, :, ::-1]),
+    "y is flipped": _masks_changed(lambda a: a[:, ::-1, :]),
+    "z is flipped": _masks_changed(lambda a: a[::-1]),
+}
+
 # per challenge: the metric compared, what the predictions are, and the transforms tried
 CHECKS: dict[str, tuple[str, str, dict[str, Transform]]] = {
     "tb-caverns": ("map", "boxes", BOX_TRANSFORMS),
     "object-cxr": ("froc", "points", POINT_TRANSFORMS),
+    "ribfrac": ("froc_average", "masks", MASK_TRANSFORMS),
 }
 
 
@@ -134,10 +171,14 @@ def check_conventions(challenge: str, evaluator: Any, cases: Any, geometry: Mapp
     metric, what, transforms = CHECKS[challenge]
     before = float(aggregates[metric])
     findings = []
-    for description, transform in transforms.items():
-        after = rescore(evaluator, transform(cases, geometry), metric)
-        if after >= before + MIN_GAIN and after >= 2 * before:
-            findings.append(Finding(description, what, metric, before, after))
+    with tempfile.TemporaryDirectory(prefix="medchallenge-review-") as scratch:
+        for description, transform in transforms.items():
+            try:
+                after = rescore(evaluator, transform(cases, geometry, Path(scratch)), metric)
+            except InputError:
+                continue  # the transform made the predictions unreadable (e.g. a mask of another shape)
+            if after >= before + MIN_GAIN and after >= 2 * before:
+                findings.append(Finding(description, what, metric, before, after))
     return sorted(findings, key=lambda f: -f.after)
 
 

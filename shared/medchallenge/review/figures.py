@@ -28,7 +28,7 @@ def _windowed(image: np.ndarray) -> np.ndarray:
 
 
 def _legend(figure, title: str) -> None:
-    figure.text(0.01, 0.99, title, va="top", fontsize=7)
+    figure.text(0.01, 0.99, title, va="top", fontsize=7, parse_math=False)
     figure.text(0.99, 0.99, "ground truth", va="top", ha="right", fontsize=7, color=GROUND_TRUTH)
     figure.text(0.99, 0.93, "predictions", va="top", ha="right", fontsize=7, color=PREDICTED)
 
@@ -83,5 +83,58 @@ def radiograph_points_png(image: np.ndarray, objects: Sequence[tuple[str, np.nda
     ax.set_ylim(height - 0.5, -0.5)
     ax.set_xticks([])
     ax.set_yticks([])
+    _legend(figure, title)
+    return _png(figure)
+
+
+def ct_masks_png(volume_zyx: np.ndarray, ground_truth_zyx: np.ndarray, predicted_zyx: np.ndarray, title: str) -> bytes:
+    """Axial and coronal maximum-intensity views of a CT with the outlines of two instance masks' projections."""
+    figure = _figure(4.4, 2.4)
+    figure.set_dpi(72)
+    for index, (axis, origin, label) in enumerate(((0, "upper", "axial (x, y)"), (1, "lower", "coronal (x, z)"))):
+        ax = figure.add_axes((0.02 + index * 0.49, 0.02, 0.46, 0.82))
+        ax.imshow(_windowed(volume_zyx.max(axis=axis)), cmap="gray", origin=origin, aspect="auto",
+                  interpolation="nearest")
+        for mask, colour in ((ground_truth_zyx, GROUND_TRUTH), (predicted_zyx, PREDICTED)):
+            projection = (mask > 0).any(axis=axis)
+            if projection.any() and not projection.all():
+                ax.contour(projection.astype(np.float32), levels=[0.5], colors=[colour], linewidths=1.0,
+                           origin=origin)
+        ax.set_title(label, fontsize=7, pad=2)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    _legend(figure, title)
+    return _png(figure)
+
+
+def _wrapped(text: str, width: int = 52, lines: int = 4) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width)[:lines])
+
+
+def figure_concepts_png(image: np.ndarray, true_concepts: Sequence[str], predicted_concepts: Sequence[str],
+                        true_caption: str | None, predicted_caption: str | None, title: str) -> bytes:
+    """A caption figure with its concepts: found (black), missed (green: in the ground truth only), extra (red: in
+    the predictions only), and the two captions. Text is drawn as text (no mathtext), cut to a few lines."""
+    figure = _figure(5.2, 2.4)
+    figure.set_dpi(72)
+    ax = figure.add_axes((0.01, 0.02, 0.36, 0.84))
+    ax.imshow(image, cmap="gray" if image.ndim == 2 else None, interpolation="nearest")
+    ax.set_xticks([])
+    ax.set_yticks([])
+    found = [c for c in predicted_concepts if c in set(true_concepts)]
+    rows = [("found: " + " ".join(found), "black"),
+            ("missed: " + " ".join(c for c in true_concepts if c not in set(predicted_concepts)), GROUND_TRUTH),
+            ("extra: " + " ".join(c for c in predicted_concepts if c not in set(true_concepts)), PREDICTED)]
+    if true_caption is not None:
+        rows.append(("true: " + true_caption, GROUND_TRUTH))
+    if predicted_caption is not None:
+        rows.append(("predicted: " + predicted_caption, PREDICTED))
+    y = 0.84
+    for text, colour in rows:
+        wrapped = _wrapped(text)
+        figure.text(0.39, y, wrapped, va="top", fontsize=6.5, color=colour, parse_math=False, usetex=False)
+        y -= 0.05 + 0.055 * (wrapped.count("\n") + 1)
     _legend(figure, title)
     return _png(figure)

@@ -13,7 +13,7 @@ import numpy as np
 
 from ..contract import case_key
 from .conventions import Finding, check_conventions, checked_transforms
-from .figures import ct_boxes_png, radiograph_points_png
+from .figures import ct_boxes_png, ct_masks_png, figure_concepts_png, radiograph_points_png
 from .geometry import Geometry, read_geometry
 
 log = logging.getLogger("medchallenge.review")
@@ -102,16 +102,68 @@ def _cxr_figures(cases: Any, case: Mapping[str, dict], files: Mapping[str, Path]
     return figures
 
 
+def _ribfrac_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str, Path]) -> list[CaseFigure]:
+    import SimpleITK as sitk
+
+    def missed_and_false(case_id: str) -> tuple[int, int]:
+        record = records[case_id]
+        return (sum(not g["hit"] for g in record.ground_truth), sum(d["hit_label"] == 0 for d in record.detections))
+
+    figures = []
+    shown = [i for i in cases.ids if i in files and i in records]
+    for case_id in sorted(shown, key=missed_and_false, reverse=True)[:MAX_FIGURES]:
+        source = cases.sources[case_id]
+        volume = sitk.GetArrayFromImage(sitk.ReadImage(str(files[case_id])))
+        truth = sitk.GetArrayFromImage(sitk.ReadImage(str(source.gt_volume)))
+        predicted = (np.zeros_like(truth) if source.pred_volume is None
+                     else sitk.GetArrayFromImage(sitk.ReadImage(str(source.pred_volume))))
+        missed, false = missed_and_false(case_id)
+        record = records[case_id]
+        caption = f"{record.num_gt - missed} of {record.num_gt} fractures hit, {false} false positive(s)"
+        figures.append(CaseFigure(case_id, caption, ct_masks_png(volume, truth, predicted, caption)))
+    return figures
+
+
+def _caption_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str, Path],
+                     evaluator: Any) -> list[CaseFigure]:
+    from PIL import Image
+
+    inputs = cases.inputs
+    metric = "concept_f1" if inputs.concepts_gt is not None else "bleu"
+    scores = evaluator.unit_scores(cases, records, metric) or {}
+    figures = []
+    for case_id in sorted((i for i in scores if i in files), key=lambda i: scores[i])[:MAX_FIGURES]:
+        with Image.open(files[case_id]) as opened:
+            image = opened.convert("L")
+            image.thumbnail((RADIOGRAPH_SIDE // 2, RADIOGRAPH_SIDE // 2))
+            pixels = np.asarray(image)
+        caption = f"{metric} {scores[case_id]:.3f}"
+        figures.append(CaseFigure(case_id, caption, figure_concepts_png(
+            pixels, (inputs.concepts_gt or {}).get(case_id, ()), (inputs.concept_run or {}).get(case_id, ()),
+            (inputs.captions_gt or {}).get(case_id), (inputs.caption_run or {}).get(case_id), caption)))
+    return figures
+
+
 FIGURES: dict[str, Callable[..., list[CaseFigure]]] = {
     "tb-caverns": lambda scored, files, evaluator: _tb_figures(scored.cases, scored.records, files, evaluator),
     "object-cxr": lambda scored, files, evaluator: _cxr_figures(scored.cases, scored.case, files),
+    "ribfrac": lambda scored, files, evaluator: _ribfrac_figures(scored.cases, scored.records, files),
+    "imageclef-caption": lambda scored, files, evaluator: _caption_figures(scored.cases, scored.records, files,
+                                                                           evaluator),
 }
+
+
+def uploaded_case_id(name: str) -> str:
+    """The case id an uploaded file stands for: its name without folders and image suffix, and for a RibFrac CT
+    without `-image` (`RibFrac501-image.nii.gz` is case RibFrac501)."""
+    key = case_key(name)
+    return key.removesuffix("-image")
 
 
 def review_jobs(challenge: str, evaluator: Any, scored: Any, case_files: list[Path]) -> Review:
     """The review of `scored` (medchallenge.evaluator.Scored of the jobs' predictions), whose cases were uploaded
     from `case_files`. A case whose image cannot be read gets a note instead of a figure."""
-    files = {case_key(path.name): path for path in case_files}
+    files = {uploaded_case_id(path.name): path for path in case_files}
     review = Review(tried=checked_transforms(challenge))
     if review.tried:
         geometry: dict[str, Geometry] = {}
@@ -122,12 +174,9 @@ def review_jobs(challenge: str, evaluator: Any, scored: Any, case_files: list[Pa
                 review.notes.append(f"{path.name}: header not readable ({type(exc).__name__}); the convention "
                                     "check leaves its predictions as they are")
         review.findings = check_conventions(challenge, evaluator, scored.cases, geometry, scored.summary.aggregates)
-    if challenge in FIGURES:
-        try:
-            review.figures = FIGURES[challenge](scored, files, evaluator)
-        except Exception as exc:  # noqa: BLE001 - the figures are an aid: the report is written without them
-            log.warning("review figures not drawn: %s", exc)
-            review.notes.append(f"no figures: {type(exc).__name__} while drawing them")
-    else:
-        review.notes.append(f"no figures for {challenge} yet")
+    try:
+        review.figures = FIGURES[challenge](scored, files, evaluator)
+    except Exception as exc:  # noqa: BLE001 - the figures are an aid: the report is written without them
+        log.warning("review figures not drawn: %s", exc)
+        review.notes.append(f"no figures: {type(exc).__name__} while drawing them")
     return review
