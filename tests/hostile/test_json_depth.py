@@ -94,3 +94,12 @@ def test_a_job_writing_deeply_nested_output_json_fails_with_the_limit_named(tmp_
     assert result.status == "failed"
     assert result.error == (f"The output file 'boxes.json': JSON nested {levels} levels deep, more than the limit "
                             f"of {MAX_JSON_DEPTH.value()} levels of nesting (${MAX_JSON_DEPTH.variable} sets it)")
+
+
+def test_a_gateway_configuration_nested_deeply_is_one_line(tmp_path, capsys):
+    from medchallenge.gateway import main
+
+    path = tmp_path / "gateway.toml"
+    path.write_text("[gateway]\nports = " + DEEP + "\n")
+    assert main(["--config", str(path), "--check"]) == 1
+    assert one_error_line(capsys) == f"error: {path}: not valid TOML (arrays or tables nested too deeply)"

@@ -332,6 +332,8 @@ def load_config(path: Path) -> GatewayConfig:
         raise InputError(f"{path}: cannot read the configuration ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise InputError(f"{path}: not valid TOML (arrays or tables nested too deeply)") from None
     _no_unknown_keys(document, {"gateway", "pacs", "route", "caller"}, str(path))
     gateway = _take(document, "gateway", dict, str(path))
     pacs = _take(document, "pacs", dict, str(path))
