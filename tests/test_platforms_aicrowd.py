@@ -177,7 +177,7 @@ def _zip_with(path: Path, name: str, data: bytes = b"x", mode: int = 0o100644) -
     ("../b.csv", 0o100644, "'..'"),
     ("/etc/b.csv", 0o100644, "an absolute member name"),
     ("fifo", 0o010644, "a special file"),
-    ("a.csv", 0o100644, "appears twice"),
+    ("a.csv", 0o100644, "the members 'a.csv' and 'a.csv' both name 'a.csv'"),
 ])
 def test_hostile_zips_refused_before_extraction(tmp_path, name, mode, message):
     archive = _zip_with(tmp_path / "s.zip", name, mode=mode)

@@ -176,8 +176,8 @@ def submission_text(submission: SubmissionFormat) -> str:
     if submission.zipped:
         return (f"One zip file holding {', '.join(f'`{name}`' for name in submission.files)} at its top level (or "
                 f"inside one folder): {submission.contents}. A zip with links, special files, absolute or `..` "
-                "member names, or more than $MEDCHALLENGE_MAX_SUBMISSION_BYTES (8 GiB) unpacked is refused before "
-                "anything is extracted.")
+                "member names, two members naming one file (`a.csv` and `./a.csv`), or more than "
+                "$MEDCHALLENGE_MAX_SUBMISSION_BYTES (8 GiB) unpacked is refused before anything is extracted.")
     return f"One file, any name (it is scored as `{submission.files[0]}`): {submission.contents}."
 
 
