@@ -27,12 +27,17 @@ def scored_run(challenge: str, predictions: Path, ground_truth: Path, output: Pa
     return evaluator, score(evaluator, args)
 
 
+def synthesized(root: Path, generator: str, *arguments: str) -> Path:
+    """`python -m medchallenge.synth GENERATOR --out ROOT ARGUMENTS...`: the data of a review."""
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", generator, "--out", str(root), *arguments],
+                   check=True, capture_output=True)
+    return root
+
+
 @pytest.fixture(scope="module")
 def tb(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("tb")
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root), "--cases", "4",
-                    "--shape", "192", "192", "48", "--seed", "1"], check=True, capture_output=True)
-    return root
+    return synthesized(tmp_path_factory.mktemp("tb"), "tb-caverns", "--cases", "4", "--shape", "192", "192", "48",
+                       "--seed", "1")
 
 
 def tb_boxes(tb: Path) -> list[tuple[str, list[int]]]:
@@ -87,10 +92,8 @@ def test_correct_tb_boxes_get_no_finding_and_figures_worst_first(tb, tmp_path):
 
 @pytest.fixture(scope="module")
 def cxr(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("cxr")
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "object-cxr-images", "--out", str(root),
-                    "--images", "12", "--size", "320", "--seed", "3"], check=True, capture_output=True)
-    return root
+    return synthesized(tmp_path_factory.mktemp("cxr"), "object-cxr-images", "--images", "12", "--size", "320",
+                       "--seed", "3")
 
 
 def inside_polygon(vertices: np.ndarray) -> tuple[float, float]:
@@ -161,10 +164,8 @@ def test_correct_object_cxr_points_get_no_finding(cxr, tmp_path):
 
 @pytest.fixture(scope="module")
 def ribfrac(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("ribfrac")
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "ribfrac-ct", "--out", str(root), "--cases", "2",
-                    "--shape", "112", "112", "40", "--seed", "1"], check=True, capture_output=True)
-    return root
+    return synthesized(tmp_path_factory.mktemp("ribfrac"), "ribfrac-ct", "--cases", "2", "--shape", "112", "112",
+                       "40", "--seed", "1")
 
 
 def write_ribfrac_run(ribfrac: Path, folder: Path, change) -> Path:
@@ -205,9 +206,8 @@ def test_ribfrac_masks_written_with_a_mistake_are_named(ribfrac, tmp_path, mista
 
 
 def test_caption_figures_show_the_worst_figures_first(tmp_path):
-    root = tmp_path / "cap"
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "imageclef-caption-images", "--edition", "2022",
-                    "--out", str(root), "--images", "5", "--seed", "1"], check=True, capture_output=True)
+    root = synthesized(tmp_path / "cap", "imageclef-caption-images", "--edition", "2022", "--images", "5",
+                       "--seed", "1")
     concepts = {}
     with open(root / "ground_truth" / "concepts.tsv", newline="") as handle:
         for row in csv.reader(handle, delimiter="\t"):
