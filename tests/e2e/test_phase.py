@@ -63,10 +63,10 @@ def ground_truth_boxes(ground_truth: Path) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def phase(docker_compose, repo, tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("phase")
-    for behaviour in BEHAVIOURS:
-        subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--tag",
-                        f"{IMAGE}:{behaviour}", str(repo / "tests" / "job_images" / "broken")], check=True,
-                       capture_output=True)
+    for behaviour in BEHAVIOURS:  # labelled: images of their own, not those of the pre-flight tests
+        subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--label",
+                        "mc-test-h30-phase=phase", "--tag", f"{IMAGE}:{behaviour}",
+                        str(repo / "tests" / "job_images" / "broken")], check=True, capture_output=True)
     # four CTs with caverns big enough for this size: a 320 mm chest in 64 x 64 x 16 voxels
     subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root / "cohort"),
                     "--cases", "4", "--shape", "64", "64", "16", "--spacing", "5", "5", "16", "--seed", "1"],
