@@ -163,7 +163,12 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
     with only_run(layout):
-        return run(args, layout)
+        try:
+            return run(args, layout)
+        except KeyboardInterrupt:
+            print(f"interrupted: the running jobs were stopped and their containers removed; run the same command "
+                  f"again to resume (`medchallenge phase status {layout.out}`)", file=sys.stderr)
+            return 130
 
 
 def run(args: argparse.Namespace, layout: PhaseLayout) -> int:

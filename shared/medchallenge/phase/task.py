@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -35,6 +36,7 @@ from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
 OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
+NAME_PREFIX = "medchallenge-phase"  # the job's container is named NAME_PREFIX-<job_id>
 
 
 class GuardedLauncher:
@@ -69,9 +71,9 @@ def _now() -> str:
 def launcher(engine: str, image: str) -> DockerImage:
     """The job's container, run by the phase's engine."""
     if engine == "docker":
-        return DockerImage(image, name_prefix="medchallenge-phase")
+        return DockerImage(image, name_prefix=NAME_PREFIX)
     try:
-        return DockerImage(image, name_prefix="medchallenge-phase", engine=engine)
+        return DockerImage(image, name_prefix=NAME_PREFIX, engine=engine)
     except TypeError:
         raise EngineError(f"--engine {engine}: this job runner runs Docker only") from None
 
@@ -142,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
         layout.running(job_id).unlink(missing_ok=True)
         print(f"error: job {job_id}: not run, for a cause outside the job (run again): {exc}", file=sys.stderr)
         return OUTSIDE
+    except BaseException:  # stopped by a signal: a container the engine was still creating is removed too
+        subprocess.run([spec["engine"], "rm", "--force", f"{NAME_PREFIX}-{job_id}"], capture_output=True,
+                       timeout=60, check=False)
+        layout.running(job_id).unlink(missing_ok=True)
+        raise
     write_result(folder, result)
     write_state(layout, job_id, {
         "status": result.status, "error": result.error, "cause": _cause(result.error),
