@@ -10,9 +10,11 @@ import gzip
 import io
 import json
 import logging
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +26,7 @@ from medchallenge.phase import cases as phase_cases
 from medchallenge.preflight import main as preflight
 
 IMAGE = "mc-test-h30-phase"
-BEHAVIOURS = ("ok", "model-boxes", "crash")
+BEHAVIOURS = ("ok", "model-boxes", "crash", "slow")
 CRASH = "The algorithm exited with status 1: RuntimeError: the model file weights.onnx is missing"
 SUBMISSIONS = """
 [[submission]]
@@ -225,3 +227,33 @@ def test_a_new_submission_runs_only_its_own_jobs_and_a_refused_one_stops_nothing
     status = capsys.readouterr().out
     assert f"leaderboard: {phase.out / 'leaderboard.html'}" in status
     assert f"4 failed (the team's result): {CRASH}" in status
+
+
+def phase_containers(out: Path, all_states: bool = False) -> list[str]:
+    """The containers of this phase's jobs that the engine has (running, or any with `all_states`)."""
+    jobs = {f"medchallenge-phase-{p.name}" for p in out.glob("jobs/*")}
+    listed = subprocess.run(["docker", "ps", *(["--all"] if all_states else []), "--format", "{{.Names}}"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    return sorted(set(listed) & jobs)
+
+
+def test_ctrl_c_stops_the_running_jobs_removes_their_containers_and_status_says_to_run_them_again(phase, tmp_path):
+    (tmp_path / "slow.toml").write_text('[[submission]]\nteam = "slow"\nimage = "mc-test-h30-phase:slow"\n')
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns", "--submissions",
+               str(tmp_path / "slow.toml"), "--cases", str(phase.cohort / "input"), "--ground-truth",
+               str(phase.cohort / "ground_truth"), "--output", str(out), "--jobs", "2", "--cpus", "1",
+               "--memory-gb", "1.5", "--time-limit", "600", "--bootstrap", "10", "--no-progress"]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while len(phase_containers(out)) < 2 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.5)
+    assert len(phase_containers(out)) == 2  # two slow jobs running
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=180)
+    assert run.returncode == 130 and "interrupted: the running jobs were stopped" in err and "Traceback" not in err
+    assert phase_containers(out, all_states=True) == []
+    assert not list(out.glob("jobs/*/state.json")) and not list(out.glob("jobs/*/running.json"))
+    status = subprocess.run([sys.executable, "-m", "medchallenge.cli", "phase", "status", str(out)],
+                            capture_output=True, text=True, check=True).stdout
+    assert "to do: slow: 4 job(s) not run: `medchallenge phase run` again" in status
