@@ -39,9 +39,10 @@ def test_a_submissions_file_gives_tags_archives_models_and_each_submissions_own_
     (tmp_path / "alpha.tar.gz").write_bytes(b"x")
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "alpha.tar.gz").write_bytes(b"m")
-    path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\nmodel = "models/alpha.tar.gz"\n'
-                                'memory_gb = 16\ngpu = true\n\n[[submission]]\nteam = "Beta_2"\n'
-                                'image = "registry.example/beta/algo:1.0"\n\n[slurm]\npartition = "gpu"\n')
+    path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\n'
+                                'model = "models/alpha.tar.gz"\nmemory_gb = 16\ngpu = true\n\n[[submission]]\n'
+                                'team = "Beta_2"\nimage = "registry.example/beta/algo:1.0"\n\n[slurm]\n'
+                                'partition = "gpu"\n')
     parsed = read_submissions(path)
     alpha, beta = parsed.submissions
     assert (alpha.team, alpha.archive, alpha.model, alpha.memory_gb, alpha.gpu) == \
