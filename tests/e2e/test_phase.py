@@ -208,19 +208,25 @@ def test_a_new_submission_runs_only_its_own_jobs_and_a_refused_one_stops_nothing
     (phase.submissions / "corrupt.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
     with open(phase.submissions / "phase.toml", "a") as toml:
         toml.write('\n[[submission]]\nteam = "delta"\nimage = "mc-test-h30-phase:model-boxes"\nmodel = "half.tar.gz"\n'
-                   '\n[[submission]]\nteam = "epsilon"\nimage = "corrupt.tar.gz"\n')
+                   '\n[[submission]]\nteam = "epsilon"\nimage = "corrupt.tar.gz"\n'
+                   '\n[[submission]]\nteam = "zeta"\nimage = "python:3.11-slim"\n')
     before = states(phase.out)
     capsys.readouterr()
     assert run_phase(phase, monkeypatch) == 0
     after = states(phase.out)
     assert {job: after[job] for job in before} == before
-    assert sorted(set(after) - set(before)) == sorted(submission_jobs(phase.out, "delta"))
+    assert sorted(set(after) - set(before)) == sorted(submission_jobs(phase.out, "delta")
+                                                      + submission_jobs(phase.out, "zeta"))
     assert phase.conversions == []
     board = json.loads((phase.out / "leaderboard.json").read_text())
-    assert [row["team"] for row in board["teams"]][:2] == ["beta", "delta"] and len(board["teams"]) == 4
+    assert [row["team"] for row in board["teams"]][:2] == ["beta", "delta"] and len(board["teams"]) == 5
     assert board["failed"] == {} and board["teams"][1]["value"] < 1.0
+    # a root image: refused before its container runs, as grand-challenge refuses it; the team's result, final
+    zeta = json.loads((phase.out / "submissions" / "zeta" / "report.json").read_text())
+    assert all(job["status"] == "failed" and job["error"].startswith("image python:3.11-slim: The container runs "
+                                                                     "as root.") for job in zeta["jobs"])
     printed = capsys.readouterr()
-    assert "4 job(s) to run" in caplog.text
+    assert "8 job(s) to run" in caplog.text
     assert "epsilon                  refused: image archive corrupt.tar.gz: not a readable `docker save` archive" \
         in printed.out
     assert medchallenge(["phase", "status", str(phase.out)]) == 0

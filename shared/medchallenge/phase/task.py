@@ -84,6 +84,21 @@ def _cause(error: str | None) -> str | None:
     return "oom" if error.startswith(MEMORY_KILLED) else "time_limit" if error.startswith(TIME_LIMIT) else None
 
 
+def image_to_run(spec: dict[str, Any]) -> str:
+    """The job's image in this node's engine: its tag while the tag is still the planned image (the team's name for
+    it in every message), else its digest; an archive loaded first. EngineError where the node lacks it."""
+    image, engine = spec["image"], spec["engine"]
+    if image["archive"]:
+        ensure_loaded(engine, Path(image["archive"]), image["digest"])
+        return spec["run_image"]
+    if local_digest(engine, image["ref"]) == image["digest"]:
+        return image["ref"]
+    if local_digest(engine, image["digest"]) is None:
+        raise EngineError(f"image {image['ref']} ({image['digest'][:19]}) is not in {engine} on "
+                          f"{socket.gethostname()}")
+    return spec["run_image"]
+
+
 def run_task(spec: dict[str, Any]) -> JobResult:
     """The job of a task spec; EngineError for a cause outside the job."""
     layout = PhaseLayout(Path(spec["out"]))
@@ -92,14 +107,8 @@ def run_task(spec: dict[str, Any]) -> JobResult:
     inputs = [SocketValue(v["pk"], sockets[v["socket"]], image_pk=v["image_pk"], image_name=v["image_name"],
                           image_file=Path(v["image_file"])) for v in spec["inputs"]]
     limits = JobLimits(**spec["limits"])
-    image = spec["image"]
     try:
-        if image["archive"]:
-            ensure_loaded(spec["engine"], Path(image["archive"]), image["digest"])
-        elif local_digest(spec["engine"], image["digest"]) is None:
-            raise EngineError(f"image {image['ref']} ({image['digest'][:19]}) is not in {spec['engine']} on "
-                              f"{socket.gethostname()}")
-        guarded = GuardedLauncher(launcher(spec["engine"], spec["run_image"]), spec["gpu"])
+        guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"])
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
                        gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
