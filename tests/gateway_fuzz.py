@@ -1,11 +1,14 @@
 """A seeded DICOM fuzzer for the gateway (issue 22, part 7): valid synthetic studies, each given a few mutations (tags,
-VRs, lengths, transfer syntaxes, pixel data, UIDs), written as files whose bytes are then sent as they are (chunked
-C-STORE, no re-encoding by the sender)."""
+VRs, lengths, transfer syntaxes, pixel data, UIDs; issue 29: many tiny elements, nested or not, and deflate streams
+padded, truncated, concatenated or random), written as files whose bytes are then sent as they are (chunked C-STORE,
+no re-encoding by the sender). Also the writers of those hostile shapes for the tests and `make bench`."""
 
 from __future__ import annotations
 
+import io
 import random
 import shutil
+import zlib
 from collections import Counter
 from pathlib import Path
 
@@ -24,6 +27,45 @@ BAD_VALUES = (("SliceThickness", "abc"), ("ImagePositionPatient", ["1", "x"]), (
               ("BodyPartExamined", "CHEST\\RIB"), ("Modality", "C\x00T"))
 VRS = (b"UN", b"OB", b"SQ", b"DS", b"AT", b"XX")
 SYNTAXES = (ImplicitVRLittleEndian, DeflatedExplicitVRLittleEndian, ExplicitVRBigEndian)
+PIXEL_DATA_OW = b"\xe0\x7f\x10\x00OW\x00\x00"  # (7FE0,0010) OW, explicit little endian, a 4-byte length follows
+
+
+def add_tiny_elements(ds, count: int, nested: bool = False) -> None:
+    """`count` private UL elements (12 bytes each in explicit VR) in `ds`, or all in the one item of an undefined-length
+    private sequence (parsed by pydicom as soon as it is read)."""
+    target = pydicom.Dataset() if nested else ds
+    for number in range(count):
+        group, element = divmod(number, 0xF000)
+        target.add_new((0x0019 + 2 * group) << 16 | (0x1000 + element), "UL", number)
+    if nested:
+        target.is_undefined_length_sequence_item = True
+        ds.add_new(0x00171010, "SQ", [target])
+        ds[0x00171010].is_undefined_length = True
+
+
+def write_deflated_zeros(path: Path, ds, pixel_bytes: int) -> Path:
+    """`ds` (its pixel data replaced) as a deflated Part-10 file whose pixel data is `pixel_bytes` zero bytes, deflated
+    as a stream (never whole in memory) and followed by data after its end, as pydicom pads an odd stream."""
+    from pydicom.filebase import DicomBytesIO, DicomFileLike
+    from pydicom.filewriter import write_dataset, write_file_meta_info
+
+    if "PixelData" in ds:
+        del ds.PixelData
+    ds.file_meta.TransferSyntaxUID = DeflatedExplicitVRLittleEndian
+    body = DicomBytesIO()
+    body.is_little_endian, body.is_implicit_VR = True, False
+    write_dataset(body, ds)
+    deflater = zlib.compressobj(9, zlib.DEFLATED, -zlib.MAX_WBITS)
+    with open(path, "wb") as out:
+        out.write(b"\0" * 128 + b"DICM")
+        write_file_meta_info(DicomFileLike(out), ds.file_meta)
+        size = out.write(deflater.compress(body.getvalue() + PIXEL_DATA_OW + pixel_bytes.to_bytes(4, "little")))
+        zeros = bytes(1 << 20)
+        for start in range(0, pixel_bytes, len(zeros)):
+            size += out.write(deflater.compress(zeros[: min(len(zeros), pixel_bytes - start)]))
+        size += out.write(deflater.flush())
+        out.write(b"\0" if size % 2 else b"\0\0")
+    return path
 
 
 def data_offset(path: Path) -> int:

@@ -85,7 +85,7 @@ def _read_meta(handle: _BoundedFile):
     return _read_file_meta_info(handle)
 
 
-def _deflated_header(path: Path, meta, tags: list[str] | None):
+def _deflated_header(path: Path, meta, tags: list | None):
     """The header of a deflated file, parsed from the inflated bytes before its pixel data (at most
     MAX_HEADER_BYTES of them)."""
     from pydicom.filereader import read_dataset
@@ -113,9 +113,10 @@ def read_header(path: Path, tags: tuple[str, ...] | None = None):
     header bounds (HeaderTooLarge); an InputError naming the file when unreadable."""
     import pydicom
     from pydicom.errors import InvalidDicomError
+    from pydicom.tag import Tag
 
     _quiet_pydicom()
-    wanted = list(tags) if tags else None
+    wanted = [Tag(keyword) for keyword in tags] if tags else None
     try:
         with _BoundedFile(path) as handle:
             meta = _read_meta(handle)
