@@ -61,7 +61,7 @@ class _Bounded:
 
 class _BoundedFile(_Bounded, io.BufferedReader):
     def __init__(self, path: Path):
-        super().__init__(io.FileIO(path, "rb"))
+        super().__init__(io.FileIO(str(path), "rb"))
         self.where = path
 
 
