@@ -66,7 +66,8 @@ def run_dump(python):
 
 
 def ranges(code_points):
-    """Sorted code points as "XXXX" and "XXXX..YYYY" runs, as in the Unicode data files."""
+    """Sorted code points as "XXXX" and "XXXX..YYYY" runs, as in the Unicode data files (as make_unicode13_table.py
+    writes them: each tool runs alone, in isolated mode, under the interpreter it probes)."""
     runs = []
     for cp in sorted(code_points):
         if runs and runs[-1][1] == cp - 1:

@@ -15,31 +15,19 @@ against Python 3.9.18 and 3.7.16, on each interpreter from 3.10 to 3.13.
 
 from __future__ import annotations
 
-import json
-from importlib import resources
+from .unicode_tables import code_points, load
 
 DATA_FILE = "decimal_digits.json"
-
-
-def _code_points(runs: list[str]) -> list[int]:
-    """["0660..0669", "06F0"] -> every code point of those runs."""
-    points: list[int] = []
-    for run in runs:
-        first, _, last = run.partition("..")
-        points.extend(range(int(first, 16), int(last or first, 16) + 1))
-    return points
 
 
 class OfficialNumbers:
     """`int()` and `float()` of one official interpreter, given by its Unicode version (e.g. "13.0.0")."""
 
     def __init__(self, unidata_version: str) -> None:
-        table = json.loads(resources.files("medchallenge").joinpath("data", DATA_FILE).read_text(encoding="utf-8"))
-        entry = table["interpreters"][unidata_version]
+        entry = load(DATA_FILE)["interpreters"][unidata_version]
         self.python = entry["python"]
-        self.unidata_version = unidata_version
-        self._to_ascii = {cp: digit for digit, runs in entry["digits"].items() for cp in _code_points(runs)}
-        self._to_ascii.update(dict.fromkeys(_code_points(entry["space"]), " "))
+        self._to_ascii = {cp: digit for digit, runs in entry["digits"].items() for cp in code_points(runs)}
+        self._to_ascii.update(dict.fromkeys(code_points(entry["space"]), " "))
 
     def _ascii(self, text: str, kind: str) -> str:
         if text.isascii():
