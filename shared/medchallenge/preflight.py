@@ -8,8 +8,11 @@ the jobs with the challenge's evaluator.
 Each case is uploaded (panimg) and run as one job by the one job runner (medchallenge.jobs.run_job, the conditions
 in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
 code of its evaluator image, on grand-challenge's evaluation input (a failed job is a missing prediction, which the
-evaluator scores as an empty one), with percentile bootstrap intervals. Writes OUT/preflight.json, OUT/preflight.html
-(offline, no script), OUT/evaluation/ (metrics.json and figures) and OUT/jobs/ (each job's folders); prints a table.
+evaluator scores as an empty one), with percentile bootstrap intervals, then reviewed (medchallenge.review): the
+convention check, and per case a figure of the predictions and the ground truth over the image, worst first.
+Writes OUT/preflight.json, OUT/preflight.html (offline, no script, the figures embedded), OUT/review/ (the figures),
+OUT/evaluation/ (metrics.json and figures), OUT/jobs/<pk>/ (each job's folders), OUT/storage/ (the uploads as
+panimg converted them) and OUT/evaluation-input/; prints a table.
 Exit status 0 when every job succeeded (and the scoring did), 1 otherwise.
 """
 
@@ -28,16 +31,21 @@ from . import bootstrap as boot
 from .errors import InputError, report_errors
 from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from .io import write_json_atomic, write_text_atomic
-from .jobs import CONDITIONS, DockerImage, JobLimits
+from .io import atomic_output, write_json_atomic, write_text_atomic
+from .jobs import CONDITIONS, DockerImage, JobLimits, value_rules
 from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from .leaderboard import edition_environment
 from .logs import setup_logging
 from .preflight_page import render_page
 from .registry import CHALLENGES
+from .review import review_jobs
 
 log = logging.getLogger("medchallenge.preflight")
 REPORT_FILES = ("preflight.json", "preflight.html")
+GATEWAY_REFUSES = ("grand-challenge accepts this result and the evaluator scores it as written, but the hospital "
+                   "gateway would refuse it")
+EVALUATION_INPUT = "evaluation-input"  # the evaluator's --input, as grand-challenge gives it the jobs' outputs
+REVIEW_FOLDER = "review"  # the figures of the review (medchallenge.review), embedded in preflight.html
 
 
 def build_parser_preflight() -> argparse.ArgumentParser:
@@ -72,7 +80,7 @@ def prepare_output(output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
     for name in REPORT_FILES:
         (output / name).unlink(missing_ok=True)
-    for name in ("jobs", "evaluation"):
+    for name in ("jobs", "storage", EVALUATION_INPUT, "evaluation", REVIEW_FOLDER):
         if (output / name).is_symlink() or (output / name).is_file():
             raise InputError(f"{output / name}: expected a folder of a previous pre-flight, found something else")
         shutil.rmtree(output / name, ignore_errors=True)
@@ -80,7 +88,7 @@ def prepare_output(output: Path) -> None:
 
 def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> dict[str, Any]:
     """The successful jobs scored as the evaluator image scores them; the report's `evaluation` section."""
-    eval_input = output / "jobs" / "evaluation-input"
+    eval_input = output / EVALUATION_INPUT
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
@@ -97,6 +105,12 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> d
     except InputError as exc:
         section["error"] = str(exc)
         return section
+    review = review_jobs(args.challenge, evaluator, scored, [job.case for job in jobs])
+    section["review"] = review.to_json(REVIEW_FOLDER)
+    (output / REVIEW_FOLDER).mkdir(exist_ok=True)
+    for entry, figure in zip(section["review"]["figures"], review.figures):
+        with atomic_output(output / entry["file"], "wb") as handle:
+            handle.write(figure.png)
     section.update(aggregates=scored.summary.aggregates, intervals=scored.meta.get("bootstrap", {}),
                    num_cases=len(scored.case), notes=scored.meta["notes"], warnings=scored.meta["warnings"],
                    metrics="evaluation/metrics.json")
@@ -111,7 +125,8 @@ def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, ima
     results = [job.result for job in jobs]
     peaks = [r.peak_memory_bytes for r in results if r.peak_memory_bytes is not None]
     failed = [r for r in results if not r.succeeded]
-    instance, vcpus = limits.instance(any(r.gpu_passed for r in results))
+    gpu_passed = any(r.gpu_passed for r in results)
+    instance, vcpus = limits.instance(gpu_passed)
     return {
         "tool": f"medchallenge {__version__} preflight",
         "challenge": args.challenge,
@@ -124,7 +139,8 @@ def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, ima
                     "max_peak_memory_bytes": max(peaks) if peaks else None,
                     "gpu_passed": any(r.gpu_passed for r in results),
                     "used_gpu": any(bool(r.used_gpu) for r in results)},
-        "limits": {**limits.to_json(), "gc_instance": instance, "gc_instance_vcpus": vcpus},
+        "limits": {**limits.to_json(), "cpus": limits.effective_cpus(gpu_passed), "cpus_asked": limits.cpus,
+                   "gc_instance": instance, "gc_instance_vcpus": vcpus},
         "conditions": [{"condition": c, "how": how, "source": source} for c, how, source in CONDITIONS],
         "image_notes": image_notes,
         "jobs": [{"case": job.case.name, **job.result.to_json()} for job in jobs],
@@ -143,6 +159,8 @@ def terminal_table(data: dict[str, Any]) -> str:
         gpu = "yes" if job["used_gpu"] else "no" if job["used_gpu"] is False else "?"
         lines.append(f"{job['case'][:28]:<28} {job['status']:<9} {job['wall_seconds']:>8.1f} "
                      f"{_size(job['peak_memory_bytes']):>9} {gpu:>4}  {(job['error'] or '')[:160]}")
+    lines.extend(f"note: {job['case']}: {note}" for job in data["jobs"] for note in job["notes"]
+                 if note.startswith(GATEWAY_REFUSES))
     evaluation = data["evaluation"]
     if evaluation and evaluation["error"]:
         lines.append(f"scoring failed: {evaluation['error']}")
@@ -151,6 +169,7 @@ def terminal_table(data: dict[str, Any]) -> str:
             interval = evaluation["intervals"].get(key)
             ci = f"  [{interval['low']:.4f}, {interval['high']:.4f}]" if interval else ""
             lines.append(f"  {key:<30} {value:.4f}{ci}")
+        lines.extend(f"convention check: {line}" for line in evaluation["review"]["conventions"])
     summary = data["summary"]
     lines.append(f"{summary['num_succeeded']}/{summary['num_jobs']} jobs succeeded; "
                  + ("ready to upload" if data["ready"] else "NOT ready: see the errors above"))
@@ -174,12 +193,18 @@ def main(argv: list[str] | None = None) -> int:
     image_notes = launcher.check()  # GC's upload checks first: a root image is refused before any job
     prepare_output(args.output)
     jobs = []
-    for job in run_jobs(spec, cases, args.output / "jobs", launcher, model=args.model, limits=limits, gpu=args.gpu):
+    for job in run_jobs(spec, cases, args.output, launcher, model=args.model, limits=limits, gpu=args.gpu):
+        refusal = value_rules.gateway_refusal(args.challenge, job.result.inputs, job.result.outputs) \
+            if job.result.succeeded else None
+        if refusal:
+            job.result.notes.append(f"{GATEWAY_REFUSES}: {refusal}")
         jobs.append(job)
     evaluation = score_jobs(args, jobs, args.output) if args.ground_truth is not None else None
     data = report(args, jobs, limits, image_notes, evaluation)
     write_json_atomic(args.output / "preflight.json", data)
-    write_text_atomic(args.output / "preflight.html", render_page(data))
+    review = (evaluation or {}).get("review") or {"figures": []}
+    figures = {entry["file"]: (args.output / entry["file"]).read_bytes() for entry in review["figures"]}
+    write_text_atomic(args.output / "preflight.html", render_page(data, figures))
     print(terminal_table(data))
     print(f"report: {args.output / 'preflight.html'}")
     return 0 if data["ready"] else 1
