@@ -2,7 +2,8 @@
 refuses (issue 29, item 3).
 
 Each shape is sent (its bytes as they are, chunked C-STORE) to a fresh `medchallenge gateway` process on loopback
-whose only route takes chest CTs, so that an MR instance is stored, routed (its header read) and set in unroutable/;
+configured as `bench_gateway`'s (no route takes an MR), so that an MR instance is stored, routed (its header read) and
+set in unroutable/;
 then the gateway's peak resident memory (VmHWM of /proc/<pid>/status, the process's own) is read. Shapes: an MR of
 many tiny private elements just under the header bound (`dicom.files.MAX_HEADER_ELEMENTS`), flat and nested in an
 undefined-length sequence (which pydicom parses at once); a deflated MR just under the instance limit
@@ -25,10 +26,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))  # the writers of the hostile shapes (tests/gateway_fuzz.py)
 sys.path.insert(0, str(Path(__file__).parent))
 
-from bench_gateway import _free_port  # noqa: E402
+from bench_gateway import _config, _free_port  # noqa: E402
 
 MR_IMAGE_STORAGE = "1.2.840.10008.5.1.4.1.1.4"
-INSTANCE_LIMIT_MIB = 1024
+INSTANCE_LIMIT_MIB = 1024  # the gateway's default max_instance_mib
 
 
 def _peak_rss_mb(pid: int) -> float:
@@ -56,37 +57,12 @@ def _store(path: Path, port: int) -> int | None:
     return getattr(status, "Status", None)
 
 
-def _config(tmp: Path, port: int) -> str:
-    return f"""
-[gateway]
-ae_title = "GATEWAY"
-host = "127.0.0.1"
-port = {port}
-work_dir = "{tmp / 'work'}"
-study_quiet_seconds = 0.5
-max_instance_mib = {INSTANCE_LIMIT_MIB}
-[[caller]]
-ae_title = "BENCHSENDER"
-addresses = ["127.0.0.1"]
-[pacs]
-ae_title = "BENCHPACS"
-host = "127.0.0.1"
-port = {_free_port()}
-[[route]]
-name = "tb-caverns"
-modalities = ["CT"]
-body_parts = ["CHEST"]
-interface = "tb-caverns"
-command = ["false"]
-"""
-
-
 def _measure(shape: Path, tmp: Path) -> dict:
     """The shape sent to a fresh gateway: status, answer time, idle and final peak RSS (after routing, when
     accepted)."""
     port = _free_port()
     work = tmp / "work"
-    (tmp / "gateway.toml").write_text(_config(tmp, port))
+    (tmp / "gateway.toml").write_text(_config(tmp, port, _free_port()))  # no route takes an MR
     env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
     log = tmp / "gateway.log"
     gateway = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(tmp / "gateway.toml")],
