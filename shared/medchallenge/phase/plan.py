@@ -8,7 +8,6 @@ a new submission, case or limit is a new job; a team's new image replaces its jo
 from __future__ import annotations
 
 import json
-import os
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -56,9 +55,8 @@ def job_id(challenge: str, digest: str, case_hash: str, model_hash: str | None, 
 def resources(limits: JobLimits, gpu: bool) -> Resources:
     """What each of the submission's tasks asks for: the job's CPUs as the job runner gives them (the limit, else
     grand-challenge's instance's), its memory limit, its GPU and time limit."""
-    _, instance_cpus = limits.instance(gpu)
-    return Resources(cpus=min(limits.cpus or instance_cpus, os.cpu_count() or 1), memory_gb=limits.memory_gb,
-                     gpus=int(gpu), time_limit_s=limits.time_limit_s)
+    return Resources(cpus=limits.effective_cpus(gpu), memory_gb=limits.memory_gb, gpus=int(gpu),
+                     time_limit_s=limits.time_limit_s)
 
 
 def _image_digest(submission: Submission, engine: str, hashes: HashCache) -> str:
