@@ -38,7 +38,8 @@ CONDITIONS = (
     ("inputs", "each upload converted by panimg (GC's import_images: default builders, no post-processors); the job "
                "sees /input/<relative_path>/<image-pk>.mha and /input/inputs.json (ComponentInterfaceValueSerializer)",
      "cases/tasks.py, components/serializers.py"),
-    ("entrypoint", "the image's own ENTRYPOINT and CMD, no arguments, as the image's USER (root refused)",
+    ("entrypoint", "the image's own ENTRYPOINT and CMD, no arguments, as the image's USER (uid 0 refused, its USER "
+                   "resolved by the image's /etc/passwd as the engine resolves it)",
      "sagemaker-shim: GRAND_CHALLENGE_COMPONENT_CMD_B64J / _ENTRYPOINT_B64J / _USER; components/models.py"),
     ("environment", "the image's ENV without GRAND_CHALLENGE_* variables, plus LOG_LEVEL=INFO, PYTHONUNBUFFERED=1, "
                     "no_proxy=amazonaws.com and HOME of the user", "sagemaker-shim"),

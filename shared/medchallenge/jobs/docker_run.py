@@ -7,12 +7,16 @@ hospital's job-runner service) gives the engine its job folders by their host pa
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
+import posixpath
 import re
 import shutil
 import subprocess
+import tarfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +27,10 @@ from .launch import Execution, JobFolders
 LOG_LINES = 500  # GC keeps the last 500 lines of a job's stdout and stderr
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
-ROOT_USERS = ("", "root", "0")
+PASSWD = "/etc/passwd"
+PASSWD_BYTES = 1 << 20  # an image's /etc/passwd read to resolve its USER, at most
+LINK_HOPS = 8  # links followed to an image's /etc/passwd, at most
+GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads as a number (the engine's user lookup)
 # mount points of the job and their parents: changes there are docker's, not the job's
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
@@ -64,6 +71,53 @@ class ImageConfig:
         config = data.get("Config") or {}
         return cls(data["Id"], config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
                    config.get("Env") or [], data.get("Architecture", ""))
+
+
+def _docker_bytes(*args: str, limit: int, timeout: float = 120) -> bytes | None:
+    """The standard output of `docker ARGS`, None when it fails; EmulationError when it writes more than `limit`
+    bytes (read no further)."""
+    try:
+        process = subprocess.Popen(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise EmulationError("docker is not installed (no `docker` on PATH)") from None
+    with process:
+        data = process.stdout.read(limit + 1)
+        if len(data) > limit:
+            process.kill()
+            raise EmulationError(f"`docker {args[0]}` wrote more than {limit} bytes")
+        try:
+            status = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise EmulationError(f"`docker {args[0]}` did not answer in {timeout:g} s") from None
+    return data if status == 0 else None
+
+
+def _go_int(text: str) -> int | None:
+    """`text` as Go's strconv.Atoi reads it (an optional sign, ASCII digits, 64 bits), else None."""
+    if not GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 63 else None
+
+
+def user_uids(user: str, passwd: bytes | None) -> list[int]:
+    """The uids the engine can give an image's USER `user` ("name-or-uid[:group]"), resolved as its user lookup
+    (runc/moby `user.GetExecUser`) does with the image's /etc/passwd: an empty user is uid 0; a number (`00`,
+    `+0`) is that uid; a name is the uid of its passwd lines (each listed: engines take the first), where a missing
+    or non-numeric uid field reads as 0. An empty list: a name not in /etc/passwd (the engine cannot start it)."""
+    name = user.split(":", 1)[0]
+    if not name:
+        return [0]
+    number = _go_int(name)
+    if number is not None:
+        return [number]
+    uids = []
+    for line in (passwd or b"").split(b"\n"):
+        fields = line.strip().split(b":")
+        if fields[0] == name.encode("utf-8", "surrogateescape"):
+            uids.append((_go_int(fields[2].decode("latin-1")) or 0) if len(fields) > 2 else 0)
+    return uids
 
 
 def _tail(text: str) -> list[str]:
@@ -219,11 +273,7 @@ class DockerImage:
 
     def _inspect(self) -> list[str]:
         config = ImageConfig.inspect(self.image)
-        user = config.user.split(":")[0]
-        if user in ROOT_USERS:
-            raise EmulationError(f"image {self.image}: The container runs as root. Please add a user, group and "
-                                 "USER instruction to your Dockerfile, rebuild, test and upload the container "
-                                 "again (grand-challenge refuses it)")
+        self._check_user(config.user)
         if config.architecture != "amd64":
             raise EmulationError(f"image {self.image}: architecture {config.architecture or 'unknown'}; "
                                  "grand-challenge runs linux/amd64 images only (docker build --platform=linux/amd64)")
@@ -233,6 +283,45 @@ class DockerImage:
         stripped = sorted(e.split("=", 1)[0] for e in config.env if e.lower().startswith(STRIPPED_PREFIX))
         return ([f"the image sets {', '.join(stripped)}: grand-challenge removes every GRAND_CHALLENGE_* variable "
                  "before the job runs, so the job does not see them there (they are set here)"] if stripped else [])
+
+    def _check_user(self, user: str) -> None:
+        """Refuse an image whose USER the engine runs as uid 0 (`root`, `0`, `00`, `0000:0`, a uid-0 alias in its
+        /etc/passwd) or cannot resolve; its /etc/passwd is read only for a user name."""
+        name = user.split(":", 1)[0]
+        uids = user_uids(user, self._read_passwd() if name and _go_int(name) is None else None)
+        shown = ascii(user)
+        if not uids:
+            raise EmulationError(f"image {self.image}: USER {shown} is not in the image's {PASSWD}, so no job "
+                                 "could start as it")
+        if 0 in uids:
+            why = "" if name in ("", "root", "0") else f" (USER {shown} is uid 0 in the image)"
+            raise EmulationError(f"image {self.image}: The container runs as root{why}. Please add a user, group and "
+                                 "USER instruction to your Dockerfile, rebuild, test and upload the container again "
+                                 "(grand-challenge refuses it)")
+
+    def _read_passwd(self) -> bytes | None:
+        """The image's /etc/passwd (links followed inside the image), read from a container created and never
+        started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
+        path = PASSWD
+        container = f"{self.name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
+        _docker("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", self.image)
+        try:
+            for _ in range(LINK_HOPS):
+                archive = _docker_bytes("cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
+                if archive is None:
+                    return None
+                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                    member = tar.next()
+                    if member is None or not (member.isfile() or member.issym()):
+                        return None
+                    if member.isfile():
+                        return tar.extractfile(member).read()
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+            raise EmulationError(f"image {self.image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
+        except tarfile.TarError:
+            raise EmulationError(f"image {self.image}: its {PASSWD} could not be read") from None
+        finally:
+            _docker("rm", "--force", container, check=False)
 
     def gpu_available(self) -> bool:
         if self._gpu is None:
