@@ -23,8 +23,8 @@ from pathlib import Path
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .errors import EmulationError
 from .launch import Execution, JobFolders
+from .log_tail import LOG_LINES, read_tails
 
-LOG_LINES = 500  # GC keeps the last 500 lines of a job's stdout and stderr
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
 PASSWD = "/etc/passwd"
@@ -118,10 +118,6 @@ def user_uids(user: str, passwd: bytes | None) -> list[int]:
         if fields[0] == name.encode("utf-8", "surrogateescape"):
             uids.append((_go_int(fields[2].decode("latin-1")) or 0) if len(fields) > 2 else 0)
     return uids
-
-
-def _tail(text: str) -> list[str]:
-    return text.splitlines()[-LOG_LINES:]
 
 
 def _memory_cgroup(pid: int, container_id: str) -> Path | None:
@@ -385,11 +381,12 @@ class DockerImage:
         state = json.loads(_docker("inspect", "--format", "{{json .State}}", name).stdout)
         if state.get("Running"):  # `docker wait` ended without the container: the engine failed, not the job
             raise EmulationError(f"docker lost track of the job's container {name} (`docker wait` failed)")
-        logs = subprocess.run(["docker", "logs", "--tail", str(LOG_LINES), name], capture_output=True, text=True,
-                              errors="replace")
+        with subprocess.Popen(["docker", "logs", "--tail", str(LOG_LINES), name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as logs:
+            stdout_tail, stderr_tail = (tail.lines() for tail in read_tails(logs))
         diff = _docker("diff", name, check=False).stdout
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
                          oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
-                         stdout_tail=_tail(logs.stdout), stderr_tail=_tail(logs.stderr),
+                         stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff))
