@@ -44,7 +44,8 @@ def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
         if route.image is not None:
             host_path(route.inbox, mounts)
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
-                                args=(route.inbox, lambda job, route=route: run_route_job(route, job), stopping.is_set))
+                                args=(route.inbox, lambda job, route=route: run_route_job(route, job), stopping.is_set,
+                                      config.disk_full_retry_seconds))
                for route in routes]
     for thread in threads:
         thread.start()
