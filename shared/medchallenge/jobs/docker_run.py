@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
+from .disk_quota import DiskQuota
 from .errors import EmulationError
 from .launch import Execution, JobFolders
 from .log_tail import LOG_LINES, read_tails
@@ -335,6 +336,7 @@ class DockerImage:
                 "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
                 "--ulimit", f"data={limits.data_limit_bytes}:{limits.data_limit_bytes}",
+                "--ulimit", f"fsize={limits.disk_bytes}:{limits.disk_bytes}",
                 "--shm-size", str(limits.memory_bytes // 2), "--cpus", f"{cpus:g}",
                 *[a for key, value in GC_ENVIRONMENT.items() for a in ("--env", f"{key}={value}")],
                 *[a for host, target, readonly in mounts
@@ -346,6 +348,7 @@ class DockerImage:
         """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
         _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
+        quota = DiskQuota(folders, limits.disk_bytes)
         started = time.perf_counter()
         run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
         if run.returncode != 0:
@@ -353,11 +356,12 @@ class DockerImage:
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
             raise EmulationError(f"docker could not start the job: {first.removeprefix('docker: ').strip()}")
         try:
-            return self._follow(name, run.stdout.strip(), limits, gpu, started)
+            return self._follow(name, run.stdout.strip(), limits, gpu, started, quota)
         finally:
             _docker("rm", "--force", name, check=False)
 
-    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float) -> Execution:
+    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float,
+                quota: DiskQuota) -> Execution:
         pid = int(_docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
         cgroup = _memory_cgroup(pid, container_id) if pid and container_id else None
         waiter = subprocess.Popen(["docker", "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -371,13 +375,15 @@ class DockerImage:
                 pids = _gpu_pids()
                 gpu_measurable = pids is not None
                 used_gpu = bool(pids and pids & _cgroup_pids(cgroup))
-            if now - started > limits.time_limit_s:
-                timed_out = True
+            disk_error = quota.exceeded()
+            if disk_error or now - started > limits.time_limit_s:
+                timed_out = not disk_error
                 _docker("kill", name, check=False)
                 waiter.wait()
                 break
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
+        quota.exceeded(final=True)
         state = json.loads(_docker("inspect", "--format", "{{json .State}}", name).stdout)
         if state.get("Running"):  # `docker wait` ended without the container: the engine failed, not the job
             raise EmulationError(f"docker lost track of the job's container {name} (`docker wait` failed)")
@@ -386,7 +392,7 @@ class DockerImage:
             stdout_tail, stderr_tail = (tail.lines() for tail in read_tails(logs))
         diff = _docker("diff", name, check=False).stdout
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
-                         oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
+                         disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff))

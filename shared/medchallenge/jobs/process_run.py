@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 from ..process_memory import PeakMemory
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
+from .disk_quota import DiskQuota
 from .launch import Execution, JobFolders
 from .log_tail import read_tails
 
@@ -48,12 +49,14 @@ class LocalProcess:
         env = {k: v for k, v in os.environ.items() if not k.lower().startswith(STRIPPED_PREFIX)}
         env.update(GC_ENVIRONMENT, INPUT_DIR=str(folders.input), OUTPUT_DIR=str(folders.output),
                    MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp), HOME=str(folders.tmp))
-        data = limits.data_limit_bytes
+        data, disk = limits.data_limit_bytes, limits.disk_bytes
 
         def limit_data() -> None:
             resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
             die_with_parent()
 
+        quota = DiskQuota(folders, disk)
         started = time.perf_counter()
         process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
                                    preexec_fn=limit_data, start_new_session=True)
@@ -66,8 +69,9 @@ class LocalProcess:
                     if pid:
                         status = os.waitstatus_to_exitcode(status_raw)
                         break
-                    if time.perf_counter() - started > limits.time_limit_s:
-                        timed_out = True
+                    disk_error = quota.exceeded()
+                    if disk_error or time.perf_counter() - started > limits.time_limit_s:
+                        timed_out = not disk_error
                         os.killpg(process.pid, signal.SIGKILL)
                         _, status_raw, _ = os.wait4(process.pid, 0)
                         status = os.waitstatus_to_exitcode(status_raw)
@@ -75,8 +79,9 @@ class LocalProcess:
                     time.sleep(0.05)
             process.returncode = status
             wall = time.perf_counter() - started
+            quota.exceeded(final=True)
             stdout_tail, stderr_tail = (tail.lines() for tail in tails)
         exit_code = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell shows it
-        return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out,
+        return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out, disk_error=quota.error,
                          peak_memory_bytes=peak.bytes, used_gpu=None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail, unenforced=list(UNENFORCED))

@@ -138,6 +138,8 @@ def _readable(root: Path) -> None:
 
 def _failure(execution: Execution, limits: JobLimits) -> str | None:
     """GC's error for a job whose process failed, with a hint where its last stderr line shows the cause."""
+    if execution.disk_error:
+        return execution.disk_error
     if execution.timed_out:
         return f"{TIME_LIMIT} (the job ran longer than {limits.time_limit_s:g} s)"
     if execution.oom_killed or (execution.exit_code == 137 and not execution.stderr_tail):
