@@ -22,6 +22,7 @@ from medchallenge.sockets import RIB_FRACTURE_INSTANCES
 
 WRITER = Path(__file__).resolve().parents[1] / "job_images" / "disk"
 LIMIT_GB = 32 / 1024  # 32 MiB
+HINT = "no file the job writes may be larger than its disk limit of 32 MiB (RLIMIT_FSIZE)"
 STOPPED = "The job wrote more than its disk limit of 32 MiB to /output, /tmp and /opt/ml/model, and was stopped"
 
 
@@ -44,7 +45,7 @@ def test_a_local_job_filling_the_disk_is_stopped_at_its_disk_limit(tmp_path, mon
 def test_no_file_a_job_writes_can_pass_its_disk_limit(tmp_path, monkeypatch):
     result = run_job(local_writer("large-file", monkeypatch), [], [], tmp_path / "job",
                      limits=JobLimits(disk_gb=LIMIT_GB))
-    assert result.status == "failed" and result.error.endswith("OSError: [Errno 27] File too large")
+    assert result.status == "failed" and result.error.endswith(f"OSError: [Errno 27] File too large ({HINT})")
     assert (tmp_path / "job" / "tmp" / "large").stat().st_size <= 32 << 20
 
 
@@ -100,5 +101,5 @@ def test_a_container_filling_the_disk_is_stopped_and_no_file_passes_the_limit(wr
     assert filled.status == "failed" and filled.error == STOPPED
     assert files_written(tmp_path / "fill") < 2 * 512
     large = run_job(writer_images["large-file"], [], [], tmp_path / "large", limits=JobLimits(disk_gb=LIMIT_GB))
-    assert large.status == "failed" and large.error.endswith("OSError: [Errno 27] File too large")
+    assert large.status == "failed" and large.error.endswith(f"OSError: [Errno 27] File too large ({HINT})")
     assert (tmp_path / "large" / "tmp" / "large").stat().st_size <= 32 << 20

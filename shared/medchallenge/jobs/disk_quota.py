@@ -40,7 +40,8 @@ def written_bytes(folders: tuple[Path, ...]) -> int:
     return total
 
 
-def _size(count: int) -> str:
+def size_text(count: int) -> str:
+    """`count` bytes as a report says it: GB (GiB, as the memory limit) from 1 GiB, else MiB."""
     return f"{count / GIB:.3g} GB" if count >= GIB else f"{count / MIB:.3g} MiB"
 
 
@@ -67,10 +68,10 @@ class DiskQuota:
             written = written_bytes(self.folders) - self.start_bytes
             stopped = "" if final else ", and was stopped"
             if written > self.limit_bytes:
-                self.error = (f"The job wrote more than its disk limit of {_size(self.limit_bytes)} to /output, "
+                self.error = (f"The job wrote more than its disk limit of {size_text(self.limit_bytes)} to /output, "
                               f"/tmp and /opt/ml/model{stopped}")
             elif not final and (free := free_bytes(self.folders[0])) < self.start_free / 2:
                 self.error = (f"The job took more than half the free disk space where /output and /tmp are (from "
-                              f"{_size(self.start_free)} to {_size(free)} free){stopped}")
+                              f"{size_text(self.start_free)} to {size_text(free)} free){stopped}")
             self.next_check = time.monotonic() + max(POLL_S, 4 * (time.monotonic() - now))
         return self.error

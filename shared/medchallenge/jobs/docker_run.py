@@ -270,7 +270,7 @@ class DockerImage:
 
     def _inspect(self) -> list[str]:
         config = ImageConfig.inspect(self.image)
-        self._check_user(config.user)
+        self._check_user(config.user, config.id)
         if config.architecture != "amd64":
             raise EmulationError(f"image {self.image}: architecture {config.architecture or 'unknown'}; "
                                  "grand-challenge runs linux/amd64 images only (docker build --platform=linux/amd64)")
@@ -281,11 +281,11 @@ class DockerImage:
         return ([f"the image sets {', '.join(stripped)}: grand-challenge removes every GRAND_CHALLENGE_* variable "
                  "before the job runs, so the job does not see them there (they are set here)"] if stripped else [])
 
-    def _check_user(self, user: str) -> None:
+    def _check_user(self, user: str, image_id: str) -> None:
         """Refuse an image whose USER the engine runs as uid 0 (`root`, `0`, `00`, `0000:0`, a uid-0 alias in its
         /etc/passwd) or cannot resolve; its /etc/passwd is read only for a user name."""
         name = user.split(":", 1)[0]
-        uids = user_uids(user, self._read_passwd() if name and _go_int(name) is None else None)
+        uids = user_uids(user, self._read_passwd(image_id) if name and _go_int(name) is None else None)
         shown = ascii(user)
         if not uids:
             raise EmulationError(f"image {self.image}: USER {shown} is not in the image's {PASSWD}, so no job "
@@ -296,12 +296,12 @@ class DockerImage:
                                  "USER instruction to your Dockerfile, rebuild, test and upload the container again "
                                  "(grand-challenge refuses it)")
 
-    def _read_passwd(self) -> bytes | None:
-        """The image's /etc/passwd (links followed inside the image), read from a container created and never
-        started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
+    def _read_passwd(self, image_id: str) -> bytes | None:
+        """The /etc/passwd of the image inspected (links followed inside the image), read from a container created
+        and never started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
         path = PASSWD
         container = f"{self.name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
-        _docker("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", self.image)
+        _docker("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
         try:
             for _ in range(LINK_HOPS):
                 archive = _docker_bytes("cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
