@@ -13,6 +13,7 @@ from pathlib import Path
 
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, same_ae_title, significant_ae_title
+from .contexts import accepted_contexts
 from .limits import DEFLATED, inflated_size_over
 from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
 
@@ -210,8 +211,7 @@ class StorageServer:
         return SUCCESS
 
     def start(self) -> None:
-        from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, _config, evt
-        from pynetdicom.sop_class import Verification
+        from pynetdicom import AE, _config, evt
 
         _config.STORE_RECV_CHUNKED_DATASET = True  # instances are written to a file as they arrive, not kept in memory
         tempfile.tempdir = str(self.queue.root / RECEIVING)  # ... in the work folder (renamed into incoming/)
@@ -221,9 +221,8 @@ class StorageServer:
         ae.acse_timeout = limits.acse_timeout_seconds
         ae.dimse_timeout = limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds
-        for context in AllStoragePresentationContexts:
-            ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
-        ae.add_supported_context(Verification)
+        for abstract_syntax, transfer_syntaxes in accepted_contexts():
+            ae.add_supported_context(abstract_syntax, transfer_syntaxes)
         handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
                     (evt.EVT_REQUESTED, self.on_requested), (evt.EVT_DATA_RECV, self.on_data_received),
                     (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),

@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import io
 import json
-import os
 import posixpath
 import re
 import shutil
@@ -32,6 +31,8 @@ PASSWD = "/etc/passwd"
 PASSWD_BYTES = 1 << 20  # an image's /etc/passwd read to resolve its USER, at most
 LINK_HOPS = 8  # links followed to an image's /etc/passwd, at most
 GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads as a number (the engine's user lookup)
+# `docker run`'s status when the container was made but its command could not be invoked (126) or found (127)
+NOT_STARTED = (126, 127)
 # mount points of the job and their parents: changes there are docker's, not the job's
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
@@ -251,6 +252,14 @@ def written_outside(diff: str) -> list[str]:
     return _leaves(paths)
 
 
+def start_error(stderr: str) -> str:
+    """What the runtime said when the container's command could not start, without the engine's framing
+    (`docker: Error response from daemon: ... exec: "python": executable file not found in $PATH: unknown`)."""
+    first = next((line for line in stderr.splitlines() if line.strip()), "")
+    found = re.search(r"(exec: .*?|exec format error.*?|permission denied.*?)(?:: unknown)?$", first)
+    return (found.group(1) if found else first.removeprefix("docker: ")).strip() or "no reason given"
+
+
 class DockerImage:
     """A job's container: the image run as grand-challenge runs it."""
 
@@ -327,8 +336,7 @@ class DockerImage:
 
     def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> list[str]:
         """`docker run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
-        _, instance_cpus = limits.instance(gpu)
-        cpus = min(limits.cpus or instance_cpus, os.cpu_count() or 1)
+        cpus = limits.effective_cpus(gpu)
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
                   (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
         return ["docker", "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
@@ -351,6 +359,10 @@ class DockerImage:
         quota = DiskQuota(folders, limits.disk_bytes)
         started = time.perf_counter()
         run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
+        if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
+            _docker("rm", "--force", name, check=False)
+            return Execution(exit_code=run.returncode, wall_seconds=time.perf_counter() - started,
+                             start_error=start_error(run.stderr))
         if run.returncode != 0:
             _docker("rm", "--force", name, check=False)
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
