@@ -2,8 +2,8 @@
 the jobs with the challenge's evaluator.
 
     medchallenge preflight --challenge NAME --image IMAGE[:TAG] --cases DIR [--ground-truth GT] [--model model.tar.gz]
-        [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--edition E] [--bootstrap 1000]
-        --output OUT
+        [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--disk-gb 30] [--edition E]
+        [--bootstrap 1000] --output OUT
 
 Each case is uploaded (panimg) and run as one job by the one job runner (medchallenge.jobs.run_job, the conditions
 in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
@@ -33,7 +33,7 @@ from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from .io import atomic_output, write_json_atomic, write_text_atomic
 from .jobs import CONDITIONS, DockerImage, JobLimits, value_rules
-from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
+from .jobs.conditions import DEFAULT_DISK_GB, DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from .leaderboard import edition_environment
 from .logs import setup_logging
 from .preflight_page import render_page
@@ -65,6 +65,9 @@ def build_parser_preflight() -> argparse.ArgumentParser:
                         help=f"seconds per job (grand-challenge's default {DEFAULT_TIME_LIMIT_S}, from 300 to 86400)")
     parser.add_argument("--cpus", type=float, default=None,
                         help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
+    parser.add_argument("--disk-gb", type=float, default=DEFAULT_DISK_GB,
+                        help=f"what a job may write to /output, /tmp and /opt/ml/model together (default "
+                             f"{DEFAULT_DISK_GB}, grand-challenge's volume)")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration (e.g. 2021 for "
                                                         "imageclef-caption, legacy for ribfrac)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000; 0: none)")
@@ -197,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap < 0:
         raise InputError(f"--bootstrap {args.bootstrap}: expected a number of resamples >= 0")
     boot.check_level(args.bootstrap_level)
-    limits = JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus)
+    limits = JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus, disk_gb=args.disk_gb)
     cases = find_cases(spec, args.cases)
     launcher = DockerImage(args.image, name_prefix="medchallenge-preflight")
     image_notes = launcher.check()  # GC's upload checks first: a root image is refused before any job

@@ -7,24 +7,32 @@ hospital's job-runner service) gives the engine its job folders by their host pa
 from __future__ import annotations
 
 import functools
+import io
 import json
+import posixpath
 import re
 import shutil
 import subprocess
+import tarfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
+from .disk_quota import DiskQuota
 from .errors import EmulationError
 from .launch import Execution, JobFolders
+from .log_tail import LOG_LINES, read_tails
 
-LOG_LINES = 500  # GC keeps the last 500 lines of a job's stdout and stderr
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
+PASSWD = "/etc/passwd"
+PASSWD_BYTES = 1 << 20  # an image's /etc/passwd read to resolve its USER, at most
+LINK_HOPS = 8  # links followed to an image's /etc/passwd, at most
+GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads as a number (the engine's user lookup)
 # `docker run`'s status when the container was made but its command could not be invoked (126) or found (127)
 NOT_STARTED = (126, 127)
-ROOT_USERS = ("", "root", "0")
 # mount points of the job and their parents: changes there are docker's, not the job's
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
@@ -67,8 +75,51 @@ class ImageConfig:
                    config.get("Env") or [], data.get("Architecture", ""))
 
 
-def _tail(text: str) -> list[str]:
-    return text.splitlines()[-LOG_LINES:]
+def _docker_bytes(*args: str, limit: int, timeout: float = 120) -> bytes | None:
+    """The standard output of `docker ARGS`, None when it fails; EmulationError when it writes more than `limit`
+    bytes (read no further)."""
+    try:
+        process = subprocess.Popen(["docker", *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise EmulationError("docker is not installed (no `docker` on PATH)") from None
+    with process:
+        data = process.stdout.read(limit + 1)
+        if len(data) > limit:
+            process.kill()
+            raise EmulationError(f"`docker {args[0]}` wrote more than {limit} bytes")
+        try:
+            status = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise EmulationError(f"`docker {args[0]}` did not answer in {timeout:g} s") from None
+    return data if status == 0 else None
+
+
+def _go_int(text: str) -> int | None:
+    """`text` as Go's strconv.Atoi reads it (an optional sign, ASCII digits, 64 bits), else None."""
+    if not GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 63 else None
+
+
+def user_uids(user: str, passwd: bytes | None) -> list[int]:
+    """The uids the engine can give an image's USER `user` ("name-or-uid[:group]"), resolved as its user lookup
+    (runc/moby `user.GetExecUser`) does with the image's /etc/passwd: an empty user is uid 0; a number (`00`,
+    `+0`) is that uid; a name is the uid of its passwd lines (each listed: engines take the first), where a missing
+    or non-numeric uid field reads as 0. An empty list: a name not in /etc/passwd (the engine cannot start it)."""
+    name = user.split(":", 1)[0]
+    if not name:
+        return [0]
+    number = _go_int(name)
+    if number is not None:
+        return [number]
+    uids = []
+    for line in (passwd or b"").split(b"\n"):
+        fields = line.strip().split(b":")
+        if fields[0] == name.encode("utf-8", "surrogateescape"):
+            uids.append((_go_int(fields[2].decode("latin-1")) or 0) if len(fields) > 2 else 0)
+    return uids
 
 
 def _memory_cgroup(pid: int, container_id: str) -> Path | None:
@@ -228,11 +279,7 @@ class DockerImage:
 
     def _inspect(self) -> list[str]:
         config = ImageConfig.inspect(self.image)
-        user = config.user.split(":")[0]
-        if user in ROOT_USERS:
-            raise EmulationError(f"image {self.image}: The container runs as root. Please add a user, group and "
-                                 "USER instruction to your Dockerfile, rebuild, test and upload the container "
-                                 "again (grand-challenge refuses it)")
+        self._check_user(config.user, config.id)
         if config.architecture != "amd64":
             raise EmulationError(f"image {self.image}: architecture {config.architecture or 'unknown'}; "
                                  "grand-challenge runs linux/amd64 images only (docker build --platform=linux/amd64)")
@@ -242,6 +289,45 @@ class DockerImage:
         stripped = sorted(e.split("=", 1)[0] for e in config.env if e.lower().startswith(STRIPPED_PREFIX))
         return ([f"the image sets {', '.join(stripped)}: grand-challenge removes every GRAND_CHALLENGE_* variable "
                  "before the job runs, so the job does not see them there (they are set here)"] if stripped else [])
+
+    def _check_user(self, user: str, image_id: str) -> None:
+        """Refuse an image whose USER the engine runs as uid 0 (`root`, `0`, `00`, `0000:0`, a uid-0 alias in its
+        /etc/passwd) or cannot resolve; its /etc/passwd is read only for a user name."""
+        name = user.split(":", 1)[0]
+        uids = user_uids(user, self._read_passwd(image_id) if name and _go_int(name) is None else None)
+        shown = ascii(user)
+        if not uids:
+            raise EmulationError(f"image {self.image}: USER {shown} is not in the image's {PASSWD}, so no job "
+                                 "could start as it")
+        if 0 in uids:
+            why = "" if name in ("", "root", "0") else f" (USER {shown} is uid 0 in the image)"
+            raise EmulationError(f"image {self.image}: The container runs as root{why}. Please add a user, group and "
+                                 "USER instruction to your Dockerfile, rebuild, test and upload the container again "
+                                 "(grand-challenge refuses it)")
+
+    def _read_passwd(self, image_id: str) -> bytes | None:
+        """The /etc/passwd of the image inspected (links followed inside the image), read from a container created
+        and never started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
+        path = PASSWD
+        container = f"{self.name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
+        _docker("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
+        try:
+            for _ in range(LINK_HOPS):
+                archive = _docker_bytes("cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
+                if archive is None:
+                    return None
+                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                    member = tar.next()
+                    if member is None or not (member.isfile() or member.issym()):
+                        return None
+                    if member.isfile():
+                        return tar.extractfile(member).read()
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+            raise EmulationError(f"image {self.image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
+        except tarfile.TarError:
+            raise EmulationError(f"image {self.image}: its {PASSWD} could not be read") from None
+        finally:
+            _docker("rm", "--force", container, check=False)
 
     def gpu_available(self) -> bool:
         if self._gpu is None:
@@ -258,6 +344,7 @@ class DockerImage:
                 "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
                 "--ulimit", f"data={limits.data_limit_bytes}:{limits.data_limit_bytes}",
+                "--ulimit", f"fsize={limits.disk_bytes}:{limits.disk_bytes}",
                 "--shm-size", str(limits.memory_bytes // 2), "--cpus", f"{cpus:g}",
                 *[a for key, value in GC_ENVIRONMENT.items() for a in ("--env", f"{key}={value}")],
                 *[a for host, target, readonly in mounts
@@ -269,6 +356,7 @@ class DockerImage:
         """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
         _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
+        quota = DiskQuota(folders, limits.disk_bytes)
         started = time.perf_counter()
         run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
         if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
@@ -280,11 +368,12 @@ class DockerImage:
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
             raise EmulationError(f"docker could not start the job: {first.removeprefix('docker: ').strip()}")
         try:
-            return self._follow(name, run.stdout.strip(), limits, gpu, started)
+            return self._follow(name, run.stdout.strip(), limits, gpu, started, quota)
         finally:
             _docker("rm", "--force", name, check=False)
 
-    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float) -> Execution:
+    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float,
+                quota: DiskQuota) -> Execution:
         pid = int(_docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
         cgroup = _memory_cgroup(pid, container_id) if pid and container_id else None
         waiter = subprocess.Popen(["docker", "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
@@ -298,21 +387,24 @@ class DockerImage:
                 pids = _gpu_pids()
                 gpu_measurable = pids is not None
                 used_gpu = bool(pids and pids & _cgroup_pids(cgroup))
-            if now - started > limits.time_limit_s:
-                timed_out = True
+            disk_error = quota.exceeded()
+            if disk_error or now - started > limits.time_limit_s:
+                timed_out = not disk_error
                 _docker("kill", name, check=False)
                 waiter.wait()
                 break
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
+        quota.exceeded(final=True)
         state = json.loads(_docker("inspect", "--format", "{{json .State}}", name).stdout)
         if state.get("Running"):  # `docker wait` ended without the container: the engine failed, not the job
             raise EmulationError(f"docker lost track of the job's container {name} (`docker wait` failed)")
-        logs = subprocess.run(["docker", "logs", "--tail", str(LOG_LINES), name], capture_output=True, text=True,
-                              errors="replace")
+        with subprocess.Popen(["docker", "logs", "--tail", str(LOG_LINES), name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as logs:
+            stdout_tail, stderr_tail = (tail.lines() for tail in read_tails(logs))
         diff = _docker("diff", name, check=False).stdout
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
-                         oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
+                         disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
-                         stdout_tail=_tail(logs.stdout), stderr_tail=_tail(logs.stderr),
+                         stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff))
