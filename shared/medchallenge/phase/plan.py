@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError
@@ -103,8 +103,7 @@ def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: Algorith
     """The submission's task specs written (and its submission.json), or its refusal in one line: a bad archive,
     model or image of one team does not stop the phase."""
     planned = PlannedSubmission(submission.team)
-    limits = JobLimits(memory_gb=submission.memory_gb or settings.limits.memory_gb,
-                       time_limit_s=settings.limits.time_limit_s, cpus=settings.limits.cpus)
+    limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
     gpu = settings.gpu if submission.gpu is None else submission.gpu
     record = {"team": submission.team, "image": submission.image, "model": submission.model.name
               if submission.model else None, "limits": limits.to_json(), "gpu": gpu}
