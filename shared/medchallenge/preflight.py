@@ -29,7 +29,7 @@ from .errors import InputError, report_errors
 from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from .io import write_json_atomic, write_text_atomic
-from .jobs import CONDITIONS, DockerImage, JobLimits
+from .jobs import CONDITIONS, ENGINES, DockerImage, JobLimits
 from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from .leaderboard import edition_environment
 from .logs import setup_logging
@@ -49,6 +49,8 @@ def build_parser_preflight() -> argparse.ArgumentParser:
     parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
     parser.add_argument("--ground-truth", type=Path, default=None, help="score the jobs against this ground truth")
     parser.add_argument("--model", type=Path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
+    parser.add_argument("--engine", choices=ENGINES, default="docker",
+                        help="the container engine: docker (default) or podman (daemonless, as on clusters)")
     parser.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
                         help="pass the GPU: auto (when there is one, default), on (fail without), off")
     parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
@@ -170,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
     boot.check_level(args.bootstrap_level)
     limits = JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus)
     cases = find_cases(spec, args.cases)
-    launcher = DockerImage(args.image, name_prefix="medchallenge-preflight")
+    launcher = DockerImage(args.image, name_prefix="medchallenge-preflight", engine=args.engine)
     image_notes = launcher.check()  # GC's upload checks first: a root image is refused before any job
     prepare_output(args.output)
     jobs = []

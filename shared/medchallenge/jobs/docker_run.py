@@ -2,7 +2,11 @@
 own entrypoint without arguments as its own non-root user, no network, GC's environment, memory (cgroup and
 RLIMIT_DATA), time and CPU limits, /input read-only, /output, /opt/ml/model and an empty on-disk /tmp writable, the
 GPU when asked for. Conditions and their sources: conditions.py. A job runner that itself runs in a container (the
-hospital's job-runner service) gives the engine its job folders by their host paths, read from its own mounts."""
+hospital's job-runner service) gives the engine its job folders by their host paths, read from its own mounts.
+
+The engine is Docker or Podman (daemonless, what clusters without a Docker daemon run): the same conditions through
+the same CLI, except where Podman differs (ENGINE_DIFFERENCES: its open-files and processes limits, GPUs by CDI,
+image ids without their `sha256:`)."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ import functools
 import json
 import os
 import re
+import resource
 import shutil
 import subprocess
 import time
@@ -27,20 +32,41 @@ ROOT_USERS = ("", "root", "0")
 # mount points of the job and their parents: changes there are docker's, not the job's
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
+ENGINES = ("docker", "podman")
+OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 
 
-def _docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
     try:
-        result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
-                                errors="replace")
+        result = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout, errors="replace")
     except FileNotFoundError:
-        raise EmulationError("docker is not installed (no `docker` on PATH)") from None
+        raise EmulationError(f"{engine} is not installed (no `{engine}` on PATH)") from None
     except subprocess.TimeoutExpired:
-        raise EmulationError(f"`docker {args[0]}` did not answer in {timeout:g} s") from None
+        raise EmulationError(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
     if check and result.returncode != 0:
         lines = result.stderr.strip().splitlines()
-        raise EmulationError(f"`docker {args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
+        raise EmulationError(f"`{engine} {args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
     return result
+
+
+_docker = functools.partial(_engine, "docker")
+
+
+def engine_differences(engine: str, gpu: bool) -> list[str]:
+    """The options of `ENGINE run` where Podman differs from Docker. Podman asks the kernel for its own default
+    open-files and processes limits, above what an unprivileged host (or a Slurm step) allows: "error setting rlimit
+    type 7"; it is given the runner's own open-files limit and the pids limit. A GPU: the one(s) the runner was given
+    (CUDA_VISIBLE_DEVICES, as Slurm sets it for --gres=gpu), else one; Docker by --gpus, Podman by its CDI devices."""
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    options = []
+    if engine == "podman":
+        open_files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], OPEN_FILES)
+        options += ["--ulimit", f"nofile={open_files}:{open_files}", "--ulimit", f"nproc={PIDS_LIMIT}:{PIDS_LIMIT}"]
+        if gpu:
+            options += [a for device in visible or ["0"] for a in ("--device", f"nvidia.com/gpu={device.strip()}")]
+    elif gpu:
+        options += ["--gpus", f"device={','.join(d.strip() for d in visible)}" if visible else "1"]
+    return options
 
 
 @dataclass(frozen=True)
@@ -55,15 +81,28 @@ class ImageConfig:
     architecture: str
 
     @classmethod
-    def inspect(cls, image: str) -> ImageConfig:
-        result = _docker("image", "inspect", image, check=False)
+    def inspect(cls, image: str, engine: str = "docker") -> ImageConfig:
+        """The image's configuration; its id is the digest of that configuration, the same under Docker and Podman
+        (Podman's lacks the `sha256:`)."""
+        result = _engine(engine, "image", "inspect", image, check=False)
         if result.returncode != 0:
-            raise EmulationError(f"image {image}: not found by this Docker engine (`docker load < FILE.tar.gz` the "
-                                 "file you would upload, or build it)")
+            raise EmulationError(f"image {image}: not found by this {engine} engine (`{engine} load < FILE.tar.gz` "
+                                 "the file you would upload, or build it)")
         data = json.loads(result.stdout)[0]
         config = data.get("Config") or {}
-        return cls(data["Id"], config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
+        image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
+        return cls(image_id, config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
                    config.get("Env") or [], data.get("Architecture", ""))
+
+
+def load_image(archive: Path, image_id: str, engine: str = "docker") -> None:
+    """Make `image_id` (sha256:...) known to this host's engine: nothing when it is, else `ENGINE load` the archive
+    (a `docker save` file, gzipped or not), once per host whichever job asks first."""
+    if _engine(engine, "image", "inspect", image_id, check=False).returncode == 0:
+        return
+    _engine(engine, "load", "--input", str(archive), timeout=1800)
+    if _engine(engine, "image", "inspect", image_id, check=False).returncode != 0:
+        raise EmulationError(f"{archive.name}: `{engine} load` did not give image {image_id}")
 
 
 def _tail(text: str) -> list[str]:
@@ -168,15 +207,17 @@ def host_path(path: Path, mounts: tuple[tuple[Path, Path], ...] | None) -> Path:
                          "job-runner service's volumes)")
 
 
-def host_has_gpu() -> bool:
-    """A GPU this Docker engine can give a container: nvidia-smi lists one and the engine has the NVIDIA runtime or
-    CDI devices. A job runner in a container (no nvidia-smi, no host files) asks the engine alone: its NVIDIA
-    runtime."""
+def host_has_gpu(engine: str = "docker") -> bool:
+    """A GPU this engine can give a container: nvidia-smi lists one and the engine has the NVIDIA runtime (Docker)
+    or CDI devices. A job runner in a container (no nvidia-smi, no host files) asks the Docker engine alone: its
+    NVIDIA runtime."""
     def runtimes() -> str:
+        if engine != "docker":
+            return ""
         return _docker("info", "--format", "{{json .Runtimes}} {{json .CDISpecDirs}}", check=False).stdout
 
     if shutil.which("nvidia-smi") is None:
-        return host_mounts() is not None and "nvidia" in runtimes()
+        return engine == "docker" and host_mounts() is not None and "nvidia" in runtimes()
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     if listed.returncode != 0 or "GPU" not in listed.stdout:
         return False
@@ -189,9 +230,11 @@ def _leaves(paths: list[str]) -> list[str]:
     return [p for i, p in enumerate(ordered) if not (i + 1 < len(ordered) and ordered[i + 1].startswith(p + "/"))]
 
 
-def written_outside(diff: str) -> list[str]:
-    """Files the job added, changed or deleted in the image's file system (not in a mounted folder)."""
+def written_outside(diff: str, engine: str = "docker") -> list[str]:
+    """Files the job added, changed or deleted in the image's file system (not in a mounted folder; Podman lists
+    /etc as changed for the hosts and resolv.conf it mounts there)."""
     protected = {m for mount in MOUNTS for m in [mount, *(str(p) for p in Path(mount).parents)]}
+    protected |= {"/etc"} if engine == "podman" else set()
     paths = []
     for line in diff.splitlines():
         kind, _, path = line.partition(" ")
@@ -201,12 +244,16 @@ def written_outside(diff: str) -> list[str]:
 
 
 class DockerImage:
-    """A job's container: the image run as grand-challenge runs it."""
+    """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`)."""
 
-    def __init__(self, image: str, name_prefix: str = "medchallenge-job"):
+    def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker"):
+        if engine not in ENGINES:
+            raise EmulationError(f"engine {engine}: not one of {', '.join(ENGINES)}")
         self.image = image
         self.name_prefix = name_prefix
-        self.description = f"docker image {image}"
+        self.engine = engine
+        self.description = f"{engine} image {image}"
+        self._cli = functools.partial(_engine, engine)
         self._gpu: bool | None = None
         self._notes: list[str] | None = None
 
@@ -218,7 +265,7 @@ class DockerImage:
         return self._notes
 
     def _inspect(self) -> list[str]:
-        config = ImageConfig.inspect(self.image)
+        config = ImageConfig.inspect(self.image, self.engine)
         user = config.user.split(":")[0]
         if user in ROOT_USERS:
             raise EmulationError(f"image {self.image}: The container runs as root. Please add a user, group and "
@@ -236,16 +283,16 @@ class DockerImage:
 
     def gpu_available(self) -> bool:
         if self._gpu is None:
-            self._gpu = host_has_gpu()
+            self._gpu = host_has_gpu(self.engine)
         return self._gpu
 
     def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> list[str]:
-        """`docker run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
+        """`ENGINE run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
         _, instance_cpus = limits.instance(gpu)
         cpus = min(limits.cpus or instance_cpus, os.cpu_count() or 1)
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
                   (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
-        return ["docker", "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
+        return [self.engine, "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
                 "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
@@ -255,27 +302,28 @@ class DockerImage:
                 *[a for host, target, readonly in mounts
                   for a in ("--mount", f"type=bind,source={host_path(host, host_mounts())},target={target}"
                                        + (",readonly" if readonly else ""))],
-                *(["--gpus", "1"] if gpu else []), self.image]
+                *engine_differences(self.engine, gpu), self.image]
 
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
-        _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
+        self._cli("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         started = time.perf_counter()
-        run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
+        run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False)
         if run.returncode != 0:
-            _docker("rm", "--force", name, check=False)
+            self._cli("rm", "--force", name, check=False)
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
-            raise EmulationError(f"docker could not start the job: {first.removeprefix('docker: ').strip()}")
+            first = first.removeprefix(f"{self.engine}: ").removeprefix("Error: ").strip()
+            raise EmulationError(f"{self.engine} could not start the job: {first}")
         try:
             return self._follow(name, run.stdout.strip(), limits, gpu, started)
         finally:
-            _docker("rm", "--force", name, check=False)
+            self._cli("rm", "--force", name, check=False)
 
     def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float) -> Execution:
-        pid = int(_docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
+        pid = int(self._cli("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
         cgroup = _memory_cgroup(pid, container_id) if pid and container_id else None
-        waiter = subprocess.Popen(["docker", "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        waiter = subprocess.Popen([self.engine, "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True)
         peak, used_gpu, timed_out, last_gpu_poll, gpu_measurable = _read_peak(cgroup), False, False, 0.0, True
         while waiter.poll() is None:
@@ -288,19 +336,21 @@ class DockerImage:
                 used_gpu = bool(pids and pids & _cgroup_pids(cgroup))
             if now - started > limits.time_limit_s:
                 timed_out = True
-                _docker("kill", name, check=False)
+                self._cli("kill", name, check=False)
                 waiter.wait()
                 break
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
-        state = json.loads(_docker("inspect", "--format", "{{json .State}}", name).stdout)
-        if state.get("Running"):  # `docker wait` ended without the container: the engine failed, not the job
-            raise EmulationError(f"docker lost track of the job's container {name} (`docker wait` failed)")
-        logs = subprocess.run(["docker", "logs", "--tail", str(LOG_LINES), name], capture_output=True, text=True,
-                              errors="replace")
-        diff = _docker("diff", name, check=False).stdout
+        state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
+        if state.get("Running"):  # `ENGINE wait` ended without the container: the engine failed, not the job
+            raise EmulationError(f"{self.engine} lost track of the job's container {name} (`wait` failed)")
+        # Podman 4.3's --tail loses a line written in two parts (Python's unbuffered print): its whole log, which
+        # LOG_BYTES bounds, is read and cut here
+        tail = ["--tail", str(LOG_LINES)] if self.engine == "docker" else []
+        logs = subprocess.run([self.engine, "logs", *tail, name], capture_output=True, text=True, errors="replace")
+        diff = self._cli("diff", name, check=False).stdout
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
                          oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
                          stdout_tail=_tail(logs.stdout), stderr_tail=_tail(logs.stderr),
-                         written_outside=written_outside(diff))
+                         written_outside=written_outside(diff, self.engine))
