@@ -80,13 +80,14 @@ def prepare_output(output: Path) -> None:
         shutil.rmtree(output / name, ignore_errors=True)
 
 
-def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> dict[str, Any]:
-    """The successful jobs scored as the evaluator image scores them; the report's `evaluation` section."""
-    eval_input = output / "jobs" / "evaluation-input"
+def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path,
+               evaluation: Path) -> dict[str, Any]:
+    """The successful jobs scored as the evaluator image scores them (its input written to `eval_input`, its
+    metrics.json to `evaluation`); the report's `evaluation` section."""
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
-            str(output / "evaluation"), "--no-progress", "--bootstrap", str(args.bootstrap),
+            str(evaluation), "--no-progress", "--bootstrap", str(args.bootstrap),
             "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level)]
     failed = [job.case.name for job in jobs if not job.result.succeeded]
     section: dict[str, Any] = {"evaluator": CHALLENGES[args.challenge].evaluator_module, "edition": args.edition,
@@ -178,7 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = []
     for job in run_jobs(spec, cases, args.output / "jobs", launcher, model=args.model, limits=limits, gpu=args.gpu):
         jobs.append(job)
-    evaluation = score_jobs(args, jobs, args.output) if args.ground_truth is not None else None
+    evaluation = (score_jobs(args, jobs, args.output / "jobs" / "evaluation-input", args.output / "evaluation")
+                  if args.ground_truth is not None else None)
     data = report(args, jobs, limits, image_notes, evaluation)
     write_json_atomic(args.output / "preflight.json", data)
     write_text_atomic(args.output / "preflight.html", render_page(data))
