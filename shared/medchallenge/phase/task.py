@@ -62,7 +62,7 @@ class GuardedLauncher:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 def launcher(engine: str, image: str) -> DockerImage:
