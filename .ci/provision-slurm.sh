@@ -28,10 +28,8 @@ ready() {
   [ -z "$(missing)" ] && sinfo --noheader --format '%t' 2>/dev/null | grep -qE '^(idle|mix|alloc)'
 }
 
-if ready; then
-  exit 0
-fi
 if [ "$(id -u)" != 0 ]; then
+  ready && exit 0
   if [ -n "$(missing)" ]; then
     echo "error: no Slurm cluster for the phase tests (missing:$(missing)); run: sudo make slurm" >&2
   else
@@ -90,7 +88,7 @@ JobCompType=jobcomp/filetxt
 JobCompLoc=/var/log/slurm/jobcomp.log
 MinJobAge=3600
 JobRequeue=1
-ReturnToService=2
+ReturnToService=1
 SlurmdTimeout=60
 SchedulerParameters=sched_interval=2,bf_interval=2
 MaxArraySize=100001
@@ -111,16 +109,17 @@ chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
 
 if [ "$restart" = 1 ]; then
   for pid_file in /run/slurmctld.pid /run/slurmd.pid; do
-    [ -s "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null || true
+    if [ -s "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null; then
+      for _ in $(seq 1 20); do kill -0 "$(cat "$pid_file")" 2>/dev/null || break; sleep 0.5; done
+    fi
   done
-  sleep 1
 fi
 if ! scontrol ping 2>/dev/null | grep -q 'is UP'; then
   log "starting slurmctld"
   /usr/sbin/slurmctld
   for _ in $(seq 1 30); do scontrol ping 2>/dev/null | grep -q 'is UP' && break; sleep 1; done
 fi
-if ! pgrep -x slurmd >/dev/null; then
+if ! { [ -s /run/slurmd.pid ] && kill -0 "$(cat /run/slurmd.pid)" 2>/dev/null; }; then
   log "starting slurmd"
   /usr/sbin/slurmd
 fi

@@ -11,8 +11,8 @@ import subprocess
 import pytest
 from e2e.test_preflight import BROKEN, cohort, images, run_preflight, tag  # noqa: F401 (fixtures)
 
-from medchallenge.jobs import load_image
 from medchallenge.jobs.docker_run import ImageConfig
+from medchallenge.phase.images import ensure_loaded
 
 BEHAVIOURS = ["ok", "crash", "memory-kill", "network", "outside", "slow"]
 
@@ -25,9 +25,9 @@ def podman_images(images, podman, tmp_path_factory) -> None:  # noqa: F811
     for behaviour in BEHAVIOURS:
         subprocess.run(["podman", "rmi", "--force", tag(behaviour)], capture_output=True)
     docker_id = ImageConfig.inspect(tag("ok")).id
-    load_image(archive, docker_id, engine="podman")
+    ensure_loaded("podman", archive, docker_id)
     assert ImageConfig.inspect(tag("ok"), engine="podman").id == docker_id  # one id for both engines
-    load_image(archive, docker_id, engine="podman")  # known: not loaded again
+    ensure_loaded("podman", archive, docker_id)  # known: not loaded again
 
 
 @pytest.mark.parametrize("behaviour", BEHAVIOURS)

@@ -95,15 +95,6 @@ class ImageConfig:
                    config.get("Env") or [], data.get("Architecture", ""))
 
 
-def load_image(archive: Path, image_id: str, engine: str = "docker") -> None:
-    """Make `image_id` (sha256:...) known to this host's engine: nothing when it is, else `ENGINE load` the archive
-    (a `docker save` file, gzipped or not), once per host whichever job asks first."""
-    if _engine(engine, "image", "inspect", image_id, check=False).returncode == 0:
-        return
-    _engine(engine, "load", "--input", str(archive), timeout=1800)
-    if _engine(engine, "image", "inspect", image_id, check=False).returncode != 0:
-        raise EmulationError(f"{archive.name}: `{engine} load` did not give image {image_id}")
-
 
 def _tail(text: str) -> list[str]:
     return text.splitlines()[-LOG_LINES:]
