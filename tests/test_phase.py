@@ -235,3 +235,20 @@ def test_phase_status_says_per_submission_what_is_done_running_failed_lost_and_w
     data = json.loads(capsys.readouterr().out)
     assert data["complete"] is False and data["leaderboard"] is None
     assert data["submissions"][0]["lost"] == {"node_fail": 1}
+
+
+def test_a_second_phase_run_on_the_same_folder_is_refused_in_one_line(tmp_path, capsys):
+    import fcntl
+
+    from medchallenge.phase.cli import main as phase
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "gt").mkdir()
+    with open(out / "run.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert phase(["run", "--challenge", "tb-caverns", "--submissions", str(tmp_path / "s.toml"), "--cases",
+                      str(tmp_path), "--ground-truth", str(tmp_path / "gt"), "--output", str(out)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == f"error: {out}: another `medchallenge phase run` is using this folder (`medchallenge phase " \
+                   f"status {out}`)"

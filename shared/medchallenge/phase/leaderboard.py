@@ -6,6 +6,7 @@ submission (its image or model unreadable) is not ranked; `medchallenge phase st
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
 import sys
@@ -30,22 +31,41 @@ def ranked_teams(layout: PhaseLayout) -> list[str]:
             if not read_json(layout.submission_file(team), "submission.json")["refused"]]
 
 
-def leaderboard_fingerprint(layout: PhaseLayout) -> str | None:
-    """The hash of the evaluations the leaderboard ranks; None while one of them is not current."""
-    phase = read_json(layout.phase_file, "phase.json")
+def current_evaluations(layout: PhaseLayout) -> dict[str, str] | None:
+    """Each ranked submission's evaluation fingerprint; None while one of them is not current."""
     evaluations = {}
     for team in ranked_teams(layout):
         fingerprint = evaluation_fingerprint(layout, team)
         if fingerprint is None or fingerprint != stored_fingerprint(layout.evaluation_state(team)):
             return None
         evaluations[team] = fingerprint
+    return evaluations
+
+
+def leaderboard_fingerprint(layout: PhaseLayout, evaluations: dict[str, str]) -> str:
+    phase = read_json(layout.phase_file, "phase.json")
     return sha256_json({"evaluations": evaluations, "bootstrap": phase["bootstrap"], "edition": phase["edition"]})
 
 
 def leaderboard_current(layout: PhaseLayout) -> bool:
-    fingerprint = leaderboard_fingerprint(layout)
-    return (fingerprint is not None and fingerprint == stored_fingerprint(layout.leaderboard_state)
+    evaluations = current_evaluations(layout)
+    return (evaluations is not None
+            and leaderboard_fingerprint(layout, evaluations) == stored_fingerprint(layout.leaderboard_state)
             and all((layout.out / name).exists() for name in OUTPUTS))
+
+
+def remove_stale(layout: PhaseLayout, evaluations: dict[str, str]) -> None:
+    """The evaluation inputs of submissions no longer in the phase, and the leaderboard's records of submissions
+    evaluated again since it last ranked them (`medchallenge leaderboard` refuses records of other inputs)."""
+    try:
+        ranked = json.loads(layout.leaderboard_state.read_text()).get("evaluations", {})
+    except (OSError, ValueError, AttributeError):
+        ranked = {}
+    for folder, keep in ((layout.evaluation_inputs, set(evaluations)),
+                         (layout.out / "records", {t for t, f in evaluations.items() if ranked.get(t) == f})):
+        for team in (folder.iterdir() if folder.is_dir() else []):
+            if team.name not in keep:
+                shutil.rmtree(team)
 
 
 @report_errors
@@ -61,16 +81,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     for name in OUTPUTS:
         (layout.out / name).unlink(missing_ok=True)
-    layout.leaderboard_state.unlink(missing_ok=True)
-    fingerprint = leaderboard_fingerprint(layout)
-    if fingerprint is None:
+    evaluations = current_evaluations(layout)
+    if evaluations is None:
         raise InputError("the leaderboard waits for every submission's evaluation (`medchallenge phase status "
                          f"{layout.out}` shows what is missing)")
-    teams = set(ranked_teams(layout))
-    if layout.evaluation_inputs.is_dir():
-        for folder in layout.evaluation_inputs.iterdir():  # submissions no longer in the phase
-            if folder.name not in teams:
-                shutil.rmtree(folder)
+    remove_stale(layout, evaluations)
+    layout.leaderboard_state.unlink(missing_ok=True)
     phase = read_json(layout.phase_file, "phase.json")
     boot = phase["bootstrap"]
     status = leaderboard_main(["--challenge", phase["challenge"], "--ground-truth", phase["ground_truth"],
@@ -79,7 +95,8 @@ def main(argv: list[str] | None = None) -> int:
                                "--bootstrap-level", str(boot["level"]), "--no-progress",
                                *(["--edition", phase["edition"]] if phase["edition"] else [])])
     if status == 0:
-        write_json_atomic(layout.leaderboard_state, {"fingerprint": fingerprint})
+        write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(layout, evaluations),
+                                                     "evaluations": evaluations})
     return status
 
 

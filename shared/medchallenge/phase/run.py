@@ -4,10 +4,14 @@ leaderboard; resumable (see the package's docstring)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import logging
 import os
+import signal
 import socket
 import sys
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -136,11 +140,33 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
     return handles, len(submitted)
 
 
+@contextlib.contextmanager
+def only_run(layout: PhaseLayout) -> Iterator[None]:
+    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does."""
+    layout.out.mkdir(parents=True, exist_ok=True)
+    with open(layout.out / "run.lock", "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InputError(f"{layout.out}: another `medchallenge phase run` is using this folder "
+                             f"(`medchallenge phase status {layout.out}`)") from None
+        previous = signal.signal(signal.SIGTERM, lambda signum, _: sys.exit(128 + signum))
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
+    with only_run(layout):
+        return run(args, layout)
+
+
+def run(args: argparse.Namespace, layout: PhaseLayout) -> int:
     planned, slurm_table = plan(args, layout)
     backend = open_backend(args.backend, layout, backend_options(args, slurm_table))
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),

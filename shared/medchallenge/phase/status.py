@@ -63,7 +63,8 @@ def submission_status(layout: PhaseLayout, team: str, run_active: bool) -> dict[
         if status == "failed":
             errors[state.get("error") or "failed"] += 1
         elif state is not None and status in ("not-run", "queued"):
-            lost[state.get("cause") or state.get("status") or "unknown"] += 1
+            cause = state.get("cause") or state.get("status") or "unknown"
+            lost[f"{cause}: {state['error']}" if state.get("error") else cause] += 1
     evaluation = _marker(layout.evaluation_state(team)) or {"status": "not evaluated"}
     return {"team": team, "refused": submission["refused"], "jobs": len(submission["jobs"]),
             **{k: counts[k] for k in ("succeeded", "failed", "running", "queued", "not-run")},

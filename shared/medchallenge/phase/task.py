@@ -2,10 +2,11 @@
 runner (medchallenge.jobs.run_job: grand-challenge's conditions, limits, output checks and error wording, as
 pre-flight) and writes OUT/jobs/<job_id>/result.json, then state.json.
 
-Exit status 0: the job is over, succeeded or failed on its own (the team's result, final). Exit status 3 with no
-state.json: it could not run for a cause outside the job (the engine could not start or lost the container, the node
-has no GPU or lacks the image); the next `medchallenge phase run` runs it again. A task stopped by a signal (SIGTERM:
-Slurm's scancel or time limit, Ctrl-C) removes its container and writes no state either."""
+Exit status 0: the job is over, succeeded or failed on its own (the team's result, final). Exit status 3: it could
+not run for a cause outside the job (the engine could not start or lost the container, the node has no GPU or lacks
+the image): its state says "interrupted", cause "engine", and the error; the next `medchallenge phase run` runs it
+again. A task stopped by a signal (SIGTERM: Slurm's scancel or time limit, Ctrl-C) removes its container and writes
+no state."""
 
 from __future__ import annotations
 
@@ -106,7 +107,11 @@ def run_task(spec: dict[str, Any]) -> JobResult:
 
 
 def _stop(signum: int, _frame) -> None:
-    raise SystemExit(128 + signum)  # unwinds through the job runner, which removes the container
+    """The first SIGTERM or SIGINT unwinds through the job runner, which removes the container; later ones are
+    ignored so that they do not cut that short."""
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -115,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m medchallenge.phase.task OUT/tasks/<job_id>.json", file=sys.stderr)
         return 2
     setup_logging()
-    signal.signal(signal.SIGTERM, _stop)
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, _stop)
     try:
         spec = json.loads(Path(argv[0]).read_text())
     except (OSError, ValueError) as exc:
@@ -132,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_task(spec)
     except EngineError as exc:
+        write_state(layout, job_id, {"status": "interrupted", "cause": "engine", "error": str(exc),
+                                     "host": socket.gethostname(), "started": started, "finished": _now()})
         layout.running(job_id).unlink(missing_ok=True)
         print(f"error: job {job_id}: not run, for a cause outside the job (run again): {exc}", file=sys.stderr)
         return OUTSIDE
