@@ -194,19 +194,25 @@ class SlurmBackend:
         return SlurmHandle(self._sbatch(name, options, command))
 
     def wait(self, handles: Sequence[SlurmHandle]) -> None:
-        """Until Slurm has none of the handles' jobs pending or running; Ctrl-C leaves them to the cluster."""
+        """Until Slurm has none of the handles' jobs pending or running; Ctrl-C leaves them to the cluster. An
+        array's states are read again (and Slurm asked why tasks ended) only when its tasks in squeue change."""
         ids = [h.job_id for h in handles]
         arrays = [h for h in handles if h.manifest is not None]
         total = sum(len(manifest_specs(h.manifest)) for h in arrays)
+        seen: dict[str, frozenset[str]] = {}
+        done: dict[str, int] = {}
         shown = None
         try:
             while ids:
                 active = active_jobs(ids)
                 for handle in arrays:
-                    record_causes(self.layout, handle)
-                done = sum(is_final(read_state(self.layout, spec.stem)) for h in arrays
-                           for spec in manifest_specs(h.manifest))
-                progress = f"slurm: {done}/{total} job(s) done, {len(active)} Slurm job(s) pending or running"
+                    tasks = frozenset(a for a in active if a.split("_")[0] == handle.job_id)
+                    if seen.get(handle.job_id) != tasks:
+                        seen[handle.job_id] = tasks
+                        record_causes(self.layout, handle)
+                        done[handle.job_id] = sum(is_final(read_state(self.layout, spec.stem))
+                                                  for spec in manifest_specs(handle.manifest))
+                progress = f"slurm: {sum(done.values())}/{total} job(s) done, {len(active)} pending or running"
                 if progress != shown:
                     log.info("%s", progress)
                     shown = progress
@@ -232,9 +238,8 @@ def active_jobs(ids: Sequence[str]) -> list[str]:
 
 
 def run_array_task(manifest: Path) -> int:
-    """The array's task SLURM_ARRAY_TASK_ID: the one-task entry point on its spec; a result gets Slurm's id and how
-    often Slurm requeued the task; a task that could not run (status 3) gets the cause `engine`."""
-    from .task import OUTSIDE
+    """The array's task SLURM_ARRAY_TASK_ID: the one-task entry point on its spec; the state it wrote gets Slurm's id
+    of the task and how often Slurm requeued it."""
     from .task import main as run_task
 
     index = int(os.environ["SLURM_ARRAY_TASK_ID"])
@@ -244,10 +249,8 @@ def run_array_task(manifest: Path) -> int:
     slurm = {"slurm_job_id": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{index}",
              "requeued": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
     state = read_state(layout, spec.stem)
-    if is_final(state):
+    if state is not None:
         write_state(layout, spec.stem, {**state, **slurm})
-    elif code == OUTSIDE:
-        write_state(layout, spec.stem, {"status": "interrupted", "cause": "engine", **slurm})
     return code
 
 
