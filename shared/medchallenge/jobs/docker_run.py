@@ -5,8 +5,8 @@ GPU when asked for. Conditions and their sources: conditions.py. A job runner th
 hospital's job-runner service) gives the engine its job folders by their host paths, read from its own mounts.
 
 The engine is Docker or Podman (daemonless, what clusters without a Docker daemon run): the same conditions through
-the same CLI, except where Podman differs (ENGINE_DIFFERENCES: its open-files and processes limits, GPUs by CDI,
-image ids without their `sha256:`)."""
+the same CLI, except where Podman differs (engine_differences: its open-files and processes limits, GPUs by CDI;
+image ids without their `sha256:`, its log's --tail, the /etc it mounts into)."""
 
 from __future__ import annotations
 
@@ -55,17 +55,19 @@ _docker = functools.partial(_engine, "docker")
 def engine_differences(engine: str, gpu: bool) -> list[str]:
     """The options of `ENGINE run` where Podman differs from Docker. Podman asks the kernel for its own default
     open-files and processes limits, above what an unprivileged host (or a Slurm step) allows: "error setting rlimit
-    type 7"; it is given the runner's own open-files limit and the pids limit. A GPU: the one(s) the runner was given
-    (CUDA_VISIBLE_DEVICES, as Slurm sets it for --gres=gpu), else one; Docker by --gpus, Podman by its CDI devices."""
-    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    type 7"; it is given the runner's own open-files limit and the pids limit. A GPU: the one(s) Slurm gave the
+    runner's job (SLURM_JOB_GPUS: the node's own GPU ids, which the engine sees; CUDA_VISIBLE_DEVICES elsewhere),
+    else one; Docker by --gpus, Podman by its CDI devices."""
+    given = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    devices = [d.strip() for d in given.split(",") if d.strip()]
     options = []
     if engine == "podman":
         open_files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], OPEN_FILES)
         options += ["--ulimit", f"nofile={open_files}:{open_files}", "--ulimit", f"nproc={PIDS_LIMIT}:{PIDS_LIMIT}"]
         if gpu:
-            options += [a for device in visible or ["0"] for a in ("--device", f"nvidia.com/gpu={device.strip()}")]
-    elif gpu:
-        options += ["--gpus", f"device={','.join(d.strip() for d in visible)}" if visible else "1"]
+            options += [a for device in devices or ["0"] for a in ("--device", f"nvidia.com/gpu={device}")]
+    elif gpu:  # several devices are one CSV field for Docker: quoted
+        options += ["--gpus", f'"device={",".join(devices)}"' if devices else "1"]
     return options
 
 
@@ -93,7 +95,6 @@ class ImageConfig:
         image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
         return cls(image_id, config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
                    config.get("Env") or [], data.get("Architecture", ""))
-
 
 
 def _tail(text: str) -> list[str]:
