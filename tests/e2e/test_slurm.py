@@ -1,7 +1,8 @@
 """`medchallenge phase run --backend slurm` against a real Slurm (.ci/provision-slurm.sh: one node with this machine's
 CPUs and memory): the same phase gives exactly the metrics and leaderboard of the local backend; a task cancelled
 while it runs is noted as such and the next run finishes the phase without running finished jobs again; tasks queued
-on a node set DOWN complete once it is RESUMED; a job over its memory limit, through Podman, is reported as such."""
+on a node set DOWN complete once it is RESUMED, and tasks running on it are requeued, run again and counted; a job
+over its memory limit, through Podman, is reported as such."""
 
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def phase(docker_compose, slurm, repo, tmp_path_factory) -> SimpleNamespace:
                                       + submission("beta", "model-boxes.tar.gz", "oracle.tar.gz")
                                       + submission("gamma", f"{IMAGE}:crash"))
     (files / "alpha.toml").write_text(submission("alpha", f"{IMAGE}:ok"))
+    (files / "sloth.toml").write_text(submission("sloth", f"{IMAGE}:slow"))
     (files / "slow.toml").write_text(submission("alpha", f"{IMAGE}:ok") + submission("sloth", f"{IMAGE}:slow"))
     (files / "podman.toml").write_text(submission("beta", "model-boxes.tar", "oracle.tar.gz")
                                        + submission("greedy", "memory-kill.tar"))
@@ -204,6 +206,39 @@ def test_tasks_queued_on_a_node_set_down_complete_once_it_is_resumed(phase):
     assert sorted(job for job, (_, s) in states(out).items() if s["status"] == "succeeded") == \
         sorted(team_jobs(out, "alpha"))
     assert json.loads((out / "leaderboard.json").read_text())["teams"][0]["team"] == "alpha"
+
+
+def test_tasks_running_on_a_node_set_down_are_requeued_run_again_and_counted(phase):
+    out = phase.root / "requeue"
+    node = socket.gethostname().split(".")[0]
+    running = subprocess.Popen(phase_command(phase, out, "sloth.toml", "--time-limit", "8", "--backend", "slurm"),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: len(list(out.glob("jobs/*/running.json"))) == 2, "two tasks' jobs to start")
+        time.sleep(2)  # their containers run
+        tasks = squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i")
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=medchallenge-test"],
+                       check=True)
+        try:
+            for task in tasks:
+                wait_for(lambda: re.search(r"JobState=PENDING .*Restarts=1", subprocess.run(
+                    ["scontrol", "show", "job", "--oneliner", task], capture_output=True, text=True).stdout),
+                    f"task {task} requeued")
+        finally:
+            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
+        for task in tasks:  # Slurm holds a requeued task back two minutes (BeginTime); an administrator's release
+            subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True)
+        output, _ = running.communicate(timeout=600)
+    finally:
+        running.kill()
+        cancel_jobs_of(out)
+    assert running.returncode == 0, output[-2000:]
+    final = {s["slurm_job_id"]: s for _, s in states(out).values()}
+    assert len(final) == 4 and all(s["status"] == "failed" and s["error"].startswith("Time limit exceeded")
+                                   for s in final.values())  # each ran to its own end once requeued
+    assert sorted(t for t, s in final.items() if s["requeued"] == 1) == sorted(tasks) and len(tasks) == 2
+    report = json.loads((out / "submissions" / "sloth" / "report.json").read_text())
+    assert sum("requeued 1 time(s) by the scheduler" in job["notes"] for job in report["jobs"]) == 2
 
 
 def test_through_podman_a_job_over_its_memory_limit_is_reported_as_such_and_the_rest_scores_as_with_docker(
