@@ -6,20 +6,18 @@ over its memory limit, through Podman, is reported as such."""
 
 from __future__ import annotations
 
-import csv
 import gzip
-import io
 import json
 import re
 import socket
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from e2e.test_phase import ground_truth_boxes, model_tarball
 
 IMAGE = "mc-test-h30s"
 MEMORY_KILLED = r"The container was killed as it exceeded its memory limit \(1\.5 GB\)"
@@ -48,16 +46,7 @@ def phase(docker_compose, slurm, repo, tmp_path_factory) -> SimpleNamespace:
         saved = subprocess.run(["docker", "save", f"{IMAGE}:{behaviour}"], check=True, capture_output=True).stdout
         (files / f"{behaviour}.tar.gz").write_bytes(gzip.compress(saved, compresslevel=1))
         (files / f"{behaviour}.tar").write_bytes(saved)
-    boxes: dict[str, list[dict]] = {}
-    with open(root / "cohort" / "ground_truth" / "gt_boxes.csv", newline="") as handle:
-        for row in csv.DictReader(handle):
-            corners = [int(row[k]) for k in ("bbox_X1", "bbox_Y1", "bbox_Z1", "bbox_X2", "bbox_Y2", "bbox_Z2")]
-            boxes.setdefault(f"{row['id']}.nii.gz", []).append({"voxel_bbox": corners, "probability": 0.9})
-    data = json.dumps(boxes).encode()
-    with tarfile.open(files / "oracle.tar.gz", "w:gz") as tar:
-        info = tarfile.TarInfo("boxes.json")
-        info.size = len(data)
-        tar.addfile(info, io.BytesIO(data))
+    model_tarball(files / "oracle.tar.gz", ground_truth_boxes(root / "cohort" / "ground_truth"))
     (files / "phase.toml").write_text(submission("alpha", f"{IMAGE}:ok")
                                       + submission("beta", "model-boxes.tar.gz", "oracle.tar.gz")
                                       + submission("gamma", f"{IMAGE}:crash"))
@@ -93,6 +82,13 @@ def team_jobs(out: Path, team: str) -> list[str]:
 def squeue(*options: str) -> list[str]:
     return subprocess.run(["squeue", "--noheader", *options], capture_output=True, text=True,
                           check=True).stdout.splitlines()
+
+
+def set_node(state: str) -> None:
+    """The one node of this cluster DOWN (as an administrator takes a failing node out) or RESUMEd."""
+    node = socket.gethostname().split(".")[0]
+    subprocess.run(["scontrol", "update", f"NodeName={node}", f"State={state}",
+                    *(["Reason=medchallenge-test"] if state == "DOWN" else [])], check=True)
 
 
 def cancel_jobs_of(out: Path) -> None:
@@ -185,8 +181,7 @@ def test_a_task_cancelled_while_it_runs_is_noted_and_the_next_run_finishes_witho
 
 def test_tasks_queued_on_a_node_set_down_complete_once_it_is_resumed(phase):
     out = phase.root / "down"
-    node = socket.gethostname().split(".")[0]
-    subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=medchallenge-test"], check=True)
+    set_node("DOWN")
     try:
         running = subprocess.Popen(phase_command(phase, out, "alpha.toml", "--time-limit", "120", "--backend",
                                                  "slurm"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -197,7 +192,7 @@ def test_tasks_queued_on_a_node_set_down_complete_once_it_is_resumed(phase):
             reasons = squeue("--name=mc-alpha", "--format=%r")
             assert reasons and all("DOWN" in r or r.startswith("ReqNodeNotAvail") for r in reasons), reasons
         finally:
-            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
+            set_node("RESUME")
         output, _ = running.communicate(timeout=600)
     finally:
         running.kill()
@@ -210,22 +205,20 @@ def test_tasks_queued_on_a_node_set_down_complete_once_it_is_resumed(phase):
 
 def test_tasks_running_on_a_node_set_down_are_requeued_run_again_and_counted(phase):
     out = phase.root / "requeue"
-    node = socket.gethostname().split(".")[0]
     running = subprocess.Popen(phase_command(phase, out, "sloth.toml", "--time-limit", "8", "--backend", "slurm"),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         wait_for(lambda: len(list(out.glob("jobs/*/running.json"))) == 2, "two tasks' jobs to start")
         time.sleep(2)  # their containers run
         tasks = squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i")
-        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=DOWN", "Reason=medchallenge-test"],
-                       check=True)
+        set_node("DOWN")
         try:
             for task in tasks:
                 wait_for(lambda: re.search(r"JobState=PENDING .*Restarts=1", subprocess.run(
                     ["scontrol", "show", "job", "--oneliner", task], capture_output=True, text=True).stdout),
                     f"task {task} requeued")
         finally:
-            subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], check=True)
+            set_node("RESUME")
         for task in tasks:  # Slurm holds a requeued task back two minutes (BeginTime); an administrator's release
             subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True)
         output, _ = running.communicate(timeout=600)
