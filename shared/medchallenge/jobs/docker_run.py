@@ -36,9 +36,11 @@ ENGINES = ("docker", "podman")
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 
 
-def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
     try:
-        result = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout, errors="replace")
+        result = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout, errors="replace",
+                                cwd=cwd)
     except FileNotFoundError:
         raise EmulationError(f"{engine} is not installed (no `{engine}` on PATH)") from None
     except subprocess.TimeoutExpired:
@@ -301,7 +303,8 @@ class DockerImage:
         name = f"{self.name_prefix}-{name}"
         self._cli("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         started = time.perf_counter()
-        run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False)
+        # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
+        run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
         if run.returncode != 0:
             self._cli("rm", "--force", name, check=False)
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
