@@ -101,7 +101,8 @@ def review_section(evaluation: dict[str, Any] | None, figures: Mapping[str, byte
 
 
 def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None) -> str:
-    """The page of a pre-flight, or of a phase's submission (`data["team"]`: a report of its jobs, not advice)."""
+    """The page of a pre-flight, or of a phase's submission (`data["team"]`: a report of its jobs, not advice), with
+    the review's figures (`figures`: their bytes by file name)."""
     summary, limits = data["summary"], data["limits"]
     team = data.get("team")
     title = (f"Submission {escape(team)}: {escape(data['image'])}" if team else

@@ -22,7 +22,8 @@ from ..gc_emulator import ALGORITHMS, CaseJob
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs import JobLimits
 from ..logs import setup_logging
-from ..preflight import REVIEW_FOLDER, report, report_page, score_jobs
+from ..preflight import REVIEW_FOLDER, report, review_figures, score_jobs
+from ..preflight_page import render_page
 from .hashes import sha256_json
 from .layout import PhaseLayout
 from .records import BACKEND_FIELDS, backend_notes, is_final, read_result, read_state
@@ -87,7 +88,7 @@ def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
     eval_input = layout.evaluation_input(team)
     shutil.rmtree(eval_input, ignore_errors=True)
     shutil.rmtree(layout.submission(team) / REVIEW_FOLDER, ignore_errors=True)
-    evaluation = score_jobs(args, jobs, layout.submission(team), eval_input)
+    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation")
     data = report(args, jobs, JobLimits(**submission["limits"]), [], evaluation)
     data["tool"] = f"{data['tool'].removesuffix(' preflight')} phase"
     data["team"] = team
@@ -97,7 +98,8 @@ def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
         entry.update(job_id=job["job_id"], host=state.get("host"), **{k: state.get(k) for k in BACKEND_FIELDS})
         entry["notes"] = [*entry["notes"], *backend_notes(state)]
     write_json_atomic(layout.submission(team) / "report.json", data)
-    write_text_atomic(layout.submission(team) / "report.html", report_page(data, layout.submission(team)))
+    write_text_atomic(layout.submission(team) / "report.html",
+                      render_page(data, review_figures(layout.submission(team), evaluation)))
     return data
 
 
