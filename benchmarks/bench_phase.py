@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-IMAGE = "mc-test-h30-phase"
+IMAGE = "mc-test-h30-phase-bench"
 CASES = 10
 BIG_CASES = 20
 BARE_RUNS = 5
@@ -28,7 +28,8 @@ COMMON = ["--cpus", "1", "--memory-gb", "1.5", "--time-limit", "300", "--bootstr
 
 def _build(behaviour: str) -> str:
     tag = f"{IMAGE}:{behaviour}"
-    subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--tag", tag,
+    subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--label",
+                    "mc-test-h30-phase=bench", "--tag", tag,
                     str(ROOT / "tests" / "job_images" / "broken")], check=True, capture_output=True)
     return tag
 
@@ -42,10 +43,12 @@ def _cohort(folder: Path, cases: int) -> Path:
 
 def _phase(submissions: Path, cohort: Path, out: Path, jobs: int) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns",
-                    "--submissions", str(submissions), "--cases", str(cohort / "input"), "--ground-truth",
-                    str(cohort / "ground_truth"), "--output", str(out), "--jobs", str(jobs), *COMMON],
-                   check=True, capture_output=True)
+    done = subprocess.run([sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns",
+                           "--submissions", str(submissions), "--cases", str(cohort / "input"), "--ground-truth",
+                           str(cohort / "ground_truth"), "--output", str(out), "--jobs", str(jobs), *COMMON],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"phase run failed: {(done.stdout + done.stderr)[-2000:]}")
     return time.perf_counter() - started
 
 

@@ -8,6 +8,7 @@ import io
 import json
 import os
 import re
+import socket
 import sys
 import tarfile
 from pathlib import Path
@@ -18,6 +19,7 @@ from medchallenge.errors import InputError
 from medchallenge.jobs import JobLimits
 from medchallenge.phase import status as phase_status
 from medchallenge.phase.backend import Resources, open_backend
+from medchallenge.phase.evaluate import evaluation_fingerprint
 from medchallenge.phase.hashes import HashCache, sha256_file
 from medchallenge.phase.images import archive_digest
 from medchallenge.phase.layout import PhaseLayout
@@ -39,9 +41,10 @@ def test_a_submissions_file_gives_tags_archives_models_and_each_submissions_own_
     (tmp_path / "alpha.tar.gz").write_bytes(b"x")
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "alpha.tar.gz").write_bytes(b"m")
-    path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\nmodel = "models/alpha.tar.gz"\n'
-                                'memory_gb = 16\ngpu = true\n\n[[submission]]\nteam = "Beta_2"\n'
-                                'image = "registry.example/beta/algo:1.0"\n\n[slurm]\npartition = "gpu"\n')
+    path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\n'
+                                'model = "models/alpha.tar.gz"\nmemory_gb = 16\ngpu = true\n\n[[submission]]\n'
+                                'team = "Beta_2"\nimage = "registry.example/beta/algo:1.0"\n\n[slurm]\n'
+                                'partition = "gpu"\n')
     parsed = read_submissions(path)
     alpha, beta = parsed.submissions
     assert (alpha.team, alpha.archive, alpha.model, alpha.memory_gb, alpha.gpu) == \
@@ -252,3 +255,37 @@ def test_a_second_phase_run_on_the_same_folder_is_refused_in_one_line(tmp_path, 
     [line] = capsys.readouterr().err.strip().splitlines()
     assert line == f"error: {out}: another `medchallenge phase run` is using this folder (`medchallenge phase " \
                    f"status {out}`)"
+
+
+def test_jobs_without_a_result_are_queued_while_a_run_is_in_progress(tmp_path):
+    layout = fake_phase(tmp_path / "out")
+    (layout.out / "run.json").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                                     "finished": None}))
+    alpha = phase_status.phase_status(layout)["submissions"][0]
+    assert (alpha["queued"], alpha["not-run"], alpha["running"]) == (2, 0, 1)
+    (layout.out / "run.json").write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                                                     "finished": "2026-01-01T00:00:00+00:00"}))
+    assert phase_status.phase_status(layout)["submissions"][0]["not-run"] == 2
+
+
+def test_an_evaluation_is_due_again_only_when_its_jobs_results_ground_truth_or_options_change(tmp_path):
+    layout = fake_phase(tmp_path / "out")
+    ground_truth = tmp_path / "gt"
+    ground_truth.mkdir()
+    (ground_truth / "gt_boxes.csv").write_text("id\n")
+    phase = {"challenge": "tb-caverns", "edition": None, "bootstrap": {"n": 10, "seed": 0, "level": 0.95},
+             "ground_truth": str(ground_truth), "submissions": ["alpha"]}
+    layout.phase_file.write_text(json.dumps(phase))
+    assert evaluation_fingerprint(layout, "alpha") is None  # jobs without a final result
+    for job in ("a3", "a4", "a5"):
+        layout.state(job).write_text(json.dumps({"status": "succeeded", "finished": "t1"}))
+    first = evaluation_fingerprint(layout, "alpha")
+    assert first is not None and evaluation_fingerprint(layout, "alpha") == first
+    layout.state("a4").write_text(json.dumps({"status": "succeeded", "finished": "t2"}))  # run again
+    second = evaluation_fingerprint(layout, "alpha")
+    assert second != first
+    (ground_truth / "gt_boxes.csv").write_text("id\nTST_001\n")
+    third = evaluation_fingerprint(layout, "alpha")
+    assert third != second
+    layout.phase_file.write_text(json.dumps({**phase, "bootstrap": {"n": 20, "seed": 0, "level": 0.95}}))
+    assert evaluation_fingerprint(layout, "alpha") not in (first, second, third)

@@ -10,9 +10,11 @@ import gzip
 import io
 import json
 import logging
+import signal
 import subprocess
 import sys
 import tarfile
+import time
 from datetime import datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -24,7 +26,7 @@ from medchallenge.phase import cases as phase_cases
 from medchallenge.preflight import main as preflight
 
 IMAGE = "mc-test-h30-phase"
-BEHAVIOURS = ("ok", "model-boxes", "crash")
+BEHAVIOURS = ("ok", "model-boxes", "crash", "slow")
 CRASH = "The algorithm exited with status 1: RuntimeError: the model file weights.onnx is missing"
 SUBMISSIONS = """
 [[submission]]
@@ -63,18 +65,24 @@ def ground_truth_boxes(ground_truth: Path) -> dict[str, list[dict]]:
 @pytest.fixture(scope="module")
 def phase(docker_compose, repo, tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("phase")
-    for behaviour in BEHAVIOURS:
-        subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--tag",
-                        f"{IMAGE}:{behaviour}", str(repo / "tests" / "job_images" / "broken")], check=True,
-                       capture_output=True)
+    for behaviour in BEHAVIOURS:  # labelled: images of their own, not those of the pre-flight tests
+        subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--label",
+                        "mc-test-h30-phase=phase", "--tag", f"{IMAGE}:{behaviour}",
+                        str(repo / "tests" / "job_images" / "broken")], check=True, capture_output=True)
     # four CTs with caverns big enough for this size: a 320 mm chest in 64 x 64 x 16 voxels
     subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root / "cohort"),
                     "--cases", "4", "--shape", "64", "64", "16", "--spacing", "5", "5", "16", "--seed", "1"],
                    check=True, capture_output=True)
     submissions = root / "submissions"
     submissions.mkdir()
-    saved = subprocess.run(["docker", "save", f"{IMAGE}:model-boxes"], check=True, capture_output=True).stdout
+    # beta's upload: an image of its own (a label makes its digest unique), saved, then removed from the engine,
+    # so that the phase loads it from the archive
+    subprocess.run(["docker", "build", "--quiet", "--build-arg", "BEHAVIOUR=model-boxes", "--label",
+                    f"mc-test-h30-phase={root.name}", "--tag", f"{IMAGE}:beta-upload",
+                    str(repo / "tests" / "job_images" / "broken")], check=True, capture_output=True)
+    saved = subprocess.run(["docker", "save", f"{IMAGE}:beta-upload"], check=True, capture_output=True).stdout
     (submissions / "beta.tar.gz").write_bytes(gzip.compress(saved, compresslevel=1))
+    subprocess.run(["docker", "rmi", f"{IMAGE}:beta-upload"], check=True, capture_output=True)
     oracle = ground_truth_boxes(root / "cohort" / "ground_truth")
     model_tarball(submissions / "oracle.tar.gz", oracle)
     (submissions / "phase.toml").write_text(SUBMISSIONS)
@@ -130,6 +138,9 @@ def test_a_phase_runs_every_submission_on_every_case_and_ranks_them(phase, monke
         assert [job["case"] for job in report["jobs"]] == sorted(phase.oracle | {"TST_002.nii.gz": 0,
                                                                                  "TST_004.nii.gz": 0})
         assert (phase.out / "submissions" / row["team"] / "report.html").read_text().count("<tr class=") == 4
+    loads = [job for job in submission_jobs(phase.out, "beta")
+             if "loading image archive beta.tar.gz" in (phase.out / "logs" / f"{job}.log").read_text()]
+    assert len(loads) == 1  # four tasks, two at once: the archive is loaded once
     gamma = json.loads((phase.out / "submissions" / "gamma" / "report.json").read_text())
     assert [job["error"] for job in gamma["jobs"]] == [CRASH] * 4 and gamma["summary"]["num_failed"] == 4
     alpha = json.loads((phase.out / "submissions" / "alpha" / "report.json").read_text())
@@ -197,22 +208,58 @@ def test_a_new_submission_runs_only_its_own_jobs_and_a_refused_one_stops_nothing
     (phase.submissions / "corrupt.tar.gz").write_bytes(b"\x1f\x8b not really gzip")
     with open(phase.submissions / "phase.toml", "a") as toml:
         toml.write('\n[[submission]]\nteam = "delta"\nimage = "mc-test-h30-phase:model-boxes"\nmodel = "half.tar.gz"\n'
-                   '\n[[submission]]\nteam = "epsilon"\nimage = "corrupt.tar.gz"\n')
+                   '\n[[submission]]\nteam = "epsilon"\nimage = "corrupt.tar.gz"\n'
+                   '\n[[submission]]\nteam = "zeta"\nimage = "python:3.11-slim"\n')
     before = states(phase.out)
     capsys.readouterr()
     assert run_phase(phase, monkeypatch) == 0
     after = states(phase.out)
     assert {job: after[job] for job in before} == before
-    assert sorted(set(after) - set(before)) == sorted(submission_jobs(phase.out, "delta"))
+    assert sorted(set(after) - set(before)) == sorted(submission_jobs(phase.out, "delta")
+                                                      + submission_jobs(phase.out, "zeta"))
     assert phase.conversions == []
     board = json.loads((phase.out / "leaderboard.json").read_text())
-    assert [row["team"] for row in board["teams"]][:2] == ["beta", "delta"] and len(board["teams"]) == 4
+    assert [row["team"] for row in board["teams"]][:2] == ["beta", "delta"] and len(board["teams"]) == 5
     assert board["failed"] == {} and board["teams"][1]["value"] < 1.0
+    # a root image: refused before its container runs, as grand-challenge refuses it; the team's result, final
+    zeta = json.loads((phase.out / "submissions" / "zeta" / "report.json").read_text())
+    assert all(job["status"] == "failed" and job["error"].startswith("image python:3.11-slim: The container runs "
+                                                                     "as root.") for job in zeta["jobs"])
     printed = capsys.readouterr()
-    assert "4 job(s) to run" in caplog.text
+    assert "8 job(s) to run" in caplog.text
     assert "epsilon                  refused: image archive corrupt.tar.gz: not a readable `docker save` archive" \
         in printed.out
     assert medchallenge(["phase", "status", str(phase.out)]) == 0
     status = capsys.readouterr().out
     assert f"leaderboard: {phase.out / 'leaderboard.html'}" in status
     assert f"4 failed (the team's result): {CRASH}" in status
+
+
+def phase_containers(out: Path, all_states: bool = False) -> list[str]:
+    """The containers of this phase's jobs that the engine has (running, or any with `all_states`)."""
+    jobs = {f"medchallenge-phase-{p.name}" for p in out.glob("jobs/*")}
+    listed = subprocess.run(["docker", "ps", *(["--all"] if all_states else []), "--format", "{{.Names}}"],
+                            capture_output=True, text=True, check=True).stdout.split()
+    return sorted(set(listed) & jobs)
+
+
+def test_ctrl_c_stops_the_running_jobs_removes_their_containers_and_status_says_to_run_them_again(phase, tmp_path):
+    (tmp_path / "slow.toml").write_text('[[submission]]\nteam = "slow"\nimage = "mc-test-h30-phase:slow"\n')
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns", "--submissions",
+               str(tmp_path / "slow.toml"), "--cases", str(phase.cohort / "input"), "--ground-truth",
+               str(phase.cohort / "ground_truth"), "--output", str(out), "--jobs", "2", "--cpus", "1",
+               "--memory-gb", "1.5", "--time-limit", "600", "--bootstrap", "10", "--no-progress"]
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    while len(phase_containers(out)) < 2 and time.monotonic() < deadline and run.poll() is None:
+        time.sleep(0.5)
+    assert len(phase_containers(out)) == 2  # two slow jobs running
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=180)
+    assert run.returncode == 130 and "interrupted: the running jobs were stopped" in err and "Traceback" not in err
+    assert phase_containers(out, all_states=True) == []
+    assert not list(out.glob("jobs/*/state.json")) and not list(out.glob("jobs/*/running.json"))
+    status = subprocess.run([sys.executable, "-m", "medchallenge.cli", "phase", "status", str(out)],
+                            capture_output=True, text=True, check=True).stdout
+    assert "to do: slow: 4 job(s) not run: `medchallenge phase run` again" in status

@@ -22,23 +22,27 @@ log = logging.getLogger("medchallenge.phase")
 class Case:
     """A case file and its image as panimg stored it."""
 
-    name: str  # the case file's name (what the evaluator matches with the ground truth)
+    file: Path  # the case file (its name is what the evaluator matches with the ground truth)
     hash: str  # sha256 of the case file
     image_pk: str
     image_name: str
     image_file: Path
 
+    @property
+    def name(self) -> str:
+        return self.file.name
+
     def to_json(self) -> dict:
-        return {"name": self.name, "hash": self.hash, "image_pk": self.image_pk, "image_name": self.image_name,
-                "image_file": str(self.image_file)}
+        return {"name": self.name, "file": str(self.file.absolute()), "hash": self.hash, "image_pk": self.image_pk,
+                "image_name": self.image_name, "image_file": str(self.image_file)}
 
 
-def _converted(layout: PhaseLayout, name: str, case_hash: str) -> Case | None:
+def _converted(layout: PhaseLayout, file: Path, case_hash: str) -> Case | None:
     try:
         data = json.loads((layout.case(case_hash) / "case.json").read_text())
-        if data["name"] != name:  # the same bytes under another name: panimg's image name is the file's
+        if data["name"] != file.name:  # the same bytes under another name: panimg's image name is the file's
             return None
-        case = Case(name, case_hash, str(data["image_pk"]), str(data["image_name"]), Path(data["image_file"]))
+        case = Case(file, case_hash, str(data["image_pk"]), str(data["image_name"]), Path(data["image_file"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     return case if case.image_file.is_file() else None
@@ -53,7 +57,7 @@ def convert_cases(files: list[Path], layout: PhaseLayout, hashes: HashCache) -> 
         if case_hash in by_hash:
             raise InputError(f"cases {by_hash[case_hash]} and {file.name}: the same file twice")
         by_hash[case_hash] = file.name
-        case = _converted(layout, file.name, case_hash)
+        case = _converted(layout, file, case_hash)
         if case is None:
             case = convert_case(file, case_hash, layout)
         cases.append(case)
@@ -68,7 +72,7 @@ def convert_case(file: Path, case_hash: str, layout: PhaseLayout) -> Case:
     log.info("converting case %s", file.name)
     image = upload_case(file, partial)
     stored = folder / image.file.relative_to(partial)
-    case = Case(file.name, case_hash, image.pk, image.name, stored)
+    case = Case(file, case_hash, image.pk, image.name, stored)
     write_json_atomic(partial / "case.json", {**case.to_json(), "metadata": image.metadata})
     shutil.rmtree(folder, ignore_errors=True)
     partial.rename(folder)

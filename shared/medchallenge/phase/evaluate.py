@@ -22,7 +22,7 @@ from ..gc_emulator import ALGORITHMS, CaseJob
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs import JobLimits
 from ..logs import setup_logging
-from ..preflight import report, review_figures, score_jobs
+from ..preflight import REVIEW_FOLDER, report, review_figures, score_jobs
 from ..preflight_page import render_page
 from .hashes import sha256_json
 from .layout import PhaseLayout
@@ -78,7 +78,8 @@ def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
     submission = read_json(layout.submission_file(team), "submission.json")
     algorithm = ALGORITHMS[phase["challenge"]]
     sockets = {s.slug: s for s in (algorithm.input_socket, *algorithm.output_sockets)}
-    jobs = [CaseJob(Path(job["case"]), read_result(layout, job["job_id"], sockets)) for job in submission["jobs"]]
+    files = {case["name"]: Path(case["file"]) for case in phase["cases"]}  # the review reads their headers
+    jobs = [CaseJob(files[job["case"]], read_result(layout, job["job_id"], sockets)) for job in submission["jobs"]]
     boot = phase["bootstrap"]
     args = SimpleNamespace(challenge=phase["challenge"], edition=phase["edition"],
                            ground_truth=Path(phase["ground_truth"]), bootstrap=boot["n"], bootstrap_seed=boot["seed"],
@@ -86,6 +87,7 @@ def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
                            model=Path(submission["model"]) if submission["model"] else None)
     eval_input = layout.evaluation_input(team)
     shutil.rmtree(eval_input, ignore_errors=True)
+    shutil.rmtree(layout.submission(team) / REVIEW_FOLDER, ignore_errors=True)
     evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation")
     data = report(args, jobs, JobLimits(**submission["limits"]), [], evaluation)
     data["tool"] = f"{data['tool'].removesuffix(' preflight')} phase"

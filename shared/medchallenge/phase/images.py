@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import logging
 import re
 import subprocess
 import tarfile
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from ..errors import InputError
 
+log = logging.getLogger("medchallenge.phase")
 MAX_MANIFEST_BYTES = 1 << 20
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 CONFIG = re.compile(r"(?:blobs/sha256/)?([0-9a-f]{64})(?:\.json)?")
@@ -92,6 +94,7 @@ def ensure_loaded(engine: str, archive: Path, digest: str) -> None:
         fcntl.flock(handle, fcntl.LOCK_EX)
         if local_digest(engine, digest) is not None:
             return
+        log.info("loading image archive %s into %s", archive.name, engine)
         loaded = _engine(engine, "load", "--input", str(archive), timeout=LOAD_TIMEOUT_S)
         if loaded.returncode != 0:
             last = (loaded.stderr.strip().splitlines() or [f"status {loaded.returncode}"])[-1][:300]

@@ -8,9 +8,8 @@ a new submission, case or limit is a new job; a team's new image replaces its jo
 from __future__ import annotations
 
 import json
-import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError
@@ -56,9 +55,8 @@ def job_id(challenge: str, digest: str, case_hash: str, model_hash: str | None, 
 def resources(limits: JobLimits, gpu: bool) -> Resources:
     """What each of the submission's tasks asks for: the job's CPUs as the job runner gives them (the limit, else
     grand-challenge's instance's), its memory limit, its GPU and time limit."""
-    _, instance_cpus = limits.instance(gpu)
-    return Resources(cpus=min(limits.cpus or instance_cpus, os.cpu_count() or 1), memory_gb=limits.memory_gb,
-                     gpus=int(gpu), time_limit_s=limits.time_limit_s)
+    return Resources(cpus=limits.effective_cpus(gpu), memory_gb=limits.memory_gb, gpus=int(gpu),
+                     time_limit_s=limits.time_limit_s)
 
 
 def _image_digest(submission: Submission, engine: str, hashes: HashCache) -> str:
@@ -83,6 +81,7 @@ def task_spec(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec,
         "inputs": [{"socket": spec.input_socket.slug, "pk": pk_base, "image_pk": case.image_pk,
                     "image_name": case.image_name, "image_file": str(case.image_file)}],
         "outputs": [socket.slug for socket in spec.output_sockets],
+        "sockets": [asdict(socket) for socket in (spec.input_socket, *spec.output_sockets)],
         "model": str(submission.model) if submission.model else None,
         "limits": limits.to_json(), "gpu": gpu, "resources": resources(limits, gpu).to_json(),
         "work_dir": str(layout.job(identity)), "pk_base": pk_base,
@@ -104,8 +103,7 @@ def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: Algorith
     """The submission's task specs written (and its submission.json), or its refusal in one line: a bad archive,
     model or image of one team does not stop the phase."""
     planned = PlannedSubmission(submission.team)
-    limits = JobLimits(memory_gb=submission.memory_gb or settings.limits.memory_gb,
-                       time_limit_s=settings.limits.time_limit_s, cpus=settings.limits.cpus)
+    limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
     gpu = settings.gpu if submission.gpu is None else submission.gpu
     record = {"team": submission.team, "image": submission.image, "model": submission.model.name
               if submission.model else None, "limits": limits.to_json(), "gpu": gpu}

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..gc_emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
-from ..jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
+from ..jobs.conditions import DEFAULT_DISK_GB, DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from ..logs import setup_logging
 from .backend import BACKENDS, Handle, open_backend
 from .cases import convert_cases
@@ -54,6 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help=f"seconds per job, the phase's algorithm time limit (default {DEFAULT_TIME_LIMIT_S})")
     parser.add_argument("--cpus", type=float, default=None,
                         help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
+    parser.add_argument("--disk-gb", type=float, default=DEFAULT_DISK_GB,
+                        help=f"disk per job: /output, /tmp and /opt/ml/model together (default {DEFAULT_DISK_GB:g})")
     parser.add_argument("--gpu", choices=("off", "on"), default="off",
                         help="give each job a GPU unless its submission sets gpu (default off)")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration")
@@ -102,7 +104,8 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
     hashes = HashCache(layout.file_hashes)
     cases = convert_cases(files, layout, hashes)
     settings = PhaseSettings(args.challenge, args.engine,
-                             JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus),
+                             JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus,
+                                       disk_gb=args.disk_gb),
                              args.gpu == "on")
     planned = [plan_submission(layout, settings, spec, s, cases, hashes) for s in submissions_file.submissions]
     hashes.save()
@@ -163,7 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
     with only_run(layout):
-        return run(args, layout)
+        try:
+            return run(args, layout)
+        except KeyboardInterrupt:
+            print(f"interrupted: the running jobs were stopped and their containers removed; run the same command "
+                  f"again to resume (`medchallenge phase status {layout.out}`)", file=sys.stderr)
+            return 130
 
 
 def run(args: argparse.Namespace, layout: PhaseLayout) -> int:

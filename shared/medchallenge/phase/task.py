@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 import time
 from datetime import datetime, timezone
@@ -24,17 +25,18 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from ..gc_emulator import ALGORITHMS
 from ..io import write_json_atomic
 from ..jobs import DockerImage, EmulationError, Execution, JobFolders, JobLimits, JobResult, SocketValue, run_job
 from ..jobs.runner import MEMORY_KILLED, TIME_LIMIT
 from ..logs import setup_logging
+from ..sockets import Socket
 from .images import EngineError, ensure_loaded, local_digest
 from .layout import PhaseLayout
 from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
 OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
+NAME_PREFIX = "medchallenge-phase"  # the job's container is named NAME_PREFIX-<job_id>
 
 
 class GuardedLauncher:
@@ -69,9 +71,9 @@ def _now() -> str:
 def launcher(engine: str, image: str) -> DockerImage:
     """The job's container, run by the phase's engine."""
     if engine == "docker":
-        return DockerImage(image, name_prefix="medchallenge-phase")
+        return DockerImage(image, name_prefix=NAME_PREFIX)
     try:
-        return DockerImage(image, name_prefix="medchallenge-phase", engine=engine)
+        return DockerImage(image, name_prefix=NAME_PREFIX, engine=engine)
     except TypeError:
         raise EngineError(f"--engine {engine}: this job runner runs Docker only") from None
 
@@ -82,23 +84,31 @@ def _cause(error: str | None) -> str | None:
     return "oom" if error.startswith(MEMORY_KILLED) else "time_limit" if error.startswith(TIME_LIMIT) else None
 
 
+def image_to_run(spec: dict[str, Any]) -> str:
+    """The job's image in this node's engine: its tag while the tag is still the planned image (the team's name for
+    it in every message), else its digest; an archive loaded first. EngineError where the node lacks it."""
+    image, engine = spec["image"], spec["engine"]
+    if image["archive"]:
+        ensure_loaded(engine, Path(image["archive"]), image["digest"])
+        return spec["run_image"]
+    if local_digest(engine, image["ref"]) == image["digest"]:
+        return image["ref"]
+    if local_digest(engine, image["digest"]) is None:
+        raise EngineError(f"image {image['ref']} ({image['digest'][:19]}) is not in {engine} on "
+                          f"{socket.gethostname()}")
+    return spec["run_image"]
+
+
 def run_task(spec: dict[str, Any]) -> JobResult:
     """The job of a task spec; EngineError for a cause outside the job."""
     layout = PhaseLayout(Path(spec["out"]))
     job_id = spec["job_id"]
-    algorithm = ALGORITHMS[spec["challenge"]]
-    sockets = {s.slug: s for s in (algorithm.input_socket, *algorithm.output_sockets)}
+    sockets = {socket["slug"]: Socket(**socket) for socket in spec["sockets"]}  # not the registry: a task starts fast
     inputs = [SocketValue(v["pk"], sockets[v["socket"]], image_pk=v["image_pk"], image_name=v["image_name"],
                           image_file=Path(v["image_file"])) for v in spec["inputs"]]
     limits = JobLimits(**spec["limits"])
-    image = spec["image"]
     try:
-        if image["archive"]:
-            ensure_loaded(spec["engine"], Path(image["archive"]), image["digest"])
-        elif local_digest(spec["engine"], image["digest"]) is None:
-            raise EngineError(f"image {image['ref']} ({image['digest'][:19]}) is not in {spec['engine']} on "
-                              f"{socket.gethostname()}")
-        guarded = GuardedLauncher(launcher(spec["engine"], spec["run_image"]), spec["gpu"])
+        guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"])
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
                        gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
@@ -143,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         layout.running(job_id).unlink(missing_ok=True)
         print(f"error: job {job_id}: not run, for a cause outside the job (run again): {exc}", file=sys.stderr)
         return OUTSIDE
+    except BaseException:  # stopped by a signal: a container the engine was still creating is removed too
+        subprocess.run([spec["engine"], "rm", "--force", f"{NAME_PREFIX}-{job_id}"], capture_output=True,
+                       timeout=60, check=False)
+        layout.running(job_id).unlink(missing_ok=True)
+        raise
     write_result(folder, result)
     write_state(layout, job_id, {
         "status": result.status, "error": result.error, "cause": _cause(result.error),
