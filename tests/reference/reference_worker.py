@@ -242,6 +242,41 @@ def ribfrac_pred_csv(inputs, options):
     return outputs
 
 
+def _encoded_index(index):
+    """An index as the frame pieces compare it: none for a RangeIndex, else its dtype and values (a MultiIndex's
+    values per level)."""
+    import pandas as pd
+
+    if isinstance(index, pd.RangeIndex):
+        return None
+    if isinstance(index, pd.MultiIndex):
+        levels = [index.get_level_values(k) for k in range(index.nlevels)]
+        return {"dtype": "multi", "levels": [{"dtype": str(level.dtype), "values": [_encoded(v) for v in level]}
+                                             for level in levels]}
+    return {"dtype": str(index.dtype), "values": [_encoded(v) for v in index]}
+
+
+def pandas_frame(inputs, options):
+    """`pd.read_csv(path)` of pandas 1.4.4, defaults, as the RibFrac evaluation calls it: per file the column names,
+    the index (none for the default RangeIndex), each column's dtype and values, or the exception and its message."""
+    import pandas as pd
+
+    outputs = []
+    for path in inputs:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                frame = pd.read_csv(path)
+        except Exception as error:  # the official code would stop here
+            outputs.append({"error": [type(error).__name__, str(error).strip()]})
+            continue
+        outputs.append({"columns": [str(name) for name in frame.columns], "index": _encoded_index(frame.index),
+                        "data": [{"dtype": str(frame.iloc[:, k].dtype),
+                                  "values": [_encoded(v) for v in frame.iloc[:, k].tolist()]}
+                                 for k in range(frame.shape[1])]})
+    return outputs
+
+
 def nifti_labels(inputs, options):
     """The official volume reading (ribfrac.md §1.2): `nibabel.load(path).get_fdata()`, then `.astype(np.uint8)`;
     per file the shape, whether every value is finite, the extremes and a SHA-256 of the uint8 voxels (x fastest)."""
@@ -291,7 +326,7 @@ def box_iou_int64(inputs, options):
 
 
 PIECES.update({function.__name__: function for function in (pandas_columns, ribfrac_pred_csv, nifti_labels,
-                                                             box_iou_int64)})
+                                                             box_iou_int64, pandas_frame)})
 
 
 def versions():

@@ -1,0 +1,119 @@
+"""The DataFrame `pd.read_csv(path)` of pandas 1.4.4 builds, with its defaults: header, index and typed columns.
+
+Spec: docs/metrics/ribfrac.md §1.4. After the tokenizer (tokenizer.py): the first line names the columns (an
+empty name is `Unnamed: i`, a repeated one is renamed `name.1`, `name.2`, ... as `parsers.pyx` `_get_header`
+does); when the first data line has more fields than the header, the first fields become the index (pandas'
+implicit index) and the names go to the last fields; each column's type is inferred from all of its cells
+(columns.py), in chunks of rows as the default `low_memory=True` reads them, joined as pandas joins the chunks.
+Checked against pandas 1.4.4 by tests/reference/test_ribfrac_frame_reference.py.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .columns import Column, parse_column
+from .tokenizer import TokenizerError, buffer_lines, tokenize
+
+
+class ReadCsvError(ValueError):
+    """`pd.read_csv` raises: `kind` is pandas' exception (ParserError, EmptyDataError), the message is pandas'."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A read CSV: column names (after pandas' renaming), one parsed Column each, the index columns (none: the
+    default RangeIndex) and, per row, pandas' line number at the row's end (tokenizer.Lines)."""
+
+    columns: tuple[str, ...]
+    data: tuple[Column, ...]
+    index: tuple[Column, ...]
+    line_numbers: tuple[int, ...]
+
+    def __len__(self) -> int:
+        return len(self.line_numbers)
+
+    def column(self, name: str) -> Column | None:
+        """The column named exactly `name` (`frame[name]`), None if there is none."""
+        return self.data[self.columns.index(name)] if name in self.columns else None
+
+
+def header_names(words: list[str]) -> list[str]:
+    """`_get_header`: `Unnamed: i` for an empty name, then repeated names renamed, the written names first and the
+    unnamed ones after them (`a, a, a.1` -> `a, a.2, a.1`: a new name is skipped while the header holds it)."""
+    names = [word if word else f"Unnamed: {i}" for i, word in enumerate(words)]
+    counts: dict[str, int] = {}
+    for i in [i for i, word in enumerate(words) if word] + [i for i, word in enumerate(words) if not word]:
+        name = names[i]
+        original, count = name, counts.get(name, 0)
+        while count > 0:
+            counts[original] = count + 1
+            name = f"{original}.{count}"
+            count = count + 1 if name in names else counts.get(name, 0)
+        names[i] = name
+        counts[name] = count + 1
+    return names
+
+
+_KIND_ORDER = {"bool": 0, "int64": 1, "uint64": 2, "float64": 3}
+
+
+def join_chunks(chunks: list[Column]) -> Column:
+    """`_concatenate_chunks` (`concat_compat`) of one column's chunks: one kind stays; integers, unsigned and
+    floats become float64; bool with integers becomes int64; anything else (text, bool with floats) object, each
+    value kept as its chunk held it."""
+    if len(chunks) == 1:
+        return chunks[0]
+    kinds = {chunk.kind for chunk in chunks}
+    values = tuple(value for chunk in chunks for value in chunk.values)
+    if len(kinds) == 1:
+        return Column(kinds.pop(), values)
+    if kinds <= {"int64", "uint64", "float64"}:
+        return Column("float64", tuple(float(v) for v in values))
+    if kinds <= {"bool", "int64", "uint64"}:
+        kind = max(kinds, key=_KIND_ORDER.__getitem__)
+        return Column(kind, tuple(int(v) for v in values))
+    return Column("object", values)
+
+
+def _parse(cells: list[str], chunk: int) -> Column:
+    """One column: text (object) without rows, else each chunk's type, joined."""
+    if not cells:
+        return Column("object", ())
+    return join_chunks([parse_column(cells[start:start + chunk]) for start in range(0, len(cells), chunk)])
+
+
+def read_csv(text: str) -> Frame:
+    """`pd.read_csv` of pandas 1.4.4 on a decoded file (strict UTF-8, as pandas opens it), default options.
+
+    Raises:
+        ReadCsvError: pandas fails: no line at all (EmptyDataError), a line with too many fields or an open quote
+        (ParserError, with pandas' message).
+    """
+    try:
+        lines = tokenize(text)
+    except TokenizerError as exc:
+        raise ReadCsvError("ParserError", f"Error tokenizing data. C error: {exc}") from None
+    if not lines.fields:
+        raise ReadCsvError("EmptyDataError", "No columns to parse from file")
+    header, rows = lines.fields[0], lines.fields[1:]
+    names = header_names(header)
+    width = len(rows[0]) if rows else len(header)
+    leading = max(0, width - len(header))
+    chunk = buffer_lines(width)
+    columns = [_parse([row[j] for row in rows], chunk) for j in range(width)]
+    return Frame(tuple(names), tuple(columns[leading:]), tuple(columns[:leading]), tuple(lines.line_numbers[1:]))
+
+
+def read_csv_bytes(data: bytes) -> Frame:
+    """`read_csv` of a file's bytes, decoded as pandas opens the file (UTF-8, strict; a byte order mark is skipped
+    by the tokenizer). Raises ReadCsvError (`UnicodeDecodeError` too)."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReadCsvError("UnicodeDecodeError", f"the file is not UTF-8 (byte {exc.start}: {exc.reason})") from None
+    return read_csv(text)
