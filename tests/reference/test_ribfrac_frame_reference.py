@@ -52,7 +52,15 @@ def join(rng: random.Random, fields: list[str]) -> str:
 
 def csv_file(rng: random.Random, kind: str) -> bytes:
     header = list(rng.choice([GT_HEADER, PRED_HEADER]))
-    body = rows(rng, header, rng.choice([0, 1, 2, rng.randint(1, 8), rng.randint(1, 30)]))
+    if kind == "mixed":  # several of the classes at once
+        return csv_file(rng, rng.choice(CLASSES[:-1])) + csv_file(rng, rng.choice(CLASSES[:-1]))
+    return perturbed(rng, kind, header, rows(rng, header, rng.choice([0, 1, 2, rng.randint(1, 8),
+                                                                         rng.randint(1, 30)])))
+
+
+def perturbed(rng: random.Random, kind: str, header: list[str], body: list[list[str]]) -> bytes:
+    """The CSV file of `header` and `body`, changed as the class `kind` changes files."""
+    header = list(header)
     lines = [join(rng, header)] + [join(rng, row) for row in body]
     ending = "\n"
     if kind == "duplicate_header":
@@ -104,8 +112,6 @@ def csv_file(rng: random.Random, kind: str) -> bytes:
             lines[k] = lines[k][:cut] + rng.choice(['"', '""', '"x"', '",', '"\n', '"\r\n"']) + lines[k][cut:]
     elif kind == "line_endings":
         ending = rng.choice(["\r\n", "\r", "\n\n", "\r\r\n"])
-    else:  # mixed: several of the above at once
-        return csv_file(rng, rng.choice(CLASSES[:-1])) + csv_file(rng, rng.choice(CLASSES[:-1]))
     text = ending.join(lines) + (ending if rng.random() < 0.8 else "")
     if rng.random() < 0.05:
         text = "\ufeff" + text
@@ -173,3 +179,94 @@ def test_whole_ribfrac_csv_files_read_as_pandas_1_4_4(py39, record, tmp_path):
     record("RibFrac CSV frames", py39, len(files), mismatches, per_class=per_class, pandas_errors=errors,
            indexed=sum(1 for expected in reference if expected.get("index")))
     assert errors.get("ParserError", 0) >= 100 and errors.get("UnicodeDecodeError", 0) >= 20
+
+
+CASES = ("RibFrac501", "RibFrac502")
+
+
+def score_input(rng: random.Random) -> tuple[bytes, bytes, list[dict]]:
+    """A GT and a prediction CSV for two cases, mostly as a participant would write them, one of the files changed
+    as one class changes files (or none), and each case's matching (given instead of volumes)."""
+    cases, gt_rows, pred_rows = [], [], []
+    for case_id in CASES:
+        num_gt, num_pred = rng.choice([0, 1, 2, 3]), rng.choice([0, 0, 1, 2, 3])
+        max_iou = [rng.choice([0.0, 0.1, 0.3, 0.9]) if num_gt else 0.0 for _ in range(num_pred)]
+        argmax = [rng.randrange(num_gt) if num_gt else 0 for _ in range(num_pred)]
+        cases.append({"id": case_id, "num_gt": num_gt, "num_pred": num_pred, "max_iou": max_iou,
+                      "argmax": argmax})
+        gt_rows += [[case_id, "0", "0"]] + [[case_id, str(g), rng.choice(["1", "2", "3", "4", "-1"])]
+                                           for g in range(1, num_gt + 1)]
+        pred_rows += [[case_id, "0", "0.5", "0"]] * (rng.random() < 0.8) + [
+            [case_id, str(p), rng.choice([f"{rng.random():.2f}", repr(rng.random()), "0.9", "1", "0"]),
+             rng.choice(["1", "2", "3", "4", "0", "-1"])] for p in range(1, num_pred + 1)]
+    for rows_ in (gt_rows, pred_rows):
+        if rng.random() < 0.3:
+            rows_.append(list(rng.choice(rows_ or [["RibFrac501", "1", "0.5", "1"]])))
+            rows_[-1][rng.randrange(len(rows_[-1]))] = cell(rng, rng.choice(PRED_HEADER))
+    kinds = [rng.choice(CLASSES[:-1] + ("clean",) * 3) for _ in range(2)]
+    return (perturbed(rng, kinds[0], GT_HEADER, gt_rows), perturbed(rng, kinds[1], PRED_HEADER, pred_rows), cases)
+
+
+def project_scores(gt_path: Path, pred_path: Path, cases: list[dict]) -> dict:
+    """The project's scores of a score_input: the CSVs read as the evaluator reads them, each case's rows and
+    confusion matrix (evaluators.ribfrac.case_rows) from the given matching, the aggregates from their sums."""
+    import numpy as np
+
+    from medchallenge.errors import InputError
+    from medchallenge.evaluators import ribfrac as evaluator
+    from medchallenge.formats import ribfrac as formats
+    from medchallenge.metrics import ribfrac as m
+
+    try:
+        gt, pred = formats.read_gt_csv(gt_path), formats.read_pred_csv(pred_path)
+        statistics = []
+        for case in cases:
+            num_gt, num_pred = case["num_gt"], case["num_pred"]
+            hit = [a + 1 if iou > 0 else 0 for a, iou in zip(case["argmax"], case["max_iou"])]
+            match = m.InstanceMatch(num_gt, num_pred, np.zeros((num_gt, num_pred)), np.array(case["max_iou"]),
+                                    np.array(hit, dtype=np.int64), np.zeros(num_gt), np.zeros(num_pred),
+                                    np.zeros((num_gt + 1, num_pred + 1)), 0, 0, 0, 0)
+            source = evaluator.CaseSource(gt_path, None, tuple(gt.rows.get(case["id"], ())),
+                                          tuple(pred.rows.get(case["id"], ())), str(pred_path), str(gt_path),
+                                          gt.label_id_kind, pred.label_id_kind, gt.missing, pred.missing)
+            rows, matrix = evaluator.case_rows(source, match, case["id"])
+            statistics.append(evaluator.case_statistics(evaluator.CaseMatch(
+                num_gt=num_gt, num_pred=num_pred, detections=rows, ground_truth=[],
+                confusion_matrix=matrix.tolist(), inter=0, union=0, y_true=0, y_pred=0)))
+        totals = evaluator.aggregate_totals(np.sum(statistics, axis=0), len(cases), "numpy122", "master")
+    except InputError as exc:
+        return {"error": str(exc)}
+    return {"scores": totals.aggregates, "key_recall": list(totals.key_recall), "matrix": totals.matrix.tolist(),
+            "noted": bool(gt.official_failures or pred.official_failures)}
+
+
+def test_ribfrac_scores_from_whole_csv_files_as_pandas_1_4_4(py39, record, tmp_path):
+    rng = random.Random(3202)
+    inputs, items = [], []
+    for k in range(int(__import__("os").environ.get("SCORE_FUZZ", 3000))):
+        gt_data, pred_data, cases = score_input(rng)
+        gt_path, pred_path = tmp_path / f"gt{k}.csv", tmp_path / f"pred{k}.csv"
+        gt_path.write_bytes(gt_data)
+        pred_path.write_bytes(pred_data)
+        inputs.append((gt_path, pred_path, cases))
+        items.append({"gt": str(gt_path), "pred": str(pred_path), "cases": cases})
+    reference = py39.run("ribfrac_csv_scores", items)
+    mismatches, outcome = [], {"scored": 0, "both_fail": 0, "noted": 0}
+    for (gt_path, pred_path, cases), expected in zip(inputs, reference):
+        ours = project_scores(gt_path, pred_path, cases)
+        if "error" in expected and "error" in ours:
+            outcome["both_fail"] += 1
+        elif "error" in expected and ours.get("noted"):
+            outcome["noted"] += 1  # a documented value with a note (ribfrac.md §8; --strict refuses it)
+        elif "error" in expected or "error" in ours:
+            mismatches.append((gt_path.read_bytes(), pred_path.read_bytes(), cases, ours, expected))
+        else:
+            outcome["scored"] += 1
+            values = {key: ours["scores"][key] for key in ("froc_average", "macro_f1", "target_aware_f1",
+                                                           "prediction_aware_f1")}
+            close = all(abs(values[key] - expected[key]) <= 1e-9 for key in values) and all(
+                abs(a - b) <= 1e-9 for a, b in zip(ours["key_recall"], expected["key_recall"]))
+            if not close or ours["matrix"] != expected["matrix"]:
+                mismatches.append((gt_path.read_bytes(), pred_path.read_bytes(), cases, ours, expected))
+    record("RibFrac CSV scores", py39, len(inputs), mismatches, **outcome)
+    assert outcome["scored"] >= len(inputs) // 4 and outcome["both_fail"] >= len(inputs) // 10

@@ -33,13 +33,11 @@ class Frame:
     data: tuple[Column, ...]
     index: tuple[Column, ...]
     line_numbers: tuple[int, ...]
+    cells: tuple[tuple[str, ...], ...] = ()  # per column, each cell as written (cut at a NUL)
 
     def __len__(self) -> int:
         return len(self.line_numbers)
 
-    def column(self, name: str) -> Column | None:
-        """The column named exactly `name` (`frame[name]`), None if there is none."""
-        return self.data[self.columns.index(name)] if name in self.columns else None
 
 
 def header_names(words: list[str]) -> list[str]:
@@ -105,8 +103,10 @@ def read_csv(text: str) -> Frame:
     width = len(rows[0]) if rows else len(header)
     leading = max(0, width - len(header))
     chunk = buffer_lines(width)
-    columns = [_parse([row[j] for row in rows], chunk) for j in range(width)]
-    return Frame(tuple(names), tuple(columns[leading:]), tuple(columns[:leading]), tuple(lines.line_numbers[1:]))
+    cells = [tuple(row[j] for row in rows) for j in range(width)]
+    columns = [_parse(list(column), chunk) for column in cells]
+    return Frame(tuple(names), tuple(columns[leading:]), tuple(columns[:leading]), tuple(lines.line_numbers[1:]),
+                 tuple(cells[leading:]))
 
 
 def read_csv_bytes(data: bytes) -> Frame:
