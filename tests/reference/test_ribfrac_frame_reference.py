@@ -7,12 +7,19 @@ byte order marks and bytes that are no UTF-8 (fixed seeds)."""
 
 from __future__ import annotations
 
+import os
 import random
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from medchallenge.errors import InputError
+from medchallenge.evaluators import ribfrac as evaluator
 from medchallenge.formats import pandas_csv
+from medchallenge.formats import ribfrac as formats
+from medchallenge.formats.pandas_csv.tokenizer import buffer_lines
+from medchallenge.metrics import ribfrac as m
 
 pytestmark = pytest.mark.reference
 
@@ -160,7 +167,7 @@ def generated(count: int, seed: int) -> list[tuple[str, bytes]]:
 
 
 def test_whole_ribfrac_csv_files_read_as_pandas_1_4_4(py39, record, tmp_path):
-    files = generated(int(__import__("os").environ.get("FRAME_FUZZ", 6000)), seed=3201)
+    files = generated(int(os.environ.get("FRAME_FUZZ", 6000)), seed=3201)
     paths = []
     for k, (_, data) in enumerate(files):
         path = tmp_path / f"f{k}.csv"
@@ -210,13 +217,6 @@ def score_input(rng: random.Random) -> tuple[bytes, bytes, list[dict]]:
 def project_scores(gt_path: Path, pred_path: Path, cases: list[dict]) -> dict:
     """The project's scores of a score_input: the CSVs read as the evaluator reads them, each case's rows and
     confusion matrix (evaluators.ribfrac.case_rows) from the given matching, the aggregates from their sums."""
-    import numpy as np
-
-    from medchallenge.errors import InputError
-    from medchallenge.evaluators import ribfrac as evaluator
-    from medchallenge.formats import ribfrac as formats
-    from medchallenge.metrics import ribfrac as m
-
     try:
         gt, pred = formats.read_gt_csv(gt_path), formats.read_pred_csv(pred_path)
         statistics = []
@@ -243,7 +243,7 @@ def project_scores(gt_path: Path, pred_path: Path, cases: list[dict]) -> dict:
 def test_ribfrac_scores_from_whole_csv_files_as_pandas_1_4_4(py39, record, tmp_path):
     rng = random.Random(3202)
     inputs, items = [], []
-    for k in range(int(__import__("os").environ.get("SCORE_FUZZ", 3000))):
+    for k in range(int(os.environ.get("SCORE_FUZZ", 2000))):
         gt_data, pred_data, cases = score_input(rng)
         gt_path, pred_path = tmp_path / f"gt{k}.csv", tmp_path / f"pred{k}.csv"
         gt_path.write_bytes(gt_data)
@@ -270,3 +270,22 @@ def test_ribfrac_scores_from_whole_csv_files_as_pandas_1_4_4(py39, record, tmp_p
                 mismatches.append((gt_path.read_bytes(), pred_path.read_bytes(), cases, ours, expected))
     record("RibFrac CSV scores", py39, len(inputs), mismatches, **outcome)
     assert outcome["scored"] >= len(inputs) // 4 and outcome["both_fail"] >= len(inputs) // 10
+
+
+def test_files_of_several_chunks_join_the_chunk_types_as_pandas_1_4_4(py39, record, tmp_path):
+    # 131,072 rows of 4 fields are one chunk of the low-memory reading; each chunk's types are inferred alone
+    chunk = buffer_lines(4)
+    tails = ["2.5", "x", "1", "", "True", "18446744073709551615", "-1", "False"]
+    heads = ["1", "True", "1", "True", "1", "1", "True", "1.5"]
+    paths, files = [], []
+    for k, (head, tail) in enumerate(zip(heads, tails)):
+        data = ("public_id,label_id,confidence,label_code\n" + f"A,{head},0.5,1\n" * chunk
+                + f"A,{tail},0.5,1\n" * 3).encode()
+        path = tmp_path / f"chunks{k}.csv"
+        path.write_bytes(data)
+        paths.append(str(path))
+        files.append(data)
+    reference = py39.run("pandas_frame", paths)
+    mismatches = [(data[-40:], expected["data"][1]["dtype"]) for data, expected in zip(files, reference)
+                  if project_frame(data) != expected]
+    record("RibFrac CSV chunked frames", py39, len(files), mismatches, rows=chunk + 3)

@@ -57,25 +57,21 @@ def header_names(words: list[str]) -> list[str]:
     return names
 
 
-_KIND_ORDER = {"bool": 0, "int64": 1, "uint64": 2, "float64": 3}
-
-
 def join_chunks(chunks: list[Column]) -> Column:
-    """`_concatenate_chunks` (`concat_compat`) of one column's chunks: one kind stays; integers, unsigned and
-    floats become float64; bool with integers becomes int64; anything else (text, bool with floats) object, each
-    value kept as its chunk held it."""
+    """`_concatenate_chunks` (`concat_compat`) of one column's chunks: one kind stays; text with anything is text
+    (object), each value kept as its chunk held it; numbers and bools take numpy's common type: float64 with a
+    float64 chunk or with both int64 and uint64, else uint64 with a uint64 chunk, else int64 (bools as 0 and 1)."""
     if len(chunks) == 1:
         return chunks[0]
     kinds = {chunk.kind for chunk in chunks}
     values = tuple(value for chunk in chunks for value in chunk.values)
     if len(kinds) == 1:
         return Column(kinds.pop(), values)
-    if kinds <= {"int64", "uint64", "float64"}:
+    if "object" in kinds:
+        return Column("object", values)
+    if "float64" in kinds or {"int64", "uint64"} <= kinds:
         return Column("float64", tuple(float(v) for v in values))
-    if kinds <= {"bool", "int64", "uint64"}:
-        kind = max(kinds, key=_KIND_ORDER.__getitem__)
-        return Column(kind, tuple(int(v) for v in values))
-    return Column("object", values)
+    return Column("uint64" if "uint64" in kinds else "int64", tuple(int(v) for v in values))
 
 
 def _parse(cells: list[str], chunk: int) -> Column:
