@@ -67,7 +67,7 @@ def ensure_csv(excel: bool = False) -> Path:
         import random
 
         rng = random.Random(7)
-        path.parent.mkdir(exist_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
         quote, end = ('"', "\r\n") if excel else ("", "\n")
         path.write_bytes(("public_id,label_id,confidence,label_code" + end + "".join(
             f"{quote}RibFrac{500 + i // 100}{quote},{i % 100},{rng.random()!r},{rng.randint(1, 4)}{end}"

@@ -185,6 +185,8 @@ def _read_columns(path: Path, names: tuple[str, ...], always: tuple[str, ...]) -
     try:
         frame = pandas_csv.read_csv_bytes(data)
     except pandas_csv.ReadCsvError as exc:
+        if exc.kind == "Reread":
+            raise InputError(f"{path}: {exc}; refused") from None
         raise InputError(f"{path}: pandas 1.4.4 cannot read it ({exc.kind}: {exc}), so the official code fails") \
             from None
     columns: dict[str, pandas_csv.Column | None] = {}

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .columns import Column, parse_column
-from .tokenizer import TokenizerError, buffer_lines, tokenize
+from .tokenizer import RereadError, TokenizerError, buffer_lines, tokenize
 
 
 class ReadCsvError(ValueError):
@@ -86,10 +86,12 @@ def read_csv(text: str) -> Frame:
 
     Raises:
         ReadCsvError: pandas fails: no line at all (EmptyDataError), a line with too many fields or an open quote
-        (ParserError, with pandas' message).
+        (ParserError, with pandas' message); or lines pandas would read again and again (Reread: refused).
     """
     try:
         lines = tokenize(text)
+    except RereadError as exc:
+        raise ReadCsvError("Reread", str(exc)) from None
     except TokenizerError as exc:
         raise ReadCsvError("ParserError", f"Error tokenizing data. C error: {exc}") from None
     if not lines.fields:

@@ -16,6 +16,13 @@ from dataclasses import dataclass
 (START_RECORD, START_FIELD, IN_FIELD, IN_QUOTED_FIELD, QUOTE_IN_QUOTED_FIELD, EAT_CRNL, EAT_CRNL_NOP,
  WHITESPACE_LINE) = range(8)
 CHUNK_CHARS = 262144  # parser->chunksize: the text is handed to the tokenizer in pieces of this many characters
+_UNQUOTED_STATES = frozenset({START_FIELD, IN_FIELD, QUOTE_IN_QUOTED_FIELD})
+_UNQUOTED_END = re.compile(r"[,\n\r]")
+# a line the state machine would read field by field without a quirk: each field quoted whole ("" inside quotes is
+# one ") or unquoted without a line end, the line ended by \n, \r\n or the end of the text
+_QUOTED, _UNQUOTED = r'"(?:[^"]|"")*"', r'[^,"\r\n][^,\r\n]*'
+_PLAIN_LINE = re.compile(rf'((?:{_QUOTED}|{_UNQUOTED})?(?:,(?:{_QUOTED}|{_UNQUOTED})?)*)(?:\r?\n|\Z)')
+_PLAIN_FIELD = re.compile(r'(?:"((?:[^"]|"")*)"|([^,]*)),')
 _BLANK = " \t"  # isblank() in the C locale
 _BLANK_LED_LINE = re.compile(r"(?:^|[\n\r])[ \t]")
 
@@ -31,6 +38,12 @@ def buffer_lines(table_width: int) -> int:
 
 class TokenizerError(ValueError):
     """pandas' C tokenizer stops: the text of its message (`ParserError: Error tokenizing data. C error: ...`)."""
+
+
+class RereadError(TokenizerError):
+    """The tokenizer would read the same lines again and again: pandas then fails (`Buffer overflow caught`) or
+    repeats them until its current call has its rows, depending on the free bytes of its buffer, which this port
+    does not count (docs/metrics/ribfrac.md §1.4): refused."""
 
 
 @dataclass(frozen=True)
@@ -90,8 +103,8 @@ class _Tokenizer:
         newline = self.text.rfind("\n", floor, position)
         again = floor if newline < 0 else newline + 1
         if again in self.backtracks and self.call_limit > 2:
-            # the same lines are read again and again until the tokenizer's buffer is full
-            raise TokenizerError("Buffer overflow caught - possible malformed input file.")
+            raise RereadError("a line after a lone carriage return starts with blanks, which makes pandas 1.4.4 read "
+                              "the same lines again and again (until its buffer overflows, or up to 131,072 times)")
         self.backtracks.add(again)
         return again
 
@@ -103,6 +116,14 @@ class _Tokenizer:
                 self.call_start, self.call_ended = i, False
                 self.backtracks.clear()
             c = text[i]
+            if state == START_RECORD and c not in " \t\r\n":
+                line = _PLAIN_LINE.match(text, i)
+                if line:
+                    self.fields = [quoted.replace('""', '"') if quoted else unquoted
+                                   for quoted, unquoted in _PLAIN_FIELD.findall(line.group(1) + ",")]
+                    self.end_line()
+                    i = line.end()
+                    continue
             if state == START_RECORD:
                 if c == "\n":
                     self.file_lines += 1
@@ -118,56 +139,32 @@ class _Tokenizer:
                     i += 1
                     continue
                 state = START_FIELD
-            if state == START_FIELD:
-                if c == "\n":
+            if state in _UNQUOTED_STATES:  # START_FIELD, IN_FIELD and QUOTE_IN_QUOTED_FIELD (after a closing quote)
+                if c == "\n" or c == "\r" or c == ",":
                     self.end_field()
-                    self.end_line()
-                    state = START_RECORD
-                elif c == "\r":
-                    self.end_field()
-                    state = EAT_CRNL
-                elif c == '"':
+                    if c == "\n":
+                        self.end_line()
+                    state = START_RECORD if c == "\n" else EAT_CRNL if c == "\r" else START_FIELD
+                elif c == '"' and state == START_FIELD:
                     state = IN_QUOTED_FIELD
-                elif c == ",":
-                    self.end_field()
-                else:
+                elif c == '"' and state == QUOTE_IN_QUOTED_FIELD:  # "" inside quotes is one "
                     field.append(c)
-                    state = IN_FIELD
-            elif state == IN_FIELD:
-                if c == "\n":
-                    self.end_field()
-                    self.end_line()
-                    state = START_RECORD
-                elif c == "\r":
-                    self.end_field()
-                    state = EAT_CRNL
-                elif c == ",":
-                    self.end_field()
-                    state = START_FIELD
-                else:
-                    field.append(c)
+                    state = IN_QUOTED_FIELD
+                else:  # this character and those up to the next comma or line end (as pandas' fast scan)
+                    found = _UNQUOTED_END.search(text, i + 1)
+                    end = found.start() if found else n
+                    field.append(text[i:end])
+                    state, i = IN_FIELD, end
+                    continue
             elif state == IN_QUOTED_FIELD:
                 if c == '"':
                     state = QUOTE_IN_QUOTED_FIELD
-                else:
-                    field.append(c)
-            elif state == QUOTE_IN_QUOTED_FIELD:
-                if c == '"':
-                    field.append(c)
-                    state = IN_QUOTED_FIELD
-                elif c == ",":
-                    self.end_field()
-                    state = START_FIELD
-                elif c == "\n":
-                    self.end_field()
-                    self.end_line()
-                    state = START_RECORD
-                elif c == "\r":
-                    self.end_field()
-                    state = EAT_CRNL
-                else:
-                    field.append(c)
-                    state = IN_FIELD
+                else:  # up to the next quote
+                    end = text.find('"', i + 1)
+                    end = n if end < 0 else end
+                    field.append(text[i:end])
+                    i = end
+                    continue
             elif state == EAT_CRNL:
                 if c == "\n":
                     self.end_line()
