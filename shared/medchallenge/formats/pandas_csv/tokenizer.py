@@ -61,7 +61,8 @@ def _cut_at_nul(fields: list[str]) -> list[str]:
 
 
 class _Tokenizer:
-    """The state machine, one character at a time (files with quotes or lone carriage returns)."""
+    """The state machine (files with quotes or lone carriage returns): a line that needs none of its quirks at once
+    (`_PLAIN_LINE`), any other one character by character, runs of field characters at once."""
 
     def __init__(self, text: str, start: int) -> None:
         self.text = text
