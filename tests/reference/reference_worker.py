@@ -280,7 +280,8 @@ def pandas_frame(inputs, options):
 def _ribfrac_case_metrics(case, gt_info, pred_info):
     """One case of ribfrac.md §2 from its matching (num_gt, num_pred, max_iou and hit_label per prediction label,
     given instead of volumes) and the case's CSV rows, with the pandas operations the official code performs:
-    the frames built as §2.1 says, the two left merges of §2.3, the confusion matrix of §4 with `.loc`."""
+    the frames built as ribfrac.md §2.1 says, the two left merges of ribfrac.md §2.3, the confusion matrix of
+    ribfrac.md §4 with `.loc`."""
     import numpy as np
     import pandas as pd
 
@@ -325,8 +326,9 @@ def _ribfrac_case_metrics(case, gt_info, pred_info):
 
 def ribfrac_csv_scores(inputs, options):
     """ribfrac.md §1 to §5 on the two CSV files of each input and per-case matchings given instead of volumes:
-    `pd.read_csv`, the label code mapping, the rows selected per case, §2 (_ribfrac_case_metrics), the FROC of §3
-    (`prob >= t`, the key recalls from `sort_values("fp")`) and the F1s of §5; the scores, or the exception."""
+    `pd.read_csv`, the label code mapping, the rows selected per case, ribfrac.md §2 (_ribfrac_case_metrics), the
+    FROC of ribfrac.md §3 (`prob >= t`, the key recalls from `sort_values("fp")`) and the F1s of ribfrac.md §5; the
+    scores, or the exception."""
     import numpy as np
     import pandas as pd
 
