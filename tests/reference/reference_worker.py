@@ -242,6 +242,152 @@ def ribfrac_pred_csv(inputs, options):
     return outputs
 
 
+def _encoded_index(index):
+    """An index as the frame pieces compare it: none for a RangeIndex, else its dtype and values (a MultiIndex's
+    values per level)."""
+    import pandas as pd
+
+    if isinstance(index, pd.RangeIndex):
+        return None
+    if isinstance(index, pd.MultiIndex):
+        levels = [index.get_level_values(k) for k in range(index.nlevels)]
+        return {"dtype": "multi", "levels": [{"dtype": str(level.dtype), "values": [_encoded(v) for v in level]}
+                                             for level in levels]}
+    return {"dtype": str(index.dtype), "values": [_encoded(v) for v in index]}
+
+
+def pandas_frame(inputs, options):
+    """`pd.read_csv(path)` of pandas 1.4.4, defaults, as the RibFrac evaluation calls it: per file the column names,
+    the index (none for the default RangeIndex), each column's dtype and values, or the exception and its message."""
+    import pandas as pd
+
+    outputs = []
+    for path in inputs:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                frame = pd.read_csv(path)
+        except Exception as error:  # the official code would stop here
+            outputs.append({"error": [type(error).__name__, str(error).strip()]})
+            continue
+        outputs.append({"columns": [str(name) for name in frame.columns], "index": _encoded_index(frame.index),
+                        "data": [{"dtype": str(frame.iloc[:, k].dtype),
+                                  "values": [_encoded(v) for v in frame.iloc[:, k].tolist()]}
+                                 for k in range(frame.shape[1])]})
+    return outputs
+
+
+def _ribfrac_case_metrics(case, gt_info, pred_info):
+    """One case of ribfrac.md §2 from its matching (num_gt, num_pred, max_iou and hit_label per prediction label,
+    given instead of volumes) and the case's CSV rows, with the pandas operations the official code performs:
+    the frames built as ribfrac.md §2.1 says, the two left merges of ribfrac.md §2.3, the confusion matrix of
+    ribfrac.md §4 with `.loc`."""
+    import numpy as np
+    import pandas as pd
+
+    rows = ["Buckle", "Displaced", "Nondisplaced", "Segmental", "FN"]
+    columns = ["Buckle", "Displaced", "Nondisplaced", "Segmental", "FP", "Ignore"]
+    num_gt, num_pred = case["num_gt"], case["num_pred"]
+    if num_pred == 0:
+        metrics = pd.DataFrame()
+    elif num_gt == 0:
+        metrics = pd.DataFrame([{"pred_label": i, "max_iou": 0, "hit_label": 0, "gt_class": "FP", "num_gt": 0}
+                                for i in range(1, num_pred + 1)])
+        metrics = metrics.merge(pred_info[["label_id", "label_code", "confidence"]], how="left",
+                                left_on="pred_label", right_on="label_id")
+        metrics.rename({"label_code": "pred_class", "confidence": "prob"}, axis=1, inplace=True)
+        metrics.drop(["label_id"], axis=1, inplace=True)
+    else:
+        metrics = pd.DataFrame(np.zeros((num_pred, 3)), columns=["pred_label", "max_iou", "hit_label"])
+        metrics["pred_label"] = np.arange(1, num_pred + 1)
+        metrics["max_iou"] = np.array(case["max_iou"], dtype=np.float64)
+        metrics["hit_label"] = np.array(case["argmax"], dtype=np.int64) + 1
+        metrics["hit_label"] = metrics.apply(lambda x: x["hit_label"] if x["max_iou"] > 0 else 0, axis=1)
+        metrics = metrics.merge(pred_info[["label_id", "label_code", "confidence"]], how="left",
+                                left_on="pred_label", right_on="label_id")
+        metrics.rename({"confidence": "prob", "label_code": "pred_class"}, axis=1, inplace=True)
+        metrics.drop("label_id", axis=1, inplace=True)
+        metrics = metrics.merge(gt_info[["label_id", "label_code"]], how="left", left_on="hit_label",
+                                right_on="label_id")
+        metrics.rename({"label_code": "gt_class"}, axis=1, inplace=True)
+        metrics.drop("label_id", axis=1, inplace=True)
+        metrics["gt_class"] = metrics.apply(lambda x: "FP" if pd.isna(x["gt_class"]) else x["gt_class"], axis=1)
+    matrix = pd.DataFrame(np.zeros((5, 6)), index=rows, columns=columns)
+    for i in range(len(metrics)):
+        gt_class, pred_class = metrics.gt_class[i], metrics.pred_class[i]
+        if pred_class not in ("Background", "Ignore"):
+            matrix.loc[pred_class, "FP" if gt_class == "Background" else gt_class] += 1
+    for i in range(len(gt_info)):
+        if len(metrics) == 0 or gt_info.label_id[i] not in list(metrics.hit_label):
+            if gt_info.label_code[i] != "Background":
+                matrix.loc["FN", gt_info["label_code"][i]] += 1
+    return metrics, matrix
+
+
+def ribfrac_csv_scores(inputs, options):
+    """ribfrac.md §1 to §5 on the two CSV files of each input and per-case matchings given instead of volumes:
+    `pd.read_csv`, the label code mapping, the rows selected per case, ribfrac.md §2 (_ribfrac_case_metrics), the
+    FROC of ribfrac.md §3 (`prob >= t`, the key recalls from `sort_values("fp")`) and the F1s of ribfrac.md §5; the
+    scores, or the exception."""
+    import numpy as np
+    import pandas as pd
+
+    codes = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
+    outputs = []
+    for item in inputs:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                gt_info, pred_info = pd.read_csv(item["gt"]), pd.read_csv(item["pred"])
+                gt_info["label_code"] = gt_info["label_code"].map(codes)
+                pred_info["label_code"] = pred_info["label_code"].map(codes)
+                frames, num_gts, matrix = [], [], np.zeros((5, 6))
+                for case in item["cases"]:
+                    pid = case["id"]
+                    case_gt = gt_info.loc[gt_info.public_id == pid].reset_index(drop=True)
+                    case_pred = pred_info.loc[pred_info.public_id == pid].reset_index(drop=True)
+                    metrics, case_matrix = _ribfrac_case_metrics(case, case_gt, case_pred)
+                    frames.append(metrics)
+                    num_gts.append(case["num_gt"])
+                    matrix = matrix + case_matrix.values
+                fp, recall = [], []
+                for threshold in np.arange(0, 1, 0.01):
+                    positives = [df.loc[df["prob"] >= threshold] for df in frames if len(df) > 0]
+                    tp = sum(len(df.loc[df["max_iou"] > 0.2, "hit_label"].unique()) for df in positives)
+                    false = sum(len(df) - len(df.loc[df["max_iou"] > 0.2]) for df in positives)
+                    fp.append((false + 1e-8) / (len(frames) + 1e-8))
+                    recall.append((tp + 1e-8) / (sum(num_gts) + 1e-8))
+                curve = pd.DataFrame({"fp": fp, "recall": recall}).sort_values("fp")
+                key_recall = []
+                for key in (0.5, 1, 2, 4, 8):
+                    less, more = curve.loc[curve.fp <= key], curve.loc[curve.fp >= key]
+                    if len(less) == 0:
+                        key_recall.append(0.0)
+                    elif len(more) == 0:
+                        key_recall.append(float(curve.recall.max()))
+                    else:
+                        fp0, fp1 = less["fp"].values[-1], more["fp"].values[0]
+                        r0, r1 = less["recall"].values[-1], more["recall"].values[0]
+                        key_recall.append(float(r0 + (r1 - r0) * ((key - fp0) / (fp1 - fp0 + 1e-8))))
+                c = matrix[:, :-1]
+                tp = np.diag(c)[:-1]
+                fps = np.array([c[i, :].sum() - tp[i] for i in range(4)])
+                fns = np.array([c[:, i].sum() - tp[i] for i in range(4)])
+                p, r = tp / (tp + fps + 1e-8), tp / (tp + fns + 1e-8)
+                overall = np.mean((2 * p * r) / (p + r + 1e-8))
+                p = tp / (tp + (fps - c[:-1, -1]) + 1e-8)
+                target = np.mean((2 * p * r) / (p + r + 1e-8))
+                r = tp / (tp + (fns - c[-1, :-1]) + 1e-8)
+                prediction = np.mean((2 * p * r) / (p + r + 1e-8))
+        except Exception as error:  # the official code would stop here
+            outputs.append({"error": type(error).__name__})
+            continue
+        outputs.append({"froc_average": float(np.mean(key_recall)), "key_recall": key_recall,
+                        "macro_f1": float(overall), "target_aware_f1": float(target),
+                        "prediction_aware_f1": float(prediction), "matrix": matrix.astype(int).tolist()})
+    return outputs
+
+
 def nifti_labels(inputs, options):
     """The official volume reading (ribfrac.md §1.2): `nibabel.load(path).get_fdata()`, then `.astype(np.uint8)`;
     per file the shape, whether every value is finite, the extremes and a SHA-256 of the uint8 voxels (x fastest)."""
@@ -291,7 +437,8 @@ def box_iou_int64(inputs, options):
 
 
 PIECES.update({function.__name__: function for function in (pandas_columns, ribfrac_pred_csv, nifti_labels,
-                                                             box_iou_int64)})
+                                                             box_iou_int64, pandas_frame,
+                                                             ribfrac_csv_scores)})
 
 
 def parse_numbers(inputs, options):

@@ -334,7 +334,7 @@ def test_prediction_rows_of_other_public_ids_are_ignored_and_named(example, tmp_
     path.write_text(path.read_text() + "RibFrac999,0,0,0\nRibFrac999,1,0.9,1\n")
     extra = evaluate(example / "pred", example / "gt", tmp_path / "b", "--workers", "1", "--no-plots")
     assert extra["aggregates"] == original["aggregates"]
-    assert any("2 row(s) for 1 public_id(s) that are not cases (RibFrac999): ignored" in note
+    assert any("2 row(s) for 1 public_id(s) that are not cases ('RibFrac999'): ignored" in note
                for note in extra["meta"]["notes"])
     line = fails(example, capsys, "--strict")
-    assert "ribfrac-val-pred.csv: 2 row(s) for 1 public_id(s) that are not cases (RibFrac999); --strict" in line
+    assert "ribfrac-val-pred.csv: 2 row(s) for 1 public_id(s) that are not cases ('RibFrac999'); --strict" in line

@@ -127,11 +127,15 @@ def test_public_ids_pandas_reads_as_numbers_are_noted_and_refused_with_strict(ex
             if path.suffix == ".csv":
                 path.write_text(path.read_text().replace("RibFrac9", "09"))
     numeric = run(example / "pred", example / "gt", example / "b")
-    assert numeric["aggregates"] == original["aggregates"] and sorted(numeric["case"]) == ["0901", "0902", "0903",
-                                                                                           "0904"]
+    assert sorted(numeric["case"]) == ["0901", "0902", "0903", "0904"]
+    # the detection does not read the ground-truth CSV; its rows are selected by no case, as officially, so every
+    # hit is a false positive of the classification
+    assert numeric["aggregates"]["froc_average"] == original["aggregates"]["froc_average"]
+    assert numeric["aggregates"]["macro_f1"] == 0.0 != original["aggregates"]["macro_f1"]
     notes = [note for note in numeric["meta"]["notes"] if "every public_id is a number for pandas" in note]
-    assert len(notes) == 2 and all("(e.g. '0901', read as 901.0)" in note and note.endswith(
-        "matched with the case ids as text, as written") for note in notes)
+    assert len(notes) == 1 and "(e.g. '0901', read as 901)" in notes[0] and notes[0].endswith(
+        "matched with the case ids as text, as written")
+    assert any("ground truth, a number for pandas" in note for note in numeric["meta"]["notes"])
     assert "every public_id is a number" in refused(example / "pred", example / "gt", example / "c", capsys,
                                                     "--strict")
 
@@ -140,4 +144,5 @@ def test_a_label_id_column_pandas_reads_as_text_is_refused(example, capsys):
     path = example / "pred" / "ribfrac-val-pred.csv"
     path.write_text(path.read_text().replace("RibFrac904,1,0.5,4", "RibFrac904,\u0661,0.5,4"))
     line = refused(example / "pred", example / "gt", example / "out", capsys)
-    assert "ribfrac-val-pred.csv: line 13: label_id '\u0661' is not a number for pandas" in line
+    # the first case with a predicted fracture: pandas cannot merge its text label_ids (ValueError)
+    assert "ribfrac-val-pred.csv: case RibFrac901: the prediction label_id column holds text" in line

@@ -44,6 +44,11 @@ class CaseSource:
     gt_rows: tuple[formats.GTRow, ...]
     pred_rows: tuple[formats.PredRow, ...]
     pred_rows_source: str
+    gt_rows_source: str = ""
+    gt_label_kind: str = "int64"  # pandas' dtype of each CSV's label_id column (§1.4; GC detections: integers)
+    pred_label_kind: str = "int64"
+    gt_missing: str | None = None  # a column the official code reads for this case but the CSV lacks (CsvTable)
+    pred_missing: str | None = None
 
 
 class Detection(TypedDict):
@@ -91,6 +96,26 @@ class VolumeCases(Cases):
         return {"branch": self.branch, "tie_order": self.tie_order}
 
 
+def case_rows(source: CaseSource, match: metrics.InstanceMatch, case_id: str) -> tuple[list[dict], np.ndarray]:
+    """§2.3, §4 for one case from its matching and its rows: the detection rows and the confusion matrix; one error
+    line where the official code fails on what it reads of them (§7)."""
+    if match.num_pred and source.pred_missing:
+        raise InputError(f"{source.pred_missing}; case {case_id} has one")
+    if match.num_pred and source.gt_missing and (match.num_gt or source.gt_rows):
+        raise InputError(f"{source.gt_missing}; case {case_id} is one")
+    try:
+        rows = metrics.detection_rows(match, source.gt_rows, source.pred_rows, source.gt_label_kind,
+                                      source.pred_label_kind)
+        return rows, metrics.confusion_matrix(rows, source.gt_rows)
+    except metrics.MissingPredictionRow as exc:
+        raise InputError(f"{source.pred_rows_source}: case {case_id}: {exc}") from None
+    except metrics.UnmergeableLabels as exc:
+        where = source.gt_rows_source if exc.side == "ground-truth" else source.pred_rows_source
+        raise InputError(f"{where}: case {case_id}: {exc}") from None
+    except metrics.UnreadableRow as exc:
+        raise InputError(f"{exc.row.where}: case {case_id}: {exc}") from None
+
+
 def evaluate_case(sources: dict[str, CaseSource], case_id: str) -> CaseMatch:
     """Stage 1 for one case: a typed record (§2 matching, §4 confusion matrix, §6 voxel sums)."""
     source = sources[case_id]
@@ -101,13 +126,7 @@ def evaluate_case(sources: dict[str, CaseSource], case_id: str) -> CaseMatch:
                          f"{source.gt_volume.name} has {gt.shape} (the official code fails an assert)")
     match = metrics.match_instances(gt, pred)
     del gt, pred
-    try:
-        rows = metrics.detection_rows(match, source.gt_rows, source.pred_rows)
-        matrix = metrics.confusion_matrix(rows, source.gt_rows)
-    except metrics.MissingPredictionRow as exc:
-        raise InputError(f"{source.pred_rows_source}: case {case_id}: {exc}") from None
-    except metrics.UnreadableRow as exc:
-        raise InputError(f"{exc.row.where}: case {case_id}: {exc}") from None
+    rows, matrix = case_rows(source, match, case_id)
     gt_max_iou = match.iou.max(axis=1) if match.num_pred else np.zeros(match.num_gt)
     hit_labels = {row["hit_label"] for row in rows}
     return CaseMatch(
@@ -234,14 +253,18 @@ def _gc_detections(job, where: str) -> list[formats.PredRow]:
     raise InputError(f"{socket.path}: not found (job {job.pk}, output '{DETECTIONS}')")
 
 
-def _unused_rows_notes(table: dict, case_ids: list[str], path: Path, strict: bool, what: str) -> list[str]:
-    """CSV rows whose public_id is no case: the official code selects rows by public_id and never reads them."""
+def _unused_rows_notes(table: formats.CsvTable, case_ids: list[str], path: Path, strict: bool,
+                       what: str) -> list[str]:
+    """CSV rows whose public_id is no case (compared exactly), or blank or NA: the official code selects rows by
+    public_id and never reads them."""
     known = set(case_ids)
-    unused = [public_id for public_id in table if public_id not in known]
-    if not unused:
+    unused = [public_id for public_id in table.rows if public_id not in known]
+    if not unused and not table.unnamed_rows:
         return []
-    message = (f"{path}: {sum(len(table[i]) for i in unused)} row(s) for {len(unused)} public_id(s) that are not "
-               f"cases ({name_list(unused)})")
+    unnamed = (f" and {table.unnamed_rows} row(s) whose public_id no case id can equal (blank, NA, a bool or, in the "
+               "ground truth, a number for pandas)" if table.unnamed_rows else "")
+    message = (f"{path}: {sum(len(table.rows[i]) for i in unused)} row(s) for {len(unused)} public_id(s) that are "
+               f"not cases ({name_list([repr(i) for i in unused])}){unnamed}")
     return note_or_refuse(message, strict, f"ignored, as the official code does ({what})")
 
 
@@ -262,7 +285,7 @@ def collect_sources(input_dir: Path, gt_dir: Path,
     if not gt_volumes:
         raise InputError(f"{gt_dir}: no ground-truth volumes (*-label.nii.gz)")
     case_ids = list(gt_volumes)
-    notes = _unused_rows_notes(gt_csv, case_ids, gt_csv_path, False, "ground truth")
+    notes = _unused_rows_notes(gt_table, case_ids, gt_csv_path, False, "ground truth")
     notes += _official_failure_notes(gt_table, strict)
     jobs = read_predictions_json(input_dir)
     sources: dict[str, CaseSource] = {}
@@ -274,12 +297,13 @@ def collect_sources(input_dir: Path, gt_dir: Path,
         pred_table = formats.read_pred_csv(pred_csv_path)
         pred_csv, pred_text_code = pred_table.rows, pred_table.text_code
         _check_same_cases(case_ids, list(pred_volumes), str(input_dir))
-        notes += _unused_rows_notes(pred_csv, case_ids, pred_csv_path, strict, "predictions")
+        notes += _unused_rows_notes(pred_table, case_ids, pred_csv_path, strict, "predictions")
         notes += _official_failure_notes(pred_table, strict)
         for case_id in case_ids:
             sources[case_id] = CaseSource(gt_volumes[case_id], pred_volumes[case_id],
                                           tuple(gt_csv.get(case_id, ())), tuple(pred_csv.get(case_id, ())),
-                                          str(pred_csv_path))
+                                          str(pred_csv_path), str(gt_csv_path), gt_table.label_id_kind,
+                                          pred_table.label_id_kind, gt_table.missing, pred_table.missing)
     else:
         layout = GC_LAYOUT
         where = str(input_dir / "predictions.json")
@@ -290,13 +314,15 @@ def collect_sources(input_dir: Path, gt_dir: Path,
         for case_id in case_ids:
             job = match.jobs.get(case_id)
             gt_rows = tuple(gt_csv.get(case_id, ()))
+            gt_side = {"gt_rows_source": str(gt_csv_path), "gt_label_kind": gt_table.label_id_kind,
+                       "gt_missing": gt_table.missing}
             if job is None:
-                sources[case_id] = CaseSource(gt_volumes[case_id], None, gt_rows, (), "no job")
+                sources[case_id] = CaseSource(gt_volumes[case_id], None, gt_rows, (), "no job", **gt_side)
                 continue
             detections = _gc_detections(job, where)
             instances, detections_path = job.output(RIB_FRACTURE_INSTANCES.slug), job.output(DETECTIONS).path
             sources[case_id] = CaseSource(gt_volumes[case_id], instances.image_file(), gt_rows, tuple(detections),
-                                          str(detections_path))
+                                          str(detections_path), **gt_side)
     notes += _non_finite_notes(sources, strict)
     notes += _non_finite_voxel_notes(sources, strict)
     notes += _nan_code_notes(sources, strict, gt_table.text_code, pred_text_code)

@@ -6,12 +6,11 @@ Spec: docs/metrics/ribfrac.md §1 (inputs). Volumes are returned as uint8 arrays
 
 from __future__ import annotations
 
-import csv
 import math
 import os
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -32,10 +31,12 @@ _CASE_ID_NOISE = re.compile(r"(\.nii)|(\.gz)|(-label)")
 
 @dataclass(frozen=True)
 class GTRow:
-    """One row of the ground-truth info CSV (for one case). `label_code` None: the official mapping gives NaN
-    (a code outside -1..4, a blank or NA cell, or any cell of a column that holds text); `where` is "file: line N"."""
+    """One row of the ground-truth info CSV (for one case). `label_id` as pandas holds it (an int, a float, NaN, a
+    bool or text: the official merges compare it with the mask labels as Python does, 1.0 and True are 1);
+    `label_code` None: the official mapping gives NaN (a code outside -1..4, a blank or NA cell, or any cell of a
+    column that holds text); `where` is "file: line N" (pandas' line number)."""
 
-    label_id: int
+    label_id: int | float | str
     label_code: int | None
     where: str = field(default="", compare=False)
     code_text: str = field(default="", compare=False)
@@ -45,9 +46,9 @@ class GTRow:
 class PredRow:
     """One row of the prediction CSV or of a GC detections JSON (for one case). `label_code` None as in GTRow;
     `confidence_text` (the value and why) is set where pandas holds the confidence as text (the column holds some
-    text that is no number), which the official FROC comparison cannot compare."""
+    text that is no number), which the official FROC comparison cannot compare. `label_id` as in GTRow."""
 
-    label_id: int
+    label_id: int | float | str
     confidence: float
     label_code: int | None
     where: str = field(default="", compare=False)
@@ -144,122 +145,164 @@ def parse_confidence(value: object, where: str) -> float:
 
 @dataclass(frozen=True)
 class CsvTable:
-    """The rows of a RibFrac CSV per public_id (file order, duplicates kept) and what the official code fails on
-    but this evaluator accepts (`official_failures`, noted or refused with --strict by the evaluator).
-    `text_code`: the first label_code cell that makes pandas read the whole label_code column as text."""
+    """The rows of a RibFrac CSV per public_id (file order, duplicates kept; ids compared exactly, as the official
+    `public_id == case id`) and what the official code fails on but this evaluator accepts (`official_failures`,
+    noted or refused with --strict by the evaluator). `text_code`: the first label_code cell that makes pandas read
+    the whole label_code column as text. `label_id_kind`: pandas' dtype of the label_id column (a text column can
+    fail the official merges, decided per case: metrics.unmergeable_labels). `missing`: why the official code
+    fails where it reads a column the file lacks (label_id, confidence; per case: the evaluator). `unnamed_rows`:
+    rows whose public_id no case can equal (blank, NA, a bool, or a number in a ground-truth file), which no case
+    selects."""
 
     rows: dict[str, list]
     official_failures: tuple[tuple[str, str], ...] = ()  # (what the official code fails on, how it is scored here)
     text_code: str | None = None
+    label_id_kind: str = "int64"
+    missing: str | None = None
+    unnamed_rows: int = 0
 
 
-def _read_csv(path: Path,
-              columns: tuple[str, ...]) -> tuple[list[tuple[int, dict[str, str]]], list[tuple[str, str]]]:
-    """The rows (line number, {column: cell as written}) of the named columns, and the failures of the official
-    code the header causes: names written with spaces, which pandas keeps (the official lookup fails, KeyError)."""
+@dataclass(frozen=True)
+class _Columns:
+    """The columns of a read CSV the official code names, as pandas read them (None: the file lacks it)."""
+
+    frame: pandas_csv.Frame
+    columns: dict[str, pandas_csv.Column | None]
+    cells: dict[str, tuple[str, ...]]
+    failures: list[tuple[str, str]]
+
+
+def _read_columns(path: Path, names: tuple[str, ...], always: tuple[str, ...]) -> _Columns:
+    """The file read as `pd.read_csv(path)` of pandas 1.4.4 reads it (§1.4) and the columns `names`.
+
+    pandas failing (a line with more fields than the one before it, an open quote, no line at all, bytes that are no
+    UTF-8) and a missing column the official code always reads (`always`) are errors; a column name written with
+    spaces, which pandas keeps, is read as the name without them (the official code fails: KeyError; noted)."""
     try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            reader = csv.DictReader(handle)
-            written = list(reader.fieldnames or [])
-            header = [name.strip() for name in written]
-            missing = [c for c in columns if c not in header]
-            if missing:
-                raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)} (need {','.join(columns)})")
-            spaced = [name for name in written if name.strip() in columns and name != name.strip()]
-            failures = [(f"{path}: line 1: the column name(s) {', '.join(repr(n) for n in spaced)} are written "
-                         f"with spaces, which pandas keeps: the official code fails (KeyError on "
-                         f"{spaced[0].strip()!r})", "read as the names without the spaces")] if spaced else []
-            reader.fieldnames = header
-            rows = []
-            for row in reader:
-                if not any((value or "").strip() for value in row.values() if isinstance(value, str)):
-                    continue
-                for column in columns:
-                    if row.get(column) is None:
-                        raise InputError(f"{path}: line {reader.line_num}: missing value for {column}")
-                rows.append((reader.line_num, {c: row[c] for c in columns}))
-            return rows, failures
+        data = path.read_bytes()
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
-    except (csv.Error, UnicodeDecodeError) as exc:
-        raise InputError(f"{path}: not a readable CSV file ({exc})") from None
+    try:
+        frame = pandas_csv.read_csv_bytes(data)
+    except pandas_csv.ReadCsvError as exc:
+        if exc.kind == "Reread":
+            raise InputError(f"{path}: {exc}; refused") from None
+        raise InputError(f"{path}: pandas 1.4.4 cannot read it ({exc.kind}: {exc}), so the official code fails") \
+            from None
+    columns: dict[str, pandas_csv.Column | None] = {}
+    cells: dict[str, tuple[str, ...]] = {}
+    spaced = []
+    for name in names:
+        written = name if name in frame.columns else next((c for c in frame.columns if c.strip() == name), None)
+        if written is None:
+            columns[name] = None
+            continue
+        if written != name:
+            spaced.append(written)
+        position = frame.columns.index(written)
+        columns[name], cells[name] = frame.data[position], frame.cells[position]
+    missing = [name for name in always if columns[name] is None]
+    if missing:
+        raise InputError(f"{path}: line 1: missing column(s) {', '.join(missing)} (need {','.join(names)}; the "
+                         "official code fails)")
+    failures = [(f"{path}: line 1: the column name(s) {', '.join(repr(n) for n in spaced)} are written with "
+                 f"spaces, which pandas keeps: the official code fails (KeyError on {spaced[0].strip()!r})",
+                 "read as the names without the spaces")] if spaced else []
+    return _Columns(frame, columns, cells, failures)
 
 
-def _column(rows: list[tuple[int, dict[str, str]]], name: str) -> pandas_csv.Column:
-    return pandas_csv.parse_column([row[name] for _, row in rows])
+def _public_ids(path: Path, read: _Columns, as_written: bool) -> tuple[list[str | None], list[tuple[str, str]]]:
+    """Each row's public_id as the official `public_id == case id` compares it: a text column's cells exactly as
+    written (None for NA or a bool: no case). A column pandas reads as numbers or bools (`0501`) matches no case
+    (text): in the ground truth no row is selected, as officially (None); in the predictions the official code then
+    fails (KeyError) as soon as a case has a predicted fracture, and with `as_written` the ids are matched as
+    written instead, noted."""
+    column, cells = read.columns["public_id"], read.cells["public_id"]
+    if column.kind == "object":
+        return [value if pandas_csv.is_text(value) else None for value in column.values], []
+    if not cells or not as_written:
+        return [None] * len(cells), []
+    return [None if cell in pandas_csv.NA_WORDS else cell for cell in cells], [(f"{path}: every public_id is a number for pandas (e.g. {cells[0]!r}, read as "
+                          f"{column.values[0]!r}), so the official `public_id == case id` matches no row and the "
+                          "official code fails (KeyError) as soon as a case has a predicted fracture",
+                          "matched with the case ids as text, as written")]
 
 
-def _numeric_public_ids(path: Path, rows: list[tuple[int, dict[str, str]]]) -> list[tuple[str, str]]:
-    """§1.4: a public_id column pandas reads as numbers (`0501`) matches no case id (text) in the official code."""
-    column = _column(rows, "public_id")
-    if column.kind == "object" or not rows:
-        return []
-    return [(f"{path}: every public_id is a number for pandas (e.g. {rows[0][1]['public_id']!r}, read as "
-             f"{pandas_csv.as_number(column.values[0])!r}), so the official `public_id == case id` matches no row "
-             "and the official code fails (KeyError) as soon as a case has a predicted fracture",
-             "matched with the case ids as text, as written")]
-
-
-def _label_ids(path: Path, rows: list[tuple[int, dict[str, str]]]) -> list[int]:
-    """§1.4: the label_id column as pandas reads it; text in it fails the official merge on label_id, a blank,
-    fractional or out-of-range id is refused."""
-    column = _column(rows, "label_id")
-    if column.kind == "object" or column.kind == "bool":
-        text = pandas_csv.first_text_cell(column)
-        line, cell = next((line, row["label_id"]) for line, row in rows if text is None or row["label_id"] == text)
-        raise InputError(f"{path}: line {line}: label_id {cell!r} is not a number for pandas, which reads the whole "
-                         "column as text (the official merge on label_id fails)")
-    labels = []
-    for (line, row), value in zip(rows, column.values):
-        number = pandas_csv.as_number(value)
-        if not math.isfinite(number) or number != int(number):
-            raise InputError(f"{path}: line {line}: label_id {row['label_id']!r} is not an integer")
-        if not 0 <= int(number) <= MAX_LABEL:
-            raise InputError(f"{path}: line {line}: label_id {row['label_id']!r} is not an integer in 0..{MAX_LABEL}")
-        labels.append(int(number))
-    return labels
-
-
-def _codes(rows: list[tuple[int, dict[str, str]]]) -> tuple[list[int | None], str | None]:
+def _codes(read: _Columns) -> tuple[list[int | None], str | None]:
     """§1.3, §1.4: each label_code as the official mapping sees it, and the first cell that makes the column text."""
-    column = _column(rows, "label_code")
+    column = read.columns["label_code"]
     if column.kind == "bool":  # a bool column's lookup in the integer keys finds nothing
-        return [None] * len(rows), None
+        return [None] * len(column.values), None
     return [_code_of(value) for value in column.values], pandas_csv.first_text_cell(column)
 
 
+def _missing(path: Path, read: _Columns, names: tuple[str, ...], when: str) -> str | None:
+    absent = [name for name in names if read.columns[name] is None]
+    if not absent:
+        return None
+    return (f"{path}: line 1: no column {', '.join(absent)} (columns: {', '.join(map(repr, read.frame.columns))}), "
+            f"which the official code reads {when} (KeyError)")
+
+
+def _label_values(read: _Columns) -> list:
+    """The label_id cells as pandas holds them (ints, floats with NaN, bools or text), NaN where there is no column."""
+    column = read.columns["label_id"]
+    return list(column.values) if column is not None else [math.nan] * len(read.frame)
+
+
+def _table(path: Path, read: _Columns, make_row, ids_as_written: bool) -> CsvTable:
+    ids, id_failures = _public_ids(path, read, ids_as_written)
+    codes, text_code = _codes(read)
+    labels = _label_values(read)
+    table: dict[str, list] = {}
+    unnamed = 0
+    for k, public_id in enumerate(ids):
+        if public_id is None:
+            unnamed += 1
+            continue
+        table.setdefault(public_id, []).append(
+            make_row(k, labels[k], codes[k], f"{path}: line {read.frame.line_numbers[k]}"))
+    label_column = read.columns["label_id"]
+    return CsvTable(table, tuple(read.failures + id_failures), text_code,
+                    label_column.kind if label_column is not None else "float64", None, unnamed)
+
+
 def read_gt_csv(path: Path) -> CsvTable:
-    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept); every
-    column read as pandas 1.4.4 reads it (§1.4), codes as the official mapping sees them."""
-    rows, failures = _read_csv(path, GT_COLUMNS)
-    labels, (codes, text_code) = _label_ids(path, rows), _codes(rows)
-    table: dict[str, list[GTRow]] = {}
-    for (line, row), label, code in zip(rows, labels, codes):
-        table.setdefault(row["public_id"].strip(), []).append(
-            GTRow(label, code, f"{path}: line {line}", row["label_code"]))
-    return CsvTable(table, tuple(failures + _numeric_public_ids(path, rows)), text_code)
+    """The GT info CSV `public_id,label_id,label_code` -> rows per case, in file order (duplicates kept); the file
+    read as pandas 1.4.4 reads it (§1.4), codes as the official mapping sees them, label ids as pandas holds them."""
+    read = _read_columns(path, GT_COLUMNS, ("public_id", "label_code"))
+    code_cells = read.cells["label_code"]
+    table = _table(path, read, lambda k, label, code, where: GTRow(label, code, where, code_cells[k]), False)
+    return replace(table, missing=_missing(path, read, ("label_id",), "for every case with a predicted fracture "
+                                           "and either a ground-truth fracture or rows"))
 
 
 def non_finite_confidences(rows: Iterable[PredRow]) -> int:
     """How many instance rows (label_id > 0) have a NaN or infinite confidence (never / always above the FROC
     thresholds); the background row's confidence is never read."""
-    return sum(1 for row in rows if row.label_id > 0 and not math.isfinite(row.confidence))
+    return sum(1 for row in rows if is_instance_label(row.label_id) and not math.isfinite(row.confidence))
+
+
+def is_instance_label(label: object) -> bool:
+    """Whether a label_id as pandas holds it can match a prediction mask label (a number above 0, or True)."""
+    return not pandas_csv.is_text(label) and pandas_csv.as_number(label) > 0
 
 
 def read_pred_csv(path: Path) -> CsvTable:
     """The prediction CSV `public_id,label_id,confidence,label_code` -> rows per case (duplicates kept: §7).
 
-    Every column is read as pandas 1.4.4 reads it (§1.4): confidences with pandas' own float parser, and a column
-    with one cell that is no number for pandas is text throughout (`code_text` / `confidence_text`); whether that
+    The file is read as pandas 1.4.4 reads it (§1.4): confidences with pandas' own float parser, and a column with
+    one cell that is no number for pandas is text throughout (`code_text` / `confidence_text`); whether that
     matters depends on whether the official code reads the row, decided per case (metrics.detection_rows)."""
-    rows, failures = _read_csv(path, PRED_COLUMNS)
-    labels, (codes, text_code) = _label_ids(path, rows), _codes(rows)
-    confidences = _column(rows, "confidence")
-    text_cell = pandas_csv.first_text_cell(confidences)
-    text_line = next((line for (line, _), value in zip(rows, confidences.values) if value == text_cell), None)
-    table: dict[str, list[PredRow]] = {}
-    for (line, row), label, code, value in zip(rows, labels, codes, confidences.values):
-        confidence_text = None
+    read = _read_columns(path, PRED_COLUMNS, ("public_id", "label_code"))
+    code_cells = read.cells["label_code"]
+    confidences = read.columns["confidence"]
+    values = list(confidences.values) if confidences is not None else [math.nan] * len(read.frame)
+    text_cell = pandas_csv.first_text_cell(confidences) if confidences is not None else None
+    text_line = next((read.frame.line_numbers[k] for k, value in enumerate(values) if value == text_cell), None)
+
+    def row(k: int, label: object, code: int | None, where: str) -> PredRow:
+        value, confidence_text = values[k], None
         if pandas_csv.is_text(value):
             number = pandas_csv.parse_float(value)
             confidence = math.nan if number is None else number
@@ -267,9 +310,11 @@ def read_pred_csv(path: Path) -> CsvTable:
                                f"{value!r} (held as text: line {text_line}'s confidence is no number for pandas)")
         else:
             confidence = pandas_csv.as_number(value)
-        table.setdefault(row["public_id"].strip(), []).append(PredRow(
-            label, confidence, code, f"{path}: line {line}", row["label_code"], confidence_text))
-    return CsvTable(table, tuple(failures + _numeric_public_ids(path, rows)), text_code)
+        return PredRow(label, confidence, code, where, code_cells[k], confidence_text)
+
+    table = _table(path, read, row, True)
+    return replace(table, missing=_missing(path, read, ("label_id", "confidence"),
+                                           "for every case with a predicted fracture"))
 
 
 def parse_detections(document: object, where: str) -> list[PredRow]:

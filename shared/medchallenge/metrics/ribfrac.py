@@ -196,6 +196,26 @@ class UnreadableRow(ValueError):
         self.row = row
 
 
+class UnmergeableLabels(ValueError):
+    """A case whose rows pandas 1.4.4 cannot merge with the mask labels (§2.3): the official code fails
+    (ValueError). `side`: "ground-truth" or "prediction"."""
+
+    def __init__(self, side: str, problem: str) -> None:
+        super().__init__(problem)
+        self.side = side
+
+
+def unmergeable_labels(kind: str, labels: Sequence) -> bool:
+    """§2.3: whether pandas 1.4.4 refuses the official left merge of the integer mask labels with a case's label_id
+    cells (`ValueError: You are trying to merge on int64 and object columns`): only in a text (object) column, and
+    only where the case's cells are text, or a mix of text, NaN and bools (`infer_dtype` "string" or "mixed"); no
+    cells, only NaN or only bools merge (True is 1)."""
+    if kind != "object":
+        return False
+    kinds = {"text" if isinstance(label, str) else "bool" if isinstance(label, bool) else "nan" for label in labels}
+    return "text" in kinds or len(kinds) > 1
+
+
 def _gt_class(code: int | None) -> str:
     """The merged ground-truth class of a hit: a code mapping to NaN becomes "FP" (`_get_gt_class`)."""
     return LABEL_CODES.get(code, "FP")
@@ -209,7 +229,8 @@ def json_probability(confidence: float) -> float | None:
     return 1.0 if confidence > 0 else None
 
 
-def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence) -> list[dict]:
+def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence, gt_label_kind: str = "int64",
+                   pred_label_kind: str = "int64") -> list[dict]:
     """§2.3: `pred_metrics`, one row per prediction label 1..num_pred after the two left merges.
 
     `gt_rows` have `label_id`, `label_code`; `pred_rows` have `label_id`, `confidence`, `label_code`.
@@ -219,10 +240,14 @@ def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence)
     ("Background"). Prediction rows of labels 1..num_pred are read: a code mapping to NaN or a confidence held as
     text raises UnreadableRow; other prediction rows are never read.
 
+    Labels are compared as the merges compare them (1.0 and True are 1; NaN and text never match); a text label_id
+    column fails the merge where `unmergeable_labels` says so.
+
     Args:
         match: the case's `match_instances` result.
         gt_rows: the case's ground-truth CSV rows (GTRow).
         pred_rows: the case's prediction CSV or GC rows (PredRow).
+        gt_label_kind, pred_label_kind: pandas' dtype of each file's label_id column.
 
     Returns:
         One dict per row: `pred_label`, `max_iou`, `hit_label`, `prob` (`json_probability`), `pred_class`,
@@ -231,9 +256,16 @@ def detection_rows(match: InstanceMatch, gt_rows: Sequence, pred_rows: Sequence)
     Raises:
         MissingPredictionRow: a prediction label 1..num_pred has no row (the official code: KeyError).
         UnreadableRow: a row the official code reads has a NaN code or a confidence held as text.
+        UnmergeableLabels: a merge of the official code fails.
     """
     if match.num_pred == 0:
         return []
+    if unmergeable_labels(pred_label_kind, [row.label_id for row in pred_rows]):
+        raise UnmergeableLabels("prediction", "the prediction label_id column holds text, and pandas cannot merge the case's "
+                                "label_ids with the mask labels (the official code fails: ValueError)")
+    if match.num_gt and unmergeable_labels(gt_label_kind, [row.label_id for row in gt_rows]):
+        raise UnmergeableLabels("ground-truth", "the ground-truth label_id column holds text, and pandas cannot merge the case's "
+                                "label_ids with the hit labels (the official code fails: ValueError)")
     preds_by_label: dict[int, list] = {}
     for row in pred_rows:
         preds_by_label.setdefault(row.label_id, []).append(row)
