@@ -3,8 +3,9 @@
 # without a container registry (see README "Docker without a registry"). Idempotent.
 set -euo pipefail
 
-BASE_IMAGE="${BASE_IMAGE:-python:3.11-slim}"
-ROOTFS_CACHE="${ROOTFS_CACHE:-/var/cache/medchallenge/rootfs.tar}"
+# shellcheck source=base-image.sh
+source "$(dirname "$0")/base-image.sh"
+ROOTFS_CACHE="${ROOTFS_CACHE:-/var/cache/medchallenge/rootfs-python3.11-slim-$STANDIN_VERSION.tar}"
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 
 log() { echo "[provision-docker] $*"; }
@@ -36,18 +37,32 @@ PY
 fi
 docker compose version
 
-if ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+if ! base_image_current; then
   if [ ! -s "$ROOTFS_CACHE" ]; then
     log "building a Debian 12 root file system for $BASE_IMAGE (debootstrap)"
     tmp="$(mktemp -d)"
-    $SUDO debootstrap --variant=minbase --include=python3,python3-venv,ca-certificates \
+    $SUDO debootstrap --variant=minbase \
+      --include=python3,python3-venv,python3-pip,python-is-python3,ca-certificates \
       bookworm "$tmp/rootfs" http://deb.debian.org/debian >/tmp/debootstrap.log 2>&1 \
       || { tail -20 /tmp/debootstrap.log; exit 1; }
+    # pip installs into /usr/local as on the real image, where no EXTERNALLY-MANAGED marker stops it
+    $SUDO rm -f "$tmp"/rootfs/usr/lib/python3*/EXTERNALLY-MANAGED
+    $SUDO rm -rf "$tmp"/rootfs/var/cache/apt/archives/*.deb "$tmp"/rootfs/var/lib/apt/lists/*
     $SUDO mkdir -p "$(dirname "$ROOTFS_CACHE")"
     $SUDO tar -C "$tmp/rootfs" -cf "$ROOTFS_CACHE" .
     $SUDO rm -rf "$tmp"
   fi
-  log "importing $BASE_IMAGE"
-  docker import --platform linux/amd64 "$ROOTFS_CACHE" "$BASE_IMAGE" >/dev/null
+  # PYTHON_VERSION as the real image sets it: the interpreter's version (Debian's 3.11.2-6+deb12u6 -> 3.11.2)
+  python_version="$(tar -xOf "$ROOTFS_CACHE" ./var/lib/dpkg/status \
+    | awk '/^Package: python3\.11-minimal$/ {p=1} p && /^Version:/ {print $2; exit}' | sed 's/[-+~].*//')"
+  [ -n "$python_version" ] || { log "no python3.11 in $ROOTFS_CACHE"; exit 1; }
+  log "importing $BASE_IMAGE (Python $python_version, stand-in recipe $STANDIN_VERSION)"
+  docker import --platform linux/amd64 \
+    --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
+    --change 'ENV LANG=C.UTF-8' \
+    --change "ENV PYTHON_VERSION=$python_version" \
+    --change "LABEL $STANDIN_LABEL=$STANDIN_VERSION" \
+    --change 'CMD ["python3"]' \
+    "$ROOTFS_CACHE" "$BASE_IMAGE" >/dev/null
 fi
 log "ready: $(docker version --format 'engine {{.Server.Version}}'), $(docker compose version --short), base $BASE_IMAGE"

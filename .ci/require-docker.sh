@@ -3,7 +3,8 @@
 # the base image are usable. Where they are not, provision them as CI does when this user may (root on a Debian
 # machine with apt-get), else stop with one line saying what to run.
 set -uo pipefail
-BASE_IMAGE="${BASE_IMAGE:-python:3.11-slim}"
+# shellcheck source=base-image.sh
+source "$(dirname "$0")/base-image.sh"
 
 problem=""
 if ! command -v docker >/dev/null 2>&1; then
@@ -14,6 +15,8 @@ elif ! docker compose version >/dev/null 2>&1; then
   problem="Docker Compose v2 is missing ('docker compose' is not a docker command here)"
 elif ! docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
   problem="the base image $BASE_IMAGE is missing"
+elif ! base_image_current; then
+  problem="the base image $BASE_IMAGE is an outdated offline stand-in (no python, pip or image configuration)"
 fi
 [ -z "$problem" ] && exit 0
 

@@ -91,3 +91,73 @@ def test_as_root_docker_is_provisioned_as_ci_does(repo, fresh_path, tmp_path):
 def test_a_ready_docker_passes_the_check(repo, docker_compose):
     result = subprocess.run(["bash", ".ci/require-docker.sh"], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0 and result.stdout == "" and result.stderr == ""
+
+
+# A `docker` whose engine, Compose and base image answer; the base image's configuration is `config`.
+def engine_with_base_image(config: str) -> str:
+    return ('#!/bin/sh\ncase "$1" in\n  info|compose) exit 0 ;;\n'
+            f'  image) case "$*" in *--format*) echo \'{config}\' ;; esac; exit 0 ;;\n  *) exit 1 ;;\nesac\n')
+
+
+@pytest.mark.parametrize(("config", "current"), [
+    ("|null", False),                                # the first stand-in: no configuration at all
+    ("1|[\"PATH=/usr/bin\"]", False),                # another recipe's stand-in
+    ("2|[\"PATH=/usr/bin\",\"LANG=C.UTF-8\"]", True),  # this recipe's
+    ("|[\"PATH=/usr/local/bin\",\"PYTHON_VERSION=3.11.9\"]", True),  # the real image, pulled or loaded
+])
+def test_an_outdated_stand_in_base_image_is_named(repo, fake_bin, config, current):
+    result = subprocess.run(as_unprivileged_user(["bash", ".ci/require-docker.sh"]), cwd=repo, capture_output=True,
+                            text=True, env=dict(os.environ, PATH=path_with_docker(fake_bin, engine_with_base_image(config))))
+    if current:
+        assert result.returncode == 0 and result.stderr == "", result.stderr
+    else:
+        assert result.returncode == 1
+        assert "outdated offline stand-in" in result.stderr and "sudo make docker" in result.stderr
+
+
+def minimal_wheel(folder: Path) -> Path:
+    """A pure-Python wheel of one module, `greeting` (pip installs it with no index and no build step)."""
+    import zipfile
+    wheel = folder / "greeting-1.0-py3-none-any.whl"
+    files = {"greeting.py": "def hello():\n    return 'hello from pip'\n",
+             "greeting-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: greeting\nVersion: 1.0\n",
+             "greeting-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
+    record = "".join(f"{name},,\n" for name in files) + "greeting-1.0.dist-info/RECORD,,\n"
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for name, text in {**files, "greeting-1.0.dist-info/RECORD": record}.items():
+            archive.writestr(name, text)
+    return wheel
+
+
+# A participant's Dockerfile written for the real python:3.11-slim: `python` and `pip` commands, its environment.
+REAL_IMAGE_DOCKERFILE = """ARG BASE=python:3.11-slim
+FROM $BASE
+COPY greeting-1.0-py3-none-any.whl /tmp/
+RUN pip install --no-cache-dir --no-index /tmp/greeting-1.0-py3-none-any.whl && pip --version && python --version
+RUN test -n "$PYTHON_VERSION" && test "$LANG" = C.UTF-8 && python -c "import sys; assert sys.version.startswith('$PYTHON_VERSION')"
+COPY main.py /app/main.py
+ENTRYPOINT ["python", "/app/main.py"]
+"""
+
+
+def test_a_dockerfile_for_the_real_base_image_builds_and_runs(docker_compose, tmp_path):
+    base = os.environ.get("BASE_IMAGE", "python:3.11-slim")
+    config = subprocess.run(["docker", "image", "inspect", "--format", "{{json .Config.Cmd}}", base],
+                            capture_output=True, text=True, check=True)
+    assert config.stdout.strip() == '["python3"]'
+    default_command = subprocess.run(["docker", "run", "--rm", "-i", "--network", "none", base],
+                                     input="print(6 * 7)\n", capture_output=True, text=True, timeout=120)
+    assert default_command.stdout.strip() == "42", default_command.stderr
+    minimal_wheel(tmp_path)
+    (tmp_path / "main.py").write_text("import greeting\nprint(greeting.hello())\n")
+    (tmp_path / "Dockerfile").write_text(REAL_IMAGE_DOCKERFILE)
+    tag = "medchallenge-test/real-base-dockerfile:1"
+    build = subprocess.run(["docker", "build", "--network", "none", "--build-arg", f"BASE={base}", "-t", tag, str(tmp_path)], capture_output=True,
+                           text=True, timeout=600)
+    assert build.returncode == 0, build.stdout + build.stderr
+    try:
+        run = subprocess.run(["docker", "run", "--rm", "--network", "none", tag], capture_output=True, text=True,
+                             timeout=120)
+        assert run.returncode == 0 and run.stdout.strip() == "hello from pip", run.stderr
+    finally:
+        subprocess.run(["docker", "image", "rm", "-f", tag], capture_output=True)

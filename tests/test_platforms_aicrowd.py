@@ -8,6 +8,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import shutil
+import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -141,7 +143,18 @@ def test_generated_folder_and_wheel(tmp_path):
     wheel = next(folder.glob("wheels/medchallenge-*.whl"))
     with zipfile.ZipFile(wheel) as archive:
         assert "medchallenge/platforms/aicrowd.py" in archive.namelist()
-    assert f"./wheels/{wheel.name}[caption,plots,lemmatize]" in (folder / "requirements.txt").read_text()
+    version = wheel.name.split("-")[1]
+    assert (f"--find-links wheels\nmedchallenge[caption,plots,lemmatize]=={version}\n"
+            in (folder / "requirements.txt").read_text())
+    # pip finds the wheel and the constraints from any directory (AIcrowd's, or an organiser's shell elsewhere)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    report = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--no-deps", "--no-index",
+                             "--quiet", "--report", "-", "-r", str(folder / "requirements.txt")], cwd=elsewhere,
+                            capture_output=True, text=True, timeout=300)
+    assert report.returncode == 0, report.stderr
+    [install] = json.loads(report.stdout)["install"]
+    assert install["download_info"]["url"] == (folder / "wheels" / wheel.name).resolve().as_uri()
     assert json.loads((folder / "aicrowd.json").read_text())["evaluator_class"] == "AIcrowdEvaluator"
     cls = evaluator_class(folder)
     assert evaluate(cls, folder / "data" / "ground_truth", folder / "data" / "sample_concepts.csv")["score"] > 0
@@ -164,7 +177,7 @@ def _zip_with(path: Path, name: str, data: bytes = b"x", mode: int = 0o100644) -
     ("../b.csv", 0o100644, "'..'"),
     ("/etc/b.csv", 0o100644, "an absolute member name"),
     ("fifo", 0o010644, "a special file"),
-    ("a.csv", 0o100644, "appears twice"),
+    ("a.csv", 0o100644, "the members 'a.csv' and 'a.csv' both name 'a.csv'"),
 ])
 def test_hostile_zips_refused_before_extraction(tmp_path, name, mode, message):
     archive = _zip_with(tmp_path / "s.zip", name, mode=mode)

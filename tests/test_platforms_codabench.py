@@ -10,6 +10,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 
@@ -69,6 +70,8 @@ def test_bundle_has_the_v2_format(tmp_path):
     assert all(set(s["tasks"]) <= set(tasks) and (root / s["path"]).is_dir() for s in spec["solutions"])
     columns = spec["leaderboards"][0]["columns"]
     assert spec["leaderboards"][0]["key"] and [c["index"] for c in columns] == list(range(len(columns)))
+    # each participant's best submission is shown without a click (Codabench's default, "Add", shows none)
+    assert spec["leaderboards"][0]["submission_rule"] == "Force_Best"
     assert all(len(c["key"]) <= 36 and len(c["title"]) <= 36 for c in columns)  # Column.key/title max_length
     assert evaluator("ribfrac").main(["--branch", "legacy", "--input", str(run), "--ground-truth", str(ground_truth),
                                       "--output", str(tmp_path / "m"), "--no-progress", "--no-plots"]) == 0
@@ -134,3 +137,15 @@ def test_codabench_worker_scores_with_the_evaluator_image(docker_compose, tmp_pa
     else:
         assert scores["map"] == json.loads((TESTS / "tb_caverns" / "fixtures" / "expected_output.json").read_text())[
             "score"]
+
+
+def test_bundles_on_a_fresh_clone_say_what_to_run(tmp_path):
+    """Without the demo data (a fresh clone: no `make demo` yet) and no folders given: one line naming what to run."""
+    env = {k: v for k, v in os.environ.items() if not k.endswith(("_GROUND_TRUTH", "_PREDICTIONS"))}
+    for module in ("medchallenge.platforms.codabench", "medchallenge.gc_pack"):
+        result = subprocess.run([sys.executable, "-m", module, "--all", "--out", str(tmp_path / "out")], cwd=tmp_path,
+                                env=env, capture_output=True, text=True, timeout=120)
+        assert result.returncode == 1
+        assert result.stderr.count("\n") == 1 and result.stderr.startswith("error: ./demo/"), result.stderr
+        assert "run `make demo` first" in result.stderr and "_GROUND_TRUTH" in result.stderr
+        assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .limits import load_json
 
 GC_INPUT = "/input"
 GC_OUTPUT = "/output"
@@ -79,9 +80,9 @@ def name_list(names: Sequence[str], shown: int = NAMES_SHOWN) -> str:
 
 
 def read_json_file(path: Path):
-    """Parse a JSON file, naming it in the error if it is not valid JSON."""
+    """Parse a JSON file, naming it in the error if it is not valid JSON or nested too deeply (limits.load_json)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return load_json(path.read_text(encoding="utf-8"), path)
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from None
     except UnicodeDecodeError as exc:

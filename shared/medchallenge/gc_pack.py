@@ -92,17 +92,24 @@ def pack(configuration: Configuration, ground_truth: Path, model: Path | None, o
     return target
 
 
-def _mounted(mount: Mount) -> Path:
-    """The host folder compose.yaml mounts: `$variable`, else its default."""
-    return Path(os.environ.get(mount.variable) or mount.default)
+def mounted_folder(mount: Mount) -> Path:
+    """The host folder compose.yaml mounts: `$variable`, else its default (the demo data, made by `make demo`)."""
+    given = os.environ.get(mount.variable)
+    folder = Path(given or mount.default)
+    if not folder.is_dir():
+        if given:
+            raise InputError(f"{mount.variable}={given}: no such folder")
+        raise InputError(f"{mount.default}: no such folder; run `make demo` first (it makes the demo data and "
+                         f"predictions), or set {mount.variable} and the other <CHALLENGE>_* folders to your own")
+    return folder
 
 
 def pack_all(out: Path) -> None:
     """Every configuration with data of its own, from the folders compose.yaml would mount."""
     for configuration in CONFIGURATIONS_WITH_DATA:
         algorithm = configuration.algorithm_service
-        pack(configuration, _mounted(configuration.service.mount("ground_truth")),
-             _mounted(algorithm.mount("model")) if algorithm else None, out)
+        pack(configuration, mounted_folder(configuration.service.mount("ground_truth")),
+             mounted_folder(algorithm.mount("model")) if algorithm else None, out)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -7,9 +7,12 @@ and keep the peak memory of every reader within the compose memory limit (`make 
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +55,12 @@ MAX_TEXT_BYTES = Limit("MEDCHALLENGE_MAX_TEXT_BYTES", 64 << 20, "bytes")
 MAX_TEXT_LINES = Limit("MEDCHALLENGE_MAX_TEXT_LINES", 1_000_000, "lines")
 # one line of object-CXR's localization.csv at 1 MiB holds some 50,000 points: the limit on points per image
 MAX_LINE_BYTES = Limit("MEDCHALLENGE_MAX_LINE_BYTES", 1 << 20, "bytes per line")
+# grand-challenge's predictions.json nests 8 levels with a point-set socket value inside, a polygon set 10
+MAX_JSON_DEPTH = Limit("MEDCHALLENGE_MAX_JSON_DEPTH", 64, "levels of nesting")
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
 def check_image_size(where: object, size: tuple[int, ...], components: int = 1,
@@ -102,3 +111,23 @@ def check_text_size(path: Path) -> None:
     lines = max(newlines, returns) + (offset > line_start)
     if lines > max_lines:
         raise MAX_TEXT_LINES.refuse(path, f"{lines} lines")
+
+
+def json_depth(text: str) -> int:
+    """The deepest nesting of arrays and objects in JSON text, counted outside its strings without parsing it."""
+    brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    return max(accumulate(map(_BRACKET_STEP.__getitem__, brackets)), default=0)
+
+
+def load_json(text: str, where: object, **options):
+    """`json.loads(text, **options)`, refusing text nested deeper than MAX_JSON_DEPTH before the parser recurses
+    into it (it recurses once per level: 100,000 levels end in a RecursionError); the one JSON parser of every
+    outside input. A JSONDecodeError is raised as json.loads raises it."""
+    depth = json_depth(text)
+    if depth > MAX_JSON_DEPTH.value():
+        raise MAX_JSON_DEPTH.refuse(where, f"JSON nested {depth} levels deep")
+    try:
+        return json.loads(text, **options)
+    except RecursionError:  # a limit set above what the parser can recurse
+        raise InputError(f"{where}: JSON nested {depth} levels deep, more than the parser can read "
+                         f"(${MAX_JSON_DEPTH.variable} is set to {MAX_JSON_DEPTH.value()})") from None

@@ -9,6 +9,7 @@ import re
 from pathlib import Path
 
 from .errors import InputError
+from .limits import load_json
 
 log = logging.getLogger("medchallenge.onnx")
 
@@ -130,7 +131,7 @@ def model_metadata(session) -> dict:
     meta = {}
     for key, value in session.get_modelmeta().custom_metadata_map.items():
         try:
-            meta[key] = json.loads(value)
+            meta[key] = load_json(value, f"the model's metadata '{key}'")
         except json.JSONDecodeError:
             meta[key] = value
     return meta

@@ -8,8 +8,10 @@ the jobs with the challenge's evaluator.
 Each case is uploaded (panimg) and run as one job by the one job runner (medchallenge.jobs.run_job, the conditions
 in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
 code of its evaluator image, on grand-challenge's evaluation input (a failed job is a missing prediction, which the
-evaluator scores as an empty one), with percentile bootstrap intervals. Writes OUT/preflight.json, OUT/preflight.html
-(offline, no script), OUT/evaluation/ (metrics.json and figures) and OUT/jobs/ (each job's folders); prints a table.
+evaluator scores as an empty one), with percentile bootstrap intervals, then reviewed (medchallenge.review): the
+convention check, and per case a figure of the predictions and the ground truth over the image, worst first.
+Writes OUT/preflight.json, OUT/preflight.html (offline, no script, the figures embedded), OUT/review/ (the figures),
+OUT/evaluation/ (metrics.json and figures) and OUT/jobs/ (each job's folders); prints a table.
 Exit status 0 when every job succeeded (and the scoring did), 1 otherwise.
 """
 
@@ -28,16 +30,18 @@ from . import bootstrap as boot
 from .errors import InputError, report_errors
 from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from .io import write_json_atomic, write_text_atomic
+from .io import atomic_output, write_json_atomic, write_text_atomic
 from .jobs import CONDITIONS, DockerImage, JobLimits
 from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from .leaderboard import edition_environment
 from .logs import setup_logging
 from .preflight_page import render_page
 from .registry import CHALLENGES
+from .review import review_jobs
 
 log = logging.getLogger("medchallenge.preflight")
 REPORT_FILES = ("preflight.json", "preflight.html")
+REVIEW_FOLDER = "review"  # the figures of the review (medchallenge.review), embedded in preflight.html
 
 
 def build_parser_preflight() -> argparse.ArgumentParser:
@@ -72,7 +76,7 @@ def prepare_output(output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
     for name in REPORT_FILES:
         (output / name).unlink(missing_ok=True)
-    for name in ("jobs", "evaluation"):
+    for name in ("jobs", "evaluation", REVIEW_FOLDER):
         if (output / name).is_symlink() or (output / name).is_file():
             raise InputError(f"{output / name}: expected a folder of a previous pre-flight, found something else")
         shutil.rmtree(output / name, ignore_errors=True)
@@ -97,6 +101,12 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> d
     except InputError as exc:
         section["error"] = str(exc)
         return section
+    review = review_jobs(args.challenge, evaluator, scored, [job.case for job in jobs])
+    section["review"] = review.to_json(REVIEW_FOLDER)
+    (output / REVIEW_FOLDER).mkdir(exist_ok=True)
+    for entry, figure in zip(section["review"]["figures"], review.figures):
+        with atomic_output(output / entry["file"], "wb") as handle:
+            handle.write(figure.png)
     section.update(aggregates=scored.summary.aggregates, intervals=scored.meta.get("bootstrap", {}),
                    num_cases=len(scored.case), notes=scored.meta["notes"], warnings=scored.meta["warnings"],
                    metrics="evaluation/metrics.json")
@@ -151,6 +161,7 @@ def terminal_table(data: dict[str, Any]) -> str:
             interval = evaluation["intervals"].get(key)
             ci = f"  [{interval['low']:.4f}, {interval['high']:.4f}]" if interval else ""
             lines.append(f"  {key:<30} {value:.4f}{ci}")
+        lines.extend(f"convention check: {line}" for line in evaluation["review"]["conventions"])
     summary = data["summary"]
     lines.append(f"{summary['num_succeeded']}/{summary['num_jobs']} jobs succeeded; "
                  + ("ready to upload" if data["ready"] else "NOT ready: see the errors above"))
@@ -179,7 +190,9 @@ def main(argv: list[str] | None = None) -> int:
     evaluation = score_jobs(args, jobs, args.output) if args.ground_truth is not None else None
     data = report(args, jobs, limits, image_notes, evaluation)
     write_json_atomic(args.output / "preflight.json", data)
-    write_text_atomic(args.output / "preflight.html", render_page(data))
+    review = (evaluation or {}).get("review") or {"figures": []}
+    figures = {entry["file"]: (args.output / entry["file"]).read_bytes() for entry in review["figures"]}
+    write_text_atomic(args.output / "preflight.html", render_page(data, figures))
     print(terminal_table(data))
     print(f"report: {args.output / 'preflight.html'}")
     return 0 if data["ready"] else 1

@@ -4,6 +4,8 @@ escaped."""
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from html import escape
 from typing import Any
 
@@ -17,6 +19,9 @@ td.number { text-align: right; font-variant-numeric: tabular-nums; }
 .failed { background: #f9dcdc; }
 .verdict { font-size: 20px; padding: 8px 12px; display: inline-block; }
 pre { background: #f6f6f6; padding: 8px; font-size: 12px; overflow-x: auto; }
+figure { display: inline-block; margin: 4px 8px 8px 0; vertical-align: top; }
+figcaption { font-size: 12px; max-width: 320px; overflow-wrap: anywhere; }
+.convention { background: #fff4d6; padding: 6px 10px; }
 """
 
 
@@ -77,7 +82,25 @@ def evaluation_section(evaluation: dict[str, Any] | None) -> str:
             f"{''.join(rows)}</table>" + (f"<ul>{notes}</ul>" if notes else ""))
 
 
-def render_page(data: dict[str, Any]) -> str:
+def review_section(evaluation: dict[str, Any] | None, figures: Mapping[str, bytes]) -> str:
+    """The convention check's lines and the case figures (PNG data URIs: the page stays one offline file)."""
+    review = (evaluation or {}).get("review")
+    if not review:
+        return ""
+    findings = "".join(f'<p class="convention">{escape(line)}</p>' for line in review["conventions"])
+    tried = ", ".join(escape(t) for t in review["transforms_tried"])
+    checked = (f"<p>Convention check: no simple transform ({tried}) scores far better.</p>" if tried and not findings
+               else "")
+    shown = "".join(f'<figure><img alt="{escape(entry["case"])}" src="data:image/png;base64,'
+                    f'{base64.b64encode(figures[entry["file"]]).decode()}"><figcaption>{escape(entry["case"])}: '
+                    f'{escape(entry["caption"])}</figcaption></figure>'
+                    for entry in review["figures"] if entry["file"] in figures)
+    notes = "".join(f"<li>{escape(n)}</li>" for n in review["notes"])
+    return ("<h2>What the algorithm did (worst-scoring cases first; green: ground truth, red: predictions)</h2>"
+            f"{findings}{checked}<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
+
+
+def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None) -> str:
     summary, limits = data["summary"], data["limits"]
     verdict = ("Ready to upload: every job succeeded" if data["ready"] else
                f"Not ready: {summary['num_failed']} of {summary['num_jobs']} jobs failed" if summary["num_failed"]
@@ -105,6 +128,7 @@ limits {limits['memory_gb']:g} GB and {limits['time_limit_s']:g} s per job (gran
 <th>output sockets</th><th>error (grand-challenge's words)</th></tr>{job_rows(data)}</table>
 {job_logs(data)}
 {evaluation_section(data['evaluation'])}
+{review_section(data['evaluation'], figures or {})}
 <h2>Conditions the jobs ran under</h2>
 <table id="conditions"><tr><th>condition</th><th>as grand-challenge</th><th>source</th></tr>{conditions}</table>
 <p>{escape(data['tool'])}</p>

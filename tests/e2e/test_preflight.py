@@ -89,6 +89,10 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
     assert json.loads((tmp_path / "out" / "evaluation" / "metrics.json").read_text())["aggregates"] == \
         evaluation["aggregates"]
     assert {c["condition"] for c in report["conditions"]} >= {"network", "memory", "time", "model", "GPU"}
+    review = evaluation["review"]
+    assert "x and y are swapped" in review["transforms_tried"]
+    assert [entry["file"] for entry in review["figures"]] == ["review/001.png", "review/002.png"]
+    assert all((tmp_path / "out" / entry["file"]).read_bytes().startswith(b"\x89PNG") for entry in review["figures"])
     table = capsys.readouterr().out
     assert re.search(r"TST_001\.nii\.gz\s+succeeded", table) and "2/2 jobs succeeded; ready to upload" in table
     assert not leftover_containers("ok")
@@ -150,7 +154,9 @@ def test_the_report_page_renders_offline_with_every_job_and_score(images, cohort
     run_preflight("crash", cohort, output)
     page = output / "preflight.html"
     html = page.read_text()
-    assert not re.search(r"\b(src|href)\s*=", html) and "<script" not in html
+    # nothing fetched: the review's figures are PNG data URIs, one per case (both scored as missing predictions)
+    assert not re.search(r"\b(src|href)\s*=(?!\"data:image/png;base64,)", html) and "<script" not in html
+    assert html.count('src="data:image/png;base64,') == 2 and "What the algorithm did" in html
     dom = run_browser("--dump-dom", page.as_uri(), home=tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]
     assert not [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Failed to load" in line]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import logging
 import re
 import tomllib
 from dataclasses import dataclass
@@ -13,6 +14,23 @@ from pathlib import Path
 from ..errors import InputError
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
+
+log = logging.getLogger(__name__)
+
+
+def significant_ae_title(title: str) -> str | None:
+    """An AE title as DICOM compares it (PS3.5 6.2, VR AE): without its leading and trailing spaces, the only
+    characters that are not significant; None where it is no AE title (1 to 16 printable ASCII characters other than
+    backslash, not all spaces): a tab, a newline or a NUL makes a title invalid, never padding."""
+    if not AE_TITLE.fullmatch(title) or not title.strip(" "):
+        return None
+    return title.strip(" ")
+
+
+def same_ae_title(sent: str, configured: str) -> bool:
+    """Whether an AE title a peer sent is the configured one, as DICOM compares them (significant_ae_title)."""
+    title = significant_ae_title(sent)
+    return title is not None and title == significant_ae_title(configured)
 
 
 @dataclass(frozen=True)
@@ -47,13 +65,14 @@ class Route:
 @dataclass(frozen=True)
 class Caller:
     """A sender allowed to store studies: its calling AE title and, if given, the addresses (IP addresses or
-    networks) it may call from."""
+    networks) it may call from; an IPv4 caller reaching a gateway that listens on IPv6 (`host = "::"`) arrives as an
+    IPv4-mapped address (`::ffff:10.0.0.20`) and is compared as the IPv4 address it is."""
 
     ae_title: str
     networks: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
 
     def allows(self, ae_title: str, address: str) -> bool:
-        if ae_title != self.ae_title.strip():  # AE titles are compared without their padding
+        if not same_ae_title(ae_title, self.ae_title):
             return False
         if not self.networks:
             return True
@@ -61,6 +80,8 @@ class Caller:
             ip = ipaddress.ip_address(address)
         except ValueError:
             return False
+        if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+            ip = ip.ipv4_mapped
         return any(ip in network for network in self.networks)
 
 
@@ -150,7 +171,7 @@ def _port(table: dict, where: str, default=None) -> int:
 
 def _ae_title(table: dict, where: str, default=None) -> str:
     title = _take(table, "ae_title", str, where, default)
-    if not AE_TITLE.fullmatch(title) or not title.strip():
+    if significant_ae_title(title) is None:
         raise InputError(f"{where}: ae_title = {title!r}: expected 1 to 16 printable ASCII characters, no backslash")
     return title
 
@@ -176,8 +197,30 @@ GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seco
                 "disk_full_retry_seconds", "max_connections_per_address", "max_pending_connections"}
 
 
+def _network(address: str, where: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
+    """One entry of a caller's `addresses`: an IP address or a network written as one (no host bits set, which
+    would silently widen `10.0.0.20/8` to all of 10.0.0.0/8), IPv4 written as IPv4."""
+    try:
+        network = ipaddress.ip_network(address)
+    except ValueError:
+        try:
+            widened = ipaddress.ip_network(address, strict=False)
+        except ValueError:
+            raise InputError(f"{where}: addresses: {address!r} is not an IP address or network") from None
+        raise InputError(f"{where}: addresses: {address!r} has host bits set: write '{widened}' for the whole "
+                         f"network, or '{address.split('/')[0]}' for the one address") from None
+    mapped = network.network_address.ipv4_mapped if network.version == 6 and network.prefixlen >= 96 else None
+    if mapped is not None:
+        ipv4 = mapped if network.prefixlen == 128 else ipaddress.ip_network((mapped, network.prefixlen - 96))
+        raise InputError(f"{where}: addresses: {address!r} is an IPv4-mapped IPv6 address: write it as IPv4, "
+                         f"'{ipv4}' (IPv4 callers are compared as IPv4 whichever way they arrive)")
+    return network
+
+
 def _callers(document: dict, path: Path) -> tuple[Caller, ...]:
-    """The [[caller]] tables: at least one (a gateway taking studies from anyone is refused)."""
+    """The [[caller]] tables: at least one (a gateway taking studies from anyone is refused). A caller without
+    `addresses` is accepted from any address, which is logged; `addresses = []` is refused (it would mean the
+    same without saying so)."""
     tables = document.get("caller")
     if not isinstance(tables, list) or not tables:
         raise InputError(f"{path}: no [[caller]]: give the AE title (and, better, the addresses) of each sender "
@@ -188,13 +231,14 @@ def _callers(document: dict, path: Path) -> tuple[Caller, ...]:
         if not isinstance(table, dict):
             raise InputError(f"{where}: expected a table")
         _no_unknown_keys(table, {"ae_title", "addresses"}, where)
-        networks = []
-        for address in _strings(table, "addresses", where, required=False):
-            try:
-                networks.append(ipaddress.ip_network(address, strict=False))
-            except ValueError:
-                raise InputError(f"{where}: addresses: {address!r} is not an IP address or network") from None
-        callers.append(Caller(_ae_title(table, where), tuple(networks)))
+        title = _ae_title(table, where)
+        if table.get("addresses") == []:
+            raise InputError(f"{where}: addresses = [] lists no address: give the sender's IP addresses or "
+                             "networks, or leave addresses out to accept this AE title from any address")
+        networks = tuple(_network(address, where) for address in _strings(table, "addresses", where, required=False))
+        if not networks:
+            log.warning("%s: no addresses: AE title %r is accepted from any address", where, title)
+        callers.append(Caller(title, networks))
     return tuple(callers)
 
 
@@ -297,6 +341,8 @@ def load_config(path: Path) -> GatewayConfig:
         raise InputError(f"{path}: cannot read the configuration ({exc.strerror or exc})") from None
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid TOML ({exc})") from None
+    except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
+        raise InputError(f"{path}: not valid TOML (arrays or tables nested too deeply)") from None
     _no_unknown_keys(document, {"gateway", "pacs", "route", "caller"}, str(path))
     gateway = _take(document, "gateway", dict, str(path))
     pacs = _take(document, "pacs", dict, str(path))

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import shutil
 import subprocess
 import uuid
@@ -25,6 +24,7 @@ from ..jobs.process_run import LocalProcess
 from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
+from ..limits import load_json
 from .config import Route
 from .image_grid import check_slice_order, read_image_grid
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
@@ -43,7 +43,7 @@ def _socket_value(value: SocketValue) -> object:
     if value.content is None:
         return value.value
     try:
-        return json.loads(value.content)
+        return load_json(value.content.decode("utf-8"), value.socket.slug)
     except (ValueError, UnicodeDecodeError):
         raise InputError(f"{value.socket.slug}: not valid JSON") from None
 

@@ -7,12 +7,13 @@ import logging
 import re
 import tempfile
 import threading
+import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .audit import AuditLog, utc_now
 from ..errors import InputError
-from .config import GatewayConfig
+from .config import GatewayConfig, same_ae_title, significant_ae_title
 from .connections import ConnectionGuard
 from .limits import DEFLATED, inflated_size_over
 from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
@@ -80,20 +81,35 @@ class StorageServer:
         self.server = None
         self.disk_full = threading.Event()  # set by the worker while the disk is full: C-STOREs are refused
         self.associations: dict[int, AssociationRecord] = {}
+        self.requested_titles = weakref.WeakKeyDictionary()  # association -> (called, calling) AE titles as sent
         self.lock = threading.Lock()
         self.guard = ConnectionGuard(config.limits, audit)
 
     # --- who may store ---------------------------------------------------------------------------------------
+    def on_data_received(self, event) -> None:
+        """Bytes of a PDU: an A-ASSOCIATE-RQ's AE title fields kept as sent (PS3.8 9.3.2: called at bytes 11-26,
+        calling at 27-42), for on_requested: pynetdicom strips every whitespace character from them, a tab or a
+        newline too, where DICOM drops only spaces."""
+        if event.data[:1] == b"\x01" and len(event.data) >= 42:
+            with self.lock:
+                self.requested_titles[event.assoc] = (event.data[10:26].decode("latin-1"),
+                                                      event.data[26:42].decode("latin-1"))
+
     def on_requested(self, event) -> None:
-        """A-ASSOCIATE-RQ: rejected unless the called AE title is ours, the caller is on the allow-list and fewer
-        than `max_associations` associations are open."""
+        """A-ASSOCIATE-RQ: rejected unless the called AE title is ours, the caller is on the allow-list (both AE
+        titles compared as DICOM compares them: config.same_ae_title, on the titles as sent) and fewer than
+        `max_associations` associations are open."""
         assoc, request = event.assoc, event.assoc.requestor.primitive
         calling, called = request.calling_ae_title.strip(), request.called_ae_title.strip()
         address, port = assoc.requestor.address, assoc.requestor.port
         connection = self.guard.find(assoc.dul.socket.socket)
-        if called != self.config.ae_title.strip():
+        with self.lock:
+            sent_called, sent_calling = self.requested_titles.pop(assoc, ("", ""))
+        if not same_ae_title(sent_called, self.config.ae_title):
             reason, rejection = "called AE title is not the gateway's", (0x01, 0x01, 0x07)
-        elif not any(caller.allows(calling, address) for caller in self.config.callers):
+        elif significant_ae_title(sent_calling) is None:  # pynetdicom shows it without the tab or newline
+            reason, rejection = "calling AE title holds a character no AE title may hold", (0x01, 0x01, 0x03)
+        elif not any(caller.allows(sent_calling, address) for caller in self.config.callers):
             reason, rejection = "calling AE title not allowed from this address", (0x01, 0x01, 0x03)
         elif self.guard.request(connection, accept=True):
             with self.lock:
@@ -237,7 +253,7 @@ class StorageServer:
             ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
         ae.add_supported_context(Verification)
         handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
-                    (evt.EVT_REQUESTED, self.on_requested),
+                    (evt.EVT_REQUESTED, self.on_requested), (evt.EVT_DATA_RECV, self.on_data_received),
                     (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),
                     (evt.EVT_ABORTED, self.on_end), (evt.EVT_CONN_CLOSE, self.on_end)]
         tls = self.config.tls.server_context() if self.config.tls else None

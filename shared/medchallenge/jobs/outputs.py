@@ -15,7 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..limits import MAX_TEXT_BYTES
+from ..errors import InputError
+from ..limits import MAX_TEXT_BYTES, load_json
 from ..sockets import Socket
 from .errors import EmulationError
 from .uploads import import_output_image
@@ -64,9 +65,12 @@ def _read_json(path: Path, socket: Socket):
         raise EmulationError(f"The output file '{socket.relative_path}' is larger than {MAX_TEXT_BYTES.value()} "
                              f"bytes (${MAX_TEXT_BYTES.variable} sets it)")
     try:
-        value = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda _: None)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+        value = load_json(path.read_text(encoding="utf-8"), f"The output file '{socket.relative_path}'",
+                          parse_constant=lambda _: None)
+    except (json.JSONDecodeError, UnicodeDecodeError):
         raise EmulationError(f"The output file '{socket.relative_path}' is not valid json") from None
+    except InputError as exc:  # nested beyond MAX_JSON_DEPTH
+        raise EmulationError(str(exc)) from None
     expected = KIND_TYPES.get(socket.kind)
     if expected and not expected[1](value):
         raise EmulationError(f"The output file '{socket.relative_path}' does not fulfill the schema of "

@@ -148,8 +148,9 @@ README = """\
 
 Written by `medchallenge aicrowd-evaluator --config {name}{task_flag}` (medchallenge {version}). The class
 `{class_name}` in `evaluator.py` (named in `aicrowd.json`) runs the project's evaluator command, the same code as the
-`{image}` image ({options}), installed with `pip install -r requirements.txt` from the medchallenge wheel in
-`wheels/` (exact pins of every dependency in `constraints.txt`; Python 3.11 or later).
+`{image}` image ({options}), installed with `pip install -r requirements.txt` (from any directory: `pip install -r
+path/to/requirements.txt`) from the medchallenge wheel in `wheels/` (exact pins of every dependency in
+`constraints.txt`; Python 3.11 or later).
 
 ## Answer files
 
@@ -175,8 +176,8 @@ def submission_text(submission: SubmissionFormat) -> str:
     if submission.zipped:
         return (f"One zip file holding {', '.join(f'`{name}`' for name in submission.files)} at its top level (or "
                 f"inside one folder): {submission.contents}. A zip with links, special files, absolute or `..` "
-                "member names, or more than $MEDCHALLENGE_MAX_SUBMISSION_BYTES (8 GiB) unpacked is refused before "
-                "anything is extracted.")
+                "member names, two members naming one file (`a.csv` and `./a.csv`), or more than "
+                "$MEDCHALLENGE_MAX_SUBMISSION_BYTES (8 GiB) unpacked is refused before anything is extracted.")
     return f"One file, any name (it is scored as `{submission.files[0]}`): {submission.contents}."
 
 
@@ -227,9 +228,10 @@ def write_evaluator_folder(configuration: Configuration, output: Path, task: str
     pins = (repository / "requirements" / "runtime.txt")
     if pins.is_file():
         shutil.copyfile(pins, output / "constraints.txt")
+    # pip reads `-c` and a relative `--find-links` from this file's folder, whatever the current directory
     write_text_atomic(output / "requirements.txt",
-                      ("-c constraints.txt\n" if pins.is_file() else "")
-                      + f"./wheels/{wheel.name}{f'[{extras}]' if extras else ''}\n")
+                      ("-c constraints.txt\n" if pins.is_file() else "") + "--find-links wheels\n"
+                      + f"medchallenge{f'[{extras}]' if extras else ''}=={wheel.name.split('-')[1]}\n")
     fields = {
         "title": configuration.title, "name": configuration.name, "task": submission.task or None,
         "task_note": f", task {submission.task}" if submission.task else "",

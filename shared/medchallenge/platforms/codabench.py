@@ -4,7 +4,11 @@ The bundle (format: Codabench's documentation `Yaml-Structure.md` and `Competiti
 unpacker `src/apps/competitions/unpackers/v2.py`) holds `competition.yaml` (version 2), a logo, the terms and a
 participants' page with the submission format, one phase with one task whose `scoring_program/` runs the project's
 evaluator and whose `reference_data/` is the ground truth, the sample submission as a solution, and one leaderboard
-with a column for every aggregate, the official ranking metric first (Codabench ranks by the first column).
+with a column for every aggregate, the official ranking metric first (Codabench ranks by the first column). The
+leaderboard's `submission_rule` is `Force_Best`: every finished submission is scored and each participant's best one
+is on the leaderboard without a click, as the challenges published their results (ImageCLEFmed Caption: "only the
+best runs of each team"; RibFrac and object-CXR ranked each team by its best result). Codabench's default (`Add`)
+would show nothing until each participant adds a submission by hand.
 
 How Codabench's compute worker scores (`compute_worker/compute_worker.py`): it runs the competition's
 `docker_image` with the scoring program at /app/program (the working directory), the reference data at
@@ -38,7 +42,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, report_errors
-from ..gc_pack import _mounted, archive_members, check_ground_truth
+from ..gc_pack import mounted_folder, archive_members, check_ground_truth
 from ..io import atomic_output
 from ..logs import setup_logging
 from ..registry import CONFIGURATIONS, Configuration
@@ -52,6 +56,8 @@ SCORES = "/app/output/scores.json"
 # aggregates where a smaller value is better (every ranking metric is higher-is-better)
 LOWER_IS_BETTER = frozenset({"average_fp_at_max_recall"})
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+# each participant's best submission on the leaderboard, automatically (see the module's docstring)
+SUBMISSION_RULE = "Force_Best"
 
 
 def image_tag() -> str:
@@ -172,7 +178,8 @@ def competition(configuration: Configuration, aggregates: dict[str, float], has_
                     "tasks": [0]}],
         "tasks": [task],
         **({"solutions": [{"index": 0, "path": "solution/", "tasks": [0]}]} if has_solution else {}),
-        "leaderboards": [{"title": "Results", "key": "main", "columns": columns(configuration, aggregates)}],
+        "leaderboards": [{"title": "Results", "key": "main", "submission_rule": SUBMISSION_RULE,
+                          "columns": columns(configuration, aggregates)}],
     }
 
 
@@ -220,7 +227,7 @@ def bundle(configuration: Configuration, ground_truth: Path, sample: Path, out: 
 
 def bundle_all(out: Path) -> list[Path]:
     """Every configuration, from the folders compose.yaml mounts (the demo data unless told otherwise)."""
-    return [bundle(c, _mounted(c.service.mount("ground_truth")), _mounted(c.service.mount("predictions")), out)
+    return [bundle(c, mounted_folder(c.service.mount("ground_truth")), mounted_folder(c.service.mount("predictions")), out)
             for c in CONFIGURATIONS]
 
 

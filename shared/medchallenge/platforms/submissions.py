@@ -4,9 +4,11 @@ A challenge lists its `SubmissionFormat`s in the registry (one per task a platfo
 ImageCLEFmed Caption's concept detection and caption prediction). A format of one run file is uploaded as that file;
 a format of several files (object-CXR's two CSVs, RibFrac's masks and CSV) as a zip holding them at its top level
 (or inside one folder). A zip is hostile input: before anything is extracted, links, special files, absolute or
-`..` member names, duplicate names, encrypted members and a declared unpacked size over the limit are refused, and
-every member is decompressed once into nothing, counting, so that a member whose data inflates beyond its declared
-size (or the total beyond the limit) is refused too; only then are the members written.
+`..` member names, names that name no file (`.`, empty), two members naming one file (`a.csv`, `./a.csv`, `sub//a.csv`
+are one name once empty and `.` parts are dropped) or a file that another member needs as a folder, encrypted members
+and a declared unpacked size over the limit are refused, and every member is decompressed once into nothing,
+counting, so that a member whose data inflates beyond its declared size (or the total beyond the limit) is refused
+too; only then are the members written, under the names so checked.
 """
 
 from __future__ import annotations
@@ -62,6 +64,30 @@ def _member_problem(info: zipfile.ZipInfo) -> str | None:
     return None
 
 
+def _member_parts(name: str) -> tuple[str, ...]:
+    """The path a member name is extracted to, as folder and file names: empty and `.` parts dropped."""
+    return tuple(part for part in name.split("/") if part not in ("", "."))
+
+
+def _naming_problem(members: list[zipfile.ZipInfo]) -> str | None:
+    """Why the members' names cannot all be extracted side by side (a name of no file, two members naming one file,
+    a file another member needs as its folder), or None."""
+    named: dict[tuple[str, ...], zipfile.ZipInfo] = {}
+    for info in members:
+        parts = _member_parts(info.filename)
+        if not parts:
+            return f"the member {info.filename!r} names no file"
+        if parts in named:
+            return f"the members {named[parts].filename!r} and {info.filename!r} both name {'/'.join(parts)!r}"
+        named[parts] = info
+    ordered = sorted(named)
+    for parts, following in zip(ordered, ordered[1:]):  # the paths under a path sort right after it
+        if not named[parts].is_dir() and following[:len(parts)] == parts:
+            return (f"the member {named[parts].filename!r} is a file, and the member {named[following].filename!r} "
+                    "needs it as a folder")
+    return None
+
+
 def _inflated_size(archive: zipfile.ZipFile, info: zipfile.ZipInfo, budget: int) -> int:
     """The bytes `info` decompresses to, reading at most its declared size + 1 and `budget` + 1 bytes."""
     cap = min(info.file_size, budget) + 1
@@ -81,15 +107,13 @@ def check_zip(path: Path) -> list[zipfile.ZipInfo]:
             members = archive.infolist()
             if len(members) > max_members:
                 raise MAX_MEMBERS.refuse(path, f"{len(members)} members")
-            seen: set[str] = set()
             for info in members:
                 problem = _member_problem(info)
                 if problem:
                     raise InputError(f"{path}: {problem}; a submission zip holds regular files and folders only")
-                name = info.filename.rstrip("/")
-                if name in seen:
-                    raise InputError(f"{path}: the member {name!r} appears twice")
-                seen.add(name)
+            problem = _naming_problem(members)
+            if problem:
+                raise InputError(f"{path}: {problem}; each member of a submission zip must name a file of its own")
             declared = sum(info.file_size for info in members)
             if declared > max_bytes:
                 raise MAX_UNPACKED_BYTES.refuse(path, f"the members declare {declared} bytes")
@@ -116,13 +140,16 @@ def unpack_zip(path: Path, target: Path) -> Path:
     target.mkdir(parents=True)
     with zipfile.ZipFile(path) as archive:
         for info in members:
-            destination = target.joinpath(*PurePosixPath(info.filename).parts)
-            if info.is_dir():
-                destination.mkdir(parents=True, exist_ok=True)
-                continue
-            destination.parent.mkdir(parents=True, exist_ok=True)
-            with archive.open(info) as source, open(destination, "xb") as sink:
-                shutil.copyfileobj(source, sink, _CHUNK)
+            destination = target.joinpath(*_member_parts(info.filename))
+            try:
+                if info.is_dir():
+                    destination.mkdir(parents=True, exist_ok=True)
+                    continue
+                destination.parent.mkdir(parents=True, exist_ok=True)
+                with archive.open(info) as source, open(destination, "xb") as sink:
+                    shutil.copyfileobj(source, sink, _CHUNK)
+            except OSError as exc:  # a name too long for the file system, a full disk: without the folder's path
+                raise InputError(f"{path}: cannot unpack the member {info.filename!r} ({exc.strerror})") from None
     entries = [p for p in target.iterdir() if p.name != "__MACOSX"]
     return entries[0] if len(entries) == 1 and entries[0].is_dir() else target
 
