@@ -116,12 +116,15 @@ class ConnectionGuard:
             return None
         return connection
 
-    def handshake(self, connection: Connection, context: ssl.SSLContext) -> socket.socket | None:
-        """The TLS handshake, within what is left of the connection's deadline; the TLS socket, or None (the
-        connection closed and audited)."""
+    def handshake(self, sock: socket.socket, context: ssl.SSLContext) -> socket.socket | None:
+        """The TLS handshake of an admitted connection, within what is left of its deadline; the TLS socket, or None
+        (the connection closed and audited)."""
         with self.lock:
+            connection = self.connections.pop(id(sock), None)
+            if connection is None:  # ended (and audited) meanwhile
+                sock.close()
+                return None
             connection.awaiting = "TLS handshake"
-            del self.connections[id(connection.sock)]
             connection.sock = context.wrap_socket(connection.sock, server_side=True, do_handshake_on_connect=False)
             self.connections[id(connection.sock)] = connection
         try:

@@ -11,8 +11,8 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .audit import AuditLog, utc_now
 from ..errors import InputError
+from .audit import AuditLog, utc_now
 from .config import GatewayConfig, same_ae_title, significant_ae_title
 from .connections import ConnectionGuard
 from .limits import DEFLATED, inflated_size_over
@@ -58,8 +58,7 @@ def gateway_server_class(guard: ConnectionGuard):
 
         def process_request_thread(self, request, client_address) -> None:
             if self.ssl_context:
-                connection = guard.find(request)
-                request = guard.handshake(connection, self.ssl_context) if connection else None
+                request = guard.handshake(request, self.ssl_context)
                 if request is None:
                     return
             super().process_request_thread(request, client_address)
