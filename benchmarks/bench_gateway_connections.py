@@ -3,7 +3,8 @@ associate hold what they can of the gateway (issue 29, item 2), on the plain and
 
 `run()` starts two gateways with the default limits (`max_associations` 10, `acse_timeout_seconds` 30,
 `max_connections_per_address` = `max_associations`, `max_pending_connections` 50), one plain and one with mutual TLS
-(certificates of a CA made by openssl), and for each, from loopback addresses other than the sender's:
+(certificates of a CA made by openssl; tests/gateway_helpers.py starts them), and for each, from loopback addresses
+other than the sender's:
 `pending_full`: `max_pending_connections` connections, half of which sent one byte of a PDU header (0x01; 0x16, a
 ClientHello's first byte, on the TLS port) and went silent, half nothing; `flood`: 300 idle connections more from
 30 addresses (10 each, the per-address cap); `after_close`: those 350 closed at once. After each, the sender (allowed,
@@ -17,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,35 +30,11 @@ PENDING = 50
 FLOOD_ADDRESSES, PER_ADDRESS = 30, 10
 
 
-def _config(tmp: Path, port: int, tls: str) -> str:
-    return f"""
-[gateway]
-ae_title = "GATEWAY"
-host = "127.0.0.1"
-port = {port}
-work_dir = "{tmp / 'work'}"
-acse_timeout_seconds = {ACSE_TIMEOUT}
-{tls}
-[[caller]]
-ae_title = "BENCHSENDER"
-addresses = ["127.0.0.1"]
-[pacs]
-ae_title = "BENCHPACS"
-host = "127.0.0.1"
-port = 4242
-[[route]]
-name = "tb-caverns"
-modalities = ["CT"]
-interface = "tb-caverns"
-command = ["false"]
-"""
-
-
 def _answer_seconds(port: int, tls_args) -> tuple[float, bool]:
     """The seconds until the gateway answers an association request of the sender, and whether it accepted."""
     from pynetdicom import AE
 
-    ae = AE(ae_title="BENCHSENDER")
+    ae = AE(ae_title="SENDER")
     ae.acse_timeout = ae.network_timeout = ae.connection_timeout = 2 * ACSE_TIMEOUT
     ae.add_requested_context("1.2.840.10008.1.1")
     started = time.perf_counter()
@@ -106,43 +82,35 @@ def _measure(name: str, port: int, tls_args, first_byte: bytes) -> dict:
 
 
 def run() -> dict:
-    from gateway_helpers import client_context, free_port, make_ca
+    from gateway_helpers import GatewayProcess, client_context, config_text, free_port, make_ca
 
     result: dict = {"gateway_connections_acse_timeout_seconds": ACSE_TIMEOUT,
                     "gateway_connections_max_pending": PENDING}
     with tempfile.TemporaryDirectory(prefix="bench_gateway_connections_") as tmp:
-        tmp = Path(tmp)
-        make_ca(tmp / "tls", "bench")
-        certificates = tmp / "tls"
+        certificates = Path(tmp) / "tls"
+        make_ca(certificates, "bench")
         tls_table = f"""[gateway.tls]
 certificate = "{certificates / 'bench-server.crt'}"
 private_key = "{certificates / 'bench-server.key'}"
 ca_certificates = "{certificates / 'bench-ca.crt'}"
 """
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "shared")}
         for name, tls, first_byte in (("gateway_connections_plain", "", b"\x01"),
                                       ("gateway_connections_tls", tls_table, b"\x16")):
-            folder = tmp / name
+            folder = Path(tmp) / name
             folder.mkdir()
             port = free_port()
-            (folder / "gateway.toml").write_text(_config(folder, port, tls))
-            log = folder / "gateway.log"
-            gateway = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config",
-                                        str(folder / "gateway.toml")], env=env, stdout=open(log, "w"),
-                                       stderr=subprocess.STDOUT)
+            (folder / "gateway.toml").write_text(config_text(folder / "work", port, free_port(), ["false"],
+                                                             gateway_extra=f"acse_timeout_seconds = {ACSE_TIMEOUT}\n"
+                                                                           + tls))
+            gateway = GatewayProcess(folder / "gateway.toml", folder / "gateway.log")
             try:
-                deadline = time.monotonic() + 120
-                while "listening on" not in log.read_text():
-                    if time.monotonic() > deadline or gateway.poll() is not None:
-                        raise RuntimeError(f"the gateway did not start: {log.read_text()[-2000:]}")
-                    time.sleep(0.2)
+                gateway.wait_ready()
                 tls_args = (client_context(certificates, "bench", "bench"), "127.0.0.1") if tls else None
                 result.update(_measure(name, port, tls_args, first_byte))
             finally:
-                gateway.terminate()
-                gateway.wait(timeout=60)
+                gateway.stop()
             audit = [json.loads(line) for line in (folder / "work" / "audit.jsonl").read_text().splitlines()]
-            for outcome in ("refused", "timeout", "closed"):
+            for outcome in ("refused", "timeout", "closed", "tls-failed"):
                 result[f"{name}_audited_{outcome}"] = sum(r.get("result") == outcome for r in audit)
     answers = [v for k, v in result.items() if k.endswith("_answer_seconds")]
     result["gateway_connections_goal_met"] = all(a < ACSE_TIMEOUT for a in answers) and \
