@@ -221,7 +221,7 @@ def test_generic_outputs_become_seg_and_sr(tmp_path):
     from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset
     from medchallenge.errors import InputError
     from medchallenge.gateway.config import Route
-    from medchallenge.gateway.image_grid import ImageGrid
+    from medchallenge.jobs.image_grid import ImageGrid
     from medchallenge.gateway.output_dicom import GENERIC_FINDING, generic_results
     from medchallenge.io import write_dicom_atomic
 
@@ -265,7 +265,7 @@ def test_ribfrac_outputs_become_the_detectors_seg(tmp_path):
     from medchallenge.dicom.detectors import RIB_FRACTURE, rib_fracture_type
     from medchallenge.dicom.seg import read_label_segmentation
     from medchallenge.errors import InputError
-    from medchallenge.gateway.image_grid import ImageGrid
+    from medchallenge.jobs.image_grid import ImageGrid
     from medchallenge.gateway.output_dicom import rib_fracture_route_results
     from medchallenge.io import write_dicom_atomic
 

@@ -19,7 +19,7 @@ from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.synthetic import SyntheticStudy, write_ct_series
 from medchallenge.errors import InputError
 from medchallenge.gateway.config import Route
-from medchallenge.gateway.image_grid import read_image_grid
+from medchallenge.jobs.image_grid import read_image_grid
 from medchallenge.gateway.output_dicom import GENERIC_FINDING, generic_results
 from medchallenge.io import write_dicom_atomic
 from medchallenge.jobs.uploads import convert

@@ -11,7 +11,8 @@ code of its evaluator image, on grand-challenge's evaluation input (a failed job
 evaluator scores as an empty one), with percentile bootstrap intervals, then reviewed (medchallenge.review): the
 convention check, and per case a figure of the predictions and the ground truth over the image, worst first.
 Writes OUT/preflight.json, OUT/preflight.html (offline, no script, the figures embedded), OUT/review/ (the figures),
-OUT/evaluation/ (metrics.json and figures) and OUT/jobs/ (each job's folders); prints a table.
+OUT/evaluation/ (metrics.json and figures), OUT/jobs/<pk>/ (each job's folders), OUT/storage/ (the uploads as
+panimg converted them) and OUT/evaluation-input/; prints a table.
 Exit status 0 when every job succeeded (and the scoring did), 1 otherwise.
 """
 
@@ -31,7 +32,7 @@ from .errors import InputError, report_errors
 from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from .io import atomic_output, write_json_atomic, write_text_atomic
-from .jobs import CONDITIONS, DockerImage, JobLimits
+from .jobs import CONDITIONS, DockerImage, JobLimits, value_rules
 from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from .leaderboard import edition_environment
 from .logs import setup_logging
@@ -41,6 +42,9 @@ from .review import review_jobs
 
 log = logging.getLogger("medchallenge.preflight")
 REPORT_FILES = ("preflight.json", "preflight.html")
+GATEWAY_REFUSES = ("grand-challenge accepts this result and the evaluator scores it as written, but the hospital "
+                   "gateway would refuse it")
+EVALUATION_INPUT = "evaluation-input"  # the evaluator's --input, as grand-challenge gives it the jobs' outputs
 REVIEW_FOLDER = "review"  # the figures of the review (medchallenge.review), embedded in preflight.html
 
 
@@ -76,7 +80,7 @@ def prepare_output(output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
     for name in REPORT_FILES:
         (output / name).unlink(missing_ok=True)
-    for name in ("jobs", "evaluation", REVIEW_FOLDER):
+    for name in ("jobs", "storage", EVALUATION_INPUT, "evaluation", REVIEW_FOLDER):
         if (output / name).is_symlink() or (output / name).is_file():
             raise InputError(f"{output / name}: expected a folder of a previous pre-flight, found something else")
         shutil.rmtree(output / name, ignore_errors=True)
@@ -84,7 +88,7 @@ def prepare_output(output: Path) -> None:
 
 def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> dict[str, Any]:
     """The successful jobs scored as the evaluator image scores them; the report's `evaluation` section."""
-    eval_input = output / "jobs" / "evaluation-input"
+    eval_input = output / EVALUATION_INPUT
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
@@ -121,7 +125,8 @@ def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, ima
     results = [job.result for job in jobs]
     peaks = [r.peak_memory_bytes for r in results if r.peak_memory_bytes is not None]
     failed = [r for r in results if not r.succeeded]
-    instance, vcpus = limits.instance(any(r.gpu_passed for r in results))
+    gpu_passed = any(r.gpu_passed for r in results)
+    instance, vcpus = limits.instance(gpu_passed)
     return {
         "tool": f"medchallenge {__version__} preflight",
         "challenge": args.challenge,
@@ -134,7 +139,8 @@ def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, ima
                     "max_peak_memory_bytes": max(peaks) if peaks else None,
                     "gpu_passed": any(r.gpu_passed for r in results),
                     "used_gpu": any(bool(r.used_gpu) for r in results)},
-        "limits": {**limits.to_json(), "gc_instance": instance, "gc_instance_vcpus": vcpus},
+        "limits": {**limits.to_json(), "cpus": limits.effective_cpus(gpu_passed), "cpus_asked": limits.cpus,
+                   "gc_instance": instance, "gc_instance_vcpus": vcpus},
         "conditions": [{"condition": c, "how": how, "source": source} for c, how, source in CONDITIONS],
         "image_notes": image_notes,
         "jobs": [{"case": job.case.name, **job.result.to_json()} for job in jobs],
@@ -153,6 +159,8 @@ def terminal_table(data: dict[str, Any]) -> str:
         gpu = "yes" if job["used_gpu"] else "no" if job["used_gpu"] is False else "?"
         lines.append(f"{job['case'][:28]:<28} {job['status']:<9} {job['wall_seconds']:>8.1f} "
                      f"{_size(job['peak_memory_bytes']):>9} {gpu:>4}  {(job['error'] or '')[:160]}")
+    lines.extend(f"note: {job['case']}: {note}" for job in data["jobs"] for note in job["notes"]
+                 if note.startswith(GATEWAY_REFUSES))
     evaluation = data["evaluation"]
     if evaluation and evaluation["error"]:
         lines.append(f"scoring failed: {evaluation['error']}")
@@ -185,7 +193,11 @@ def main(argv: list[str] | None = None) -> int:
     image_notes = launcher.check()  # GC's upload checks first: a root image is refused before any job
     prepare_output(args.output)
     jobs = []
-    for job in run_jobs(spec, cases, args.output / "jobs", launcher, model=args.model, limits=limits, gpu=args.gpu):
+    for job in run_jobs(spec, cases, args.output, launcher, model=args.model, limits=limits, gpu=args.gpu):
+        refusal = value_rules.gateway_refusal(args.challenge, job.result.inputs, job.result.outputs) \
+            if job.result.succeeded else None
+        if refusal:
+            job.result.notes.append(f"{GATEWAY_REFUSES}: {refusal}")
         jobs.append(job)
     evaluation = score_jobs(args, jobs, args.output) if args.ground_truth is not None else None
     data = report(args, jobs, limits, image_notes, evaluation)

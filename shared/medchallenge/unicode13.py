@@ -19,10 +19,10 @@ fuzzes the whole caption pipeline against Python 3.9.
 from __future__ import annotations
 
 import itertools
-import json
 import re
 import unicodedata
-from importlib import resources
+
+from .unicode_tables import code_points, load
 
 DATA_FILE = "unicode13.json"
 CAPITAL_SIGMA, SMALL_SIGMA, FINAL_SIGMA = "\u03a3", "\u03c3", "\u03c2"
@@ -30,7 +30,7 @@ CAPITAL_SIGMA, SMALL_SIGMA, FINAL_SIGMA = "\u03a3", "\u03c3", "\u03c2"
 
 def _load_entry() -> tuple[dict, dict]:
     """The table's reference part and its entry for the running interpreter's Unicode version."""
-    table = json.loads(resources.files("medchallenge").joinpath("data", DATA_FILE).read_text(encoding="utf-8"))
+    table = load(DATA_FILE)
     entry = table["runtimes"].get(unicodedata.unidata_version)
     if entry is None:
         raise RuntimeError(f"medchallenge/data/{DATA_FILE} has no entry for Unicode {unicodedata.unidata_version} "
@@ -38,15 +38,6 @@ def _load_entry() -> tuple[dict, dict]:
                            f"here. Add it with tools/make_unicode13_table.py (tabulated: "
                            f"{', '.join(sorted(table['runtimes']))})")
     return table["reference"], entry
-
-
-def _code_points(ranges: list[str]) -> list[int]:
-    """["0870..0887", "08B5"] -> every code point of those runs."""
-    points: list[int] = []
-    for run in ranges:
-        first, _, last = run.partition("..")
-        points.extend(range(int(first, 16), int(last or first, 16) + 1))
-    return points
 
 
 def _char_class(points) -> str:
@@ -83,7 +74,7 @@ class _Changed:
 
 def _corrected(builtin: str, diff: dict[str, list[str]]) -> str:
     """A one-character regex: the running `builtin` class (e.g. \\w) with Python 3.9's value where they differ."""
-    removed, added = _char_class(_code_points(diff["false"])), _char_class(_code_points(diff["true"]))
+    removed, added = _char_class(code_points(diff["false"])), _char_class(code_points(diff["true"]))
     pattern = f"(?!{removed}){builtin}" if removed else builtin
     return f"(?:{pattern}|{added})" if added else f"(?:{pattern})"
 
@@ -91,14 +82,14 @@ def _corrected(builtin: str, diff: dict[str, list[str]]) -> str:
 _REFERENCE, _ENTRY = _load_entry()
 _LOWER = {chr(int(cp, 16)): value for cp, value in _ENTRY["lower"].items()}
 _UPPER = {chr(int(cp, 16)): value for cp, value in _ENTRY["upper"].items()}
-_SIGMA_CLASS = {chr(cp): kind for kind, ranges in _ENTRY["sigma"].items() for cp in _code_points(ranges)}
-_SPACE = {chr(cp): value == "true" for value, ranges in _ENTRY["space"].items() for cp in _code_points(ranges)}
+_SIGMA_CLASS = {chr(cp): kind for kind, ranges in _ENTRY["sigma"].items() for cp in code_points(ranges)}
+_SPACE = {chr(cp): value == "true" for value, ranges in _ENTRY["space"].items() for cp in code_points(ranges)}
 _LOWER_CHANGED = _Changed(map(ord, _LOWER))
 _UPPER_CHANGED = _Changed(map(ord, _UPPER))
 _SIGMA_CHANGED = _Changed(map(ord, _SIGMA_CLASS))
 _SPACE_CHANGED = _Changed(map(ord, _SPACE))
-_REGEX_CHANGED = _Changed([*_code_points(_ENTRY["word"]["true"]), *_code_points(_ENTRY["word"]["false"]),
-                          *_code_points(_ENTRY["re_space"]["true"]), *_code_points(_ENTRY["re_space"]["false"])])
+_REGEX_CHANGED = _Changed([*code_points(_ENTRY["word"]["true"]), *code_points(_ENTRY["word"]["false"]),
+                          *code_points(_ENTRY["re_space"]["true"]), *code_points(_ENTRY["re_space"]["false"])])
 _IGNORECASE_AS_PYTHON39 = not _ENTRY["ignorecase"]
 
 WORD = _corrected(r"\w", _ENTRY["word"])

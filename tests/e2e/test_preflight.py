@@ -31,6 +31,10 @@ BROKEN = {
     "slow": r"Time limit exceeded \(the job ran longer than 4 s\)",
     "memory": r"The algorithm exited with status 1: MemoryError \(the job ran out of memory: it may use 0\.5 GiB",
     "memory-kill": r"The container was killed as it exceeded its memory limit \(1\.5 GB\)",
+    "no-start": r'The container could not start: exec: "no-such-program": executable file not found in \$PATH '
+                r"\(grand-challenge runs the image's ENTRYPOINT and CMD as they are",
+    "gpu-memory": r"The algorithm exited with status 1: RuntimeError: CUDA out of memory\. .*\(the job ran out of GPU "
+                  r"memory, which the container's memory limit does not cover",
     "network": r"The algorithm exited with status 1: socket\.gaierror: .*\(the job tried to reach the network; "
                r"grand-challenge jobs have none",
     "outside": r"Output file 'tb-cavern-boxes\.json' was not produced \(the job wrote 1 file\(s\) outside /output "
@@ -45,10 +49,13 @@ def tag(behaviour: str) -> str:
 @pytest.fixture(scope="module")
 def images(docker_compose, repo) -> None:
     """Every behaviour's image built (seconds each: one layer over the base)."""
-    for behaviour in ["ok", *BROKEN]:
+    for behaviour in ["ok", "box-outside", *(b for b in BROKEN if b != "no-start")]:
         subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--tag",
                         tag(behaviour), str(repo / "tests" / "job_images" / "broken")], check=True,
                        capture_output=True)
+    # an entry point the image does not have: the container is made, its command cannot start
+    subprocess.run(["docker", "build", "--quiet", "--tag", tag("no-start"), "-"], check=True, capture_output=True,
+                   input=f'FROM {tag("ok")}\nENTRYPOINT ["no-such-program"]\n'.encode())
 
 
 @pytest.fixture(scope="module")
@@ -96,6 +103,21 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
     table = capsys.readouterr().out
     assert re.search(r"TST_001\.nii\.gz\s+succeeded", table) and "2/2 jobs succeeded; ready to upload" in table
     assert not leftover_containers("ok")
+
+
+def test_what_the_gateway_would_refuse_is_said_per_job_though_grand_challenge_accepts_it(images, cohort, tmp_path,
+                                                                                       capsys):
+    status, report = run_preflight("box-outside", cohort, tmp_path / "out")
+    assert status == 0 and report["ready"]  # grand-challenge accepts valid JSON: the submission is not refused
+    for job in report["jobs"]:
+        assert job["status"] == "succeeded"
+        assert [n for n in job["notes"] if "gateway would refuse" in n] == [
+            "grand-challenge accepts this result and the evaluator scores it as written, but the hospital gateway "
+            "would refuse it: tb-cavern-boxes: boxes[0]: voxel_bbox outside the 32x32x8 image or unordered"]
+    table = capsys.readouterr().out
+    assert table.count("but the hospital gateway would refuse it: tb-cavern-boxes: boxes[0]") == 2
+    ok_status, ok_report = run_preflight("ok", cohort, tmp_path / "ok")
+    assert not [n for job in ok_report["jobs"] for n in job["notes"] if "gateway would refuse" in n]
 
 
 @pytest.mark.parametrize("behaviour", sorted(BROKEN))

@@ -1,21 +1,34 @@
-"""The gateway under a seeded DICOM fuzzer (issue 22, part 7): mutated synthetic studies (tags, VRs, lengths, transfer
-syntaxes, pixel data, UIDs) sent to a gateway on loopback with its real detectors, bounded in count and time. The
+"""The gateway under a seeded DICOM fuzzer (issue 22, part 7; issue 29): mutated synthetic studies (tags, VRs, lengths,
+transfer syntaxes, pixel data, UIDs, many tiny elements, deflate streams padded, cut, concatenated, random) sent to a
+gateway on loopback with its real detectors, bounded in count and time. The
 gateway never exits, never writes outside its work folder, and every study it accepted ends in sent/, failed/,
 unroutable/ or duplicate/. The counts are printed. MEDCHALLENGE_FUZZ_SEED and MEDCHALLENGE_FUZZ_STUDIES change the
-seed (default 22) and the number of studies (default 16)."""
+seed (default 22) and the number of studies (default 16). The one inflater of deflated data sets is fuzzed on its own
+too: random streams, intact, padded, truncated, concatenated, random or flipped, each inflated in bounded time to its
+payload or refused with one InputError."""
 
 from __future__ import annotations
 
+import io
 import os
+import random
+import signal
 import sys
 import time
+import zlib
 from collections import Counter
 
 import pydicom
 from dicom_helpers import write_tiny_series
-from gateway_fuzz import StudyFuzzer
-from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, GatewayProcess, config_text, free_port,
-                             route_text, states, wait_for)
+from gateway_fuzz import STREAM_MUTATIONS, StudyFuzzer, mutate_stream
+from gateway_helpers import (INFERENCE, MR_IMAGE_STORAGE, OBJECT_CXR_INFERENCE, GatewayProcess, config_text,
+                             free_port, route_text, states, wait_for)
+from pydicom.uid import DeflatedExplicitVRLittleEndian
+
+from medchallenge.dicom.deflated import InflatedTooLarge, inflate
+from medchallenge.errors import InputError
+
+STREAM_CASE_SECONDS = 60  # far more than any case takes: a case over it is a hang
 
 FINAL = ("sent", "failed", "unroutable", "duplicate")
 SEND_SECONDS = 180  # the time bound of the sending; the queue then has as long again to drain
@@ -106,3 +119,57 @@ def test_fuzzed_studies_never_stop_the_gateway_and_all_end_in_a_final_state(tmp_
               f"instances {dict(statuses)}; mutations {dict(fuzzer.counts)}; studies accepted {len(accepted)}, "
               + ", ".join(f"{state} {len(ended[state])}" for state in FINAL)
               + f"; unexpected errors (tracebacks) in the log {log.count('Traceback')}")
+
+
+def deflated_part10_prefix() -> bytes:
+    """The preamble and file meta information of a deflated Part-10 file (its data set follows)."""
+    meta = pydicom.dataset.FileMetaDataset()
+    meta.MediaStorageSOPClassUID = MR_IMAGE_STORAGE
+    meta.MediaStorageSOPInstanceUID = "1.2.3.4"
+    meta.TransferSyntaxUID = DeflatedExplicitVRLittleEndian
+    out = io.BytesIO()
+    pydicom.filewriter.write_file_meta_info(pydicom.filebase.DicomFileLike(out), meta)
+    return b"\0" * 128 + b"DICM" + out.getvalue()
+
+
+def timed_out(*_):
+    raise AssertionError(f"an inflation ran over {STREAM_CASE_SECONDS} s")
+
+
+def test_fuzzed_deflate_streams_inflate_in_bounded_time_or_are_refused(tmp_path, capsys):
+    seed = int(os.environ.get("MEDCHALLENGE_FUZZ_SEED", "22"))
+    rng = random.Random(seed)
+    prefix, path = deflated_part10_prefix(), tmp_path / "deflated.dcm"
+    outcomes: Counter[str] = Counter()
+    previous = signal.signal(signal.SIGALRM, timed_out)
+    try:
+        for _ in range(200):
+            size = rng.choice((0, 1, rng.randrange(1 << 16), rng.randrange(1 << 22)))
+            payload = bytes(size) if rng.random() < 0.5 else rng.randbytes(size) * rng.randint(1, 3)
+            deflater = zlib.compressobj(rng.randint(0, 9), zlib.DEFLATED, -zlib.MAX_WBITS)
+            stream = deflater.compress(payload) + deflater.flush()
+            kind = rng.choice(STREAM_MUTATIONS)
+            path.write_bytes(prefix + mutate_stream(rng, stream, kind))
+            limit = rng.choice((len(payload), len(payload) + 1, max(0, len(payload) - 1), 1 << 30))
+            signal.alarm(STREAM_CASE_SECONDS)
+            try:
+                inflated = b"".join(inflate(path, limit))
+                outcome = "inflated"
+            except InflatedTooLarge:
+                outcome = "over the limit"
+                assert len(payload) > limit or kind in ("random", "bit_flip")
+            except InputError as exc:
+                outcome = "refused"
+                assert str(path) in str(exc) and "\n" not in str(exc)
+            finally:
+                signal.alarm(0)
+            if kind in ("intact", "padded", "concatenated") and limit >= len(payload):
+                assert outcome == "inflated" and inflated == payload, kind  # what follows the stream's end: ignored
+            if kind == "truncated":
+                assert outcome != "inflated" or inflated == payload  # a cut stream never inflates to other data
+            outcomes[f"{kind} {outcome}"] += 1
+    finally:
+        signal.signal(signal.SIGALRM, previous)
+    assert outcomes["padded inflated"] and outcomes["truncated refused"]
+    with capsys.disabled():
+        print(f"\ndeflate stream fuzz seed {seed}: {dict(sorted(outcomes.items()))}")

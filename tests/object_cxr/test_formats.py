@@ -189,3 +189,30 @@ def test_classification(tmp_path):
         read_classification(write(tmp_path, "cls.csv", "image_path,prediction\na.jpg,0.9\na.jpg,0.1\n"))
     with pytest.raises(InputError, match="line 2: no probability"):
         read_classification(write(tmp_path, "cls.csv", "image_path,prediction\na.jpg,\n"))
+
+
+# Decimal digits that froc.py's Python 3.7 (Unicode 11.0) does not know: segmented digits (Unicode 13.0), Nyiakeng
+# Puachue Hmong and Wancho (12.0), Tangsa (14.0). Python 3.11's float() reads them all.
+DIGITS_AFTER_UNICODE_11 = ["\U0001fbf5", "\U0001e145", "\U0001e2f5", "\U00016ac5"]
+
+
+@pytest.mark.parametrize("digit", DIGITS_AFTER_UNICODE_11)
+def test_digits_after_unicode_11_are_no_numbers_as_in_python_3_7(tmp_path, digit):
+    with pytest.raises(InputError, match=r"line 2: '.*' in prediction 1 is not a number"):
+        read_localization(write(tmp_path, "loc.csv", f"image_path,prediction\na.jpg,0.5 1{digit} 2\n"))
+    with pytest.raises(InputError, match=r"gt.csv: line 2: '.*' in object 1 is not a number"):
+        read_ground_truth(write(tmp_path, "gt.csv", f"image_path,annotation\na.jpg,0 1 1 {digit} 2\n"))
+    with pytest.raises(InputError, match=r"line 2: '.*' in the probability is not a number"):
+        read_classification(write(tmp_path, "cls.csv", f"image_path,prediction\na.jpg,0.{digit}\n"))
+    # froc.py skips line 1 whatever it holds: for Python 3.7 this one is no data, so it is the header
+    cls = read_classification(write(tmp_path, "cls.csv", f"a.jpg,0.{digit}\nb.jpg,0.5\n"))
+    assert cls.probability == {"b.jpg": 0.5}
+
+
+def test_unicode_11_digits_and_spaces_are_numbers_as_in_python_3_7(tmp_path):
+    # ARABIC-INDIC DIGIT FIVE, FULLWIDTH DIGIT TWO, MATHEMATICAL BOLD DIGIT ONE; NO-BREAK SPACE, IDEOGRAPHIC SPACE
+    loc = read_localization(write(tmp_path, "loc.csv", "image_path,prediction\n"
+                                  "a.jpg,0.\u0665 \uff12\u00a0 \u3000\U0001d7cf\n"))
+    assert (loc.probability.tolist(), loc.x.tolist(), loc.y.tolist()) == ([0.5], [2.0], [1.0])
+    gt = read_ground_truth(write(tmp_path, "gt.csv", "image_path,annotation\na.jpg,0 \u0661 1 \uff15 5\n"))
+    assert gt.boxes[0].tolist() == [1, 1, 5, 5]

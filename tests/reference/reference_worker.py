@@ -294,6 +294,51 @@ PIECES.update({function.__name__: function for function in (pandas_columns, ribf
                                                              box_iou_int64)})
 
 
+def parse_numbers(inputs, options):
+    """`int(text)` (base 10) or `float(text)` (options["kind"]) of each text, as the official code calls them on
+    participant text: the value as text (str of an int, repr of a float) or "ValueError"."""
+    parse = {"int": int, "float": float}[options["kind"]]
+    outputs = []
+    for text in inputs:
+        try:
+            value = parse(text)
+        except ValueError:
+            outputs.append("ValueError")
+            continue
+        outputs.append(str(value) if isinstance(value, int) else repr(value))
+    return outputs
+
+
+def csv_rows(inputs, options):
+    """The official reading of a caption or TB file: `csv.reader(..., quoting=QUOTE_NONE)` over the file opened as
+    text (options["newline"]: None, as the caption evaluators, or "", as the TB caverns evaluator); per input (the
+    file's text, written as UTF-8) the rows, or the error the reader raised ("Error: line contains NUL") and the
+    reader's line number then."""
+    import csv
+    import os
+    import tempfile
+
+    outputs = []
+    handle, path = tempfile.mkstemp(suffix=".csv")
+    os.close(handle)
+    try:
+        for text in inputs:
+            with open(path, "w", encoding="utf-8", newline="") as out:
+                out.write(text)
+            with open(path, encoding="utf-8", newline=options["newline"]) as source:
+                reader = csv.reader(source, delimiter=options["delimiter"], quoting=csv.QUOTE_NONE)
+                try:
+                    outputs.append({"rows": list(reader)})
+                except csv.Error as error:
+                    outputs.append({"error": "%s: %s" % (type(error).__name__, error), "line": reader.line_num})
+    finally:
+        os.unlink(path)
+    return outputs
+
+
+PIECES.update({function.__name__: function for function in (parse_numbers, csv_rows)})
+
+
 def versions():
     """Versions of the reference libraries that are installed here."""
     found = {"python": "%d.%d.%d" % sys.version_info[:3]}

@@ -159,12 +159,33 @@ def test_gc_case_without_a_job_has_no_boxes_and_is_named(tmp_path, three_cases, 
     ("TST_001.nii.gz,1,1,1,5,5,5\n\nTST_002.nii.gz,1,1,1,5,5,5\n", "line 2: blank line"),
     ("TST_001.nii.gz,1,1,1,5,5,5\nTST_002.nii.gz,1.5,1,1,5,5,5\n", "line 2: coordinates must be integers"),
     ("TST_001.nii.gz,1,1,1,5,5\n", "line 1: expected a file name and 6 coordinates"),
+    # Python 3.9's csv module stops at a NUL ("line contains NUL"); 3.11's reads it
+    ("TST_001.nii.gz,1,1,1,5,5,5\nTST_002.nii.gz,1,1,1,5,5,5\x00\n", "line 2: line contains NUL"),
+    # Tangsa digits (Unicode 14.0): int() reads them on Python 3.11, not on the official Python 3.9
+    ("TST_001.nii.gz,1,1,1,5,5,\U00016ac5\n", "line 1: coordinates must be integers"),
 ])
 def test_bad_run_files_fail_with_one_line(tmp_path, ground_truth, capsys, submission, message):
     code, metrics = run(tmp_path, ground_truth, submission)
     assert code == 1 and metrics is None
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "submission.txt" in err[0] and message in err[0]
+
+
+def test_coordinates_in_unicode_13_digits_are_read_as_python_3_9_reads_them(tmp_path, ground_truth):
+    ascii_run = (FIXTURES / "pred.csv").read_text()
+    digits = {ord(d): chr(0x0660 + int(d)) for d in "0123456789"}  # ARABIC-INDIC DIGIT ZERO.. (Unicode 1.1)
+    arabic_indic = "".join(name + "," + coordinates.translate(digits) for name, coordinates in
+                           (line.split(",", 1) for line in ascii_run.splitlines(keepends=True)))
+    assert arabic_indic != ascii_run
+    code, metrics = run(tmp_path, ground_truth, arabic_indic)
+    _, expected = run(tmp_path / "ascii", ground_truth, ascii_run)
+    assert code == 0 and metrics["aggregates"] == expected["aggregates"]
+
+
+def test_nul_in_the_ground_truth_is_one_error_line(tmp_path, ground_truth, capsys):
+    (ground_truth / "all_ids.csv").write_text("TST_001.nii.gz\n\x00\n")
+    code, metrics = run(tmp_path, ground_truth, (FIXTURES / "pred.csv").read_text())
+    assert code == 1 and metrics is None and "all_ids.csv: line 2: line contains NUL" in capsys.readouterr().err
 
 
 def test_task_page_rules_warn_by_default_and_fail_when_strict(tmp_path, ground_truth, capsys):

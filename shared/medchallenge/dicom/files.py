@@ -1,15 +1,23 @@
 """One DICOM file, read as hostile input: its header without its pixel data, and its pixel data checked against the
 header and the image-size limit before anything of its size is allocated.
 
+A header is read within bounds that hold whatever the file claims: at most MAX_HEADER_ELEMENTS data elements and
+items before the pixel data (nested ones included) and MAX_HEADER_BYTES bytes read (values longer than LARGE_VALUE
+stay in the file until used). pydicom keeps some 300 bytes per element, so an unbounded header of millions of tiny
+elements takes gigabytes (issue 29); the bounds are counted on the reads as pydicom makes them, so checking them
+allocates nothing. A header over them is a HeaderTooLarge.
+
 pydicom inflates a whole Deflated Explicit VR Little Endian dataset in memory, even for the header alone, so a 389 kB
-deflated radiograph becomes 0.8 GB before one tag is read: here the header is parsed from a bounded inflated prefix,
-and the full dataset is read only once its inflated length is known to fit what the header declares. Numeric fields
-are read with `number`, which names the file and the field when a value is no number. pydicom's own warnings about
-invalid values are silenced (its validation mode IGNORE): the fields used are checked here, one line each.
+deflated radiograph becomes 0.8 GB before one tag is read: here the header is parsed from a bounded inflated prefix
+(`deflated.inflate`, the one inflater), and the full dataset is read only once its inflated length is known to fit
+what the header declares. Numeric fields are read with `number`, which names the file and the field when a value is
+no number. pydicom's own warnings about invalid values are silenced (its validation mode IGNORE): the fields used
+are checked here, one line each.
 """
 
 from __future__ import annotations
 
+import io
 import math
 import zlib
 from pathlib import Path
@@ -18,14 +26,49 @@ import numpy as np
 
 from ..errors import InputError
 from ..limits import check_image_size
+from .deflated import InflatedTooLarge, inflate, is_deflated
 
-DEFLATED = "1.2.840.10008.1.2.1.99"
 PIXEL_DATA_TAG = b"\xe0\x7f\x10\x00"  # (7FE0,0010), little endian
-MAX_HEADER_BYTES = 16 << 20  # the elements before the pixel data of a deflated file
+MAX_HEADER_ELEMENTS = 100_000  # element and item headers read before the pixel data (an 8-byte value counts too)
+MAX_HEADER_BYTES = 16 << 20  # bytes read before the pixel data (inflated, for a deflated file)
+LARGE_VALUE = 1 << 20  # header values longer than this are read from the file when used
 TRAILING_BYTES = 1 << 20  # what a deflated dataset may hold after its pixel data (padding, signatures)
-_CHUNK = 1 << 16
-PREAMBLE_AND_PREFIX = 132
-GROUP_LENGTH_ELEMENT = 12  # (0002,0000) UL: tag, VR, length, value
+
+
+class HeaderTooLarge(InputError):
+    """A header over MAX_HEADER_ELEMENTS elements or MAX_HEADER_BYTES bytes before its pixel data."""
+
+
+class _Bounded:
+    """Counts the reads a header costs: every data element and item starts with one read of 8 bytes (tag and
+    length), so those reads bound the elements; HeaderTooLarge past a bound, before anything more is parsed."""
+
+    where: Path
+    elements = 0
+    bytes_read = 0
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        self.elements += len(data) == 8
+        self.bytes_read += len(data)
+        if self.elements > MAX_HEADER_ELEMENTS:
+            raise HeaderTooLarge(f"{self.where}: more than {MAX_HEADER_ELEMENTS} data elements before the pixel data")
+        if self.bytes_read > MAX_HEADER_BYTES:
+            raise HeaderTooLarge(f"{self.where}: more than {MAX_HEADER_BYTES} bytes of DICOM header before the pixel "
+                                 "data")
+        return data
+
+
+class _BoundedFile(_Bounded, io.BufferedReader):
+    def __init__(self, path: Path):
+        super().__init__(io.FileIO(str(path), "rb"))
+        self.where = path
+
+
+class _BoundedBytes(_Bounded, io.BytesIO):
+    def __init__(self, data: bytes, where: Path):
+        super().__init__(data)
+        self.where = where
 
 
 def _quiet_pydicom() -> None:
@@ -34,60 +77,53 @@ def _quiet_pydicom() -> None:
     config.settings.reading_validation_mode = config.IGNORE
 
 
-def _dataset_offset(path: Path):
-    """The file meta information and where the dataset starts after it."""
-    import pydicom
+def _read_meta(handle: _BoundedFile):
+    """The file meta information, read within the header bounds; the handle left at the data set."""
+    from pydicom.filereader import _read_file_meta_info, read_preamble
 
-    meta = pydicom.filereader.read_file_meta_info(path)
-    return meta, PREAMBLE_AND_PREFIX + GROUP_LENGTH_ELEMENT + int(meta.get("FileMetaInformationGroupLength", 0))
-
-
-def _inflated(path: Path, offset: int):
-    """The inflated chunks of a deflated dataset, streamed (nothing kept)."""
-    inflater = zlib.decompressobj(-zlib.MAX_WBITS)
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        while chunk := handle.read(1 << 20):
-            while chunk:
-                yield inflater.decompress(chunk, _CHUNK)
-                chunk = inflater.unconsumed_tail
-            if inflater.eof:
-                return
-    yield inflater.flush()
+    read_preamble(handle, False)
+    return _read_file_meta_info(handle)
 
 
-def _deflated_header(path: Path):
+def _deflated_header(path: Path, meta, tags: list | None):
     """The header of a deflated file, parsed from the inflated bytes before its pixel data (at most
     MAX_HEADER_BYTES of them)."""
-    import pydicom
-    from pydicom.filebase import DicomBytesIO
+    from pydicom.filereader import read_dataset
 
-    meta, offset = _dataset_offset(path)
-    prefix = b""
-    for chunk in _inflated(path, offset):
-        prefix += chunk
-        found = prefix.find(PIXEL_DATA_TAG + b"O")
-        if found >= 0:
-            prefix = prefix[:found]
-            break
-        if len(prefix) > MAX_HEADER_BYTES:
-            raise InputError(f"{path}: more than {MAX_HEADER_BYTES} bytes of DICOM header before the pixel data")
-    header = pydicom.filereader.read_dataset(DicomBytesIO(prefix), is_implicit_VR=False, is_little_endian=True)
+    prefix = bytearray()
+    try:
+        for chunk in inflate(path, MAX_HEADER_BYTES):
+            searched = max(0, len(prefix) - len(PIXEL_DATA_TAG))
+            prefix += chunk
+            found = prefix.find(PIXEL_DATA_TAG + b"O", searched)
+            if found >= 0:
+                del prefix[found:]
+                break
+    except InflatedTooLarge:
+        raise HeaderTooLarge(f"{path}: more than {MAX_HEADER_BYTES} bytes of DICOM header before the pixel "
+                             "data") from None
+    header = read_dataset(_BoundedBytes(bytes(prefix), path), is_implicit_VR=False, is_little_endian=True,
+                          specific_tags=tags)
     header.file_meta = meta
     return header
 
 
-def read_header(path: Path):
-    """The header of a DICOM file without its pixel data; an InputError naming the file when unreadable."""
+def read_header(path: Path, tags: tuple[str, ...] | None = None):
+    """The header of a DICOM file without its pixel data (only the elements `tags` names, when given), within the
+    header bounds (HeaderTooLarge); an InputError naming the file when unreadable."""
     import pydicom
     from pydicom.errors import InvalidDicomError
+    from pydicom.tag import Tag
 
     _quiet_pydicom()
+    wanted = [Tag(keyword) for keyword in tags] if tags else None
     try:
-        meta_syntax = str(pydicom.filereader.read_file_meta_info(path).get("TransferSyntaxUID", ""))
-        if meta_syntax == DEFLATED:
-            return _deflated_header(path)
-        return pydicom.dcmread(path, stop_before_pixels=True)
+        with _BoundedFile(path) as handle:
+            meta = _read_meta(handle)
+            if is_deflated(meta):
+                return _deflated_header(path, meta, wanted)
+            handle.seek(0)
+            return pydicom.dcmread(handle, stop_before_pixels=True, defer_size=LARGE_VALUE, specific_tags=wanted)
     except (InvalidDicomError, OSError, ValueError, EOFError, KeyError, zlib.error, TypeError) as exc:
         raise InputError(f"{path}: cannot read the DICOM header ({type(exc).__name__}: {exc})") from None
 
@@ -140,21 +176,21 @@ def read_pixels(path: Path):
     expected = -(-rows * columns * frames * samples * bits // 8)
     declared = f"Rows x Columns {rows} x {columns}, {frames} frame(s) of {samples} sample(s), {bits} bits"
     try:
-        if str(header.file_meta.get("TransferSyntaxUID", "")) == DEFLATED:
-            _, offset = _dataset_offset(path)
-            total, bound = 0, MAX_HEADER_BYTES + expected + TRAILING_BYTES
-            for chunk in _inflated(path, offset):
-                total += len(chunk)
-                if total > bound:
-                    raise InputError(f"{path}: the deflated dataset inflates to more than {bound} bytes, more than "
-                                     f"its header declares ({declared})")
+        if is_deflated(header.file_meta):
+            bound = MAX_HEADER_BYTES + expected + TRAILING_BYTES
+            try:
+                for _ in inflate(path, bound):
+                    pass
+            except InflatedTooLarge:
+                raise InputError(f"{path}: the deflated dataset inflates to more than {bound} bytes, more than its "
+                                 f"header declares ({declared})") from None
         # values longer than the native pixel data are left in the file until used: a native file holding more
         # than its header says is refused from the element's length, before it is read
         dataset = pydicom.dcmread(path, defer_size=expected + 2)
         if "PixelData" not in dataset:
             raise InputError(f"{path}: no pixel data")
         syntax = dataset.file_meta.TransferSyntaxUID
-        if not syntax.is_compressed or str(syntax) == DEFLATED:  # native pixel data: its length is the check
+        if not syntax.is_compressed or is_deflated(dataset.file_meta):  # native pixel data: its length is the check
             item = dataset.get_item("PixelData", keep_deferred=True)
             stored = item.length if isinstance(item, RawDataElement) else len(item.value)
             if stored not in (expected, expected + 1):

@@ -32,6 +32,7 @@ DICOM_PREAMBLE_OFFSET = 128
 ORIENTATION_TOLERANCE = 1e-4  # direction cosines
 POSITION_TOLERANCE_MM = 0.01  # duplicate slices, off-normal displacement per slice
 SPACING_TOLERANCE = 0.01  # relative variation of the slice spacing
+SERIES_TAGS = ("StudyInstanceUID", "SeriesInstanceUID", "Modality", "BodyPartExamined")  # what DicomSeries holds
 HEADER_TAGS = ("SOPClassUID", "SOPInstanceUID", "StudyInstanceUID", "SeriesInstanceUID", "Modality",
                "ImagePositionPatient", "ImageOrientationPatient", "PixelSpacing", "Rows", "Columns", "ImageType",
                "GantryDetectorTilt", "BodyPartExamined", "FrameOfReferenceUID", "NumberOfFrames", "SeriesNumber")
@@ -72,11 +73,13 @@ class DicomSeries:
         return tuple(str(h.SOPInstanceUID) for h in self.headers)
 
 
-def read_headers(files: list[Path]) -> list[DicomSeries]:
-    """The series of `files` (headers read without pixel data), in order of study and series UID."""
+def read_headers(files: list[Path], tags: tuple[str, ...] | None = None) -> list[DicomSeries]:
+    """The series of `files` (headers read without pixel data; only the elements `tags` names, when given: the
+    study and series UIDs, Modality and BodyPartExamined are always read), in order of study and series UID."""
+    wanted = tuple(dict.fromkeys(SERIES_TAGS + tags)) if tags else None
     groups: dict[tuple[str, str], list[tuple[Path, object]]] = defaultdict(list)
     for path in files:
-        header = read_header(path)
+        header = read_header(path, wanted)
         if "SeriesInstanceUID" not in header or "StudyInstanceUID" not in header:
             raise InputError(f"{path}: a DICOM file without StudyInstanceUID or SeriesInstanceUID")
         groups[(str(header.StudyInstanceUID), str(header.SeriesInstanceUID))].append((path, header))

@@ -1,8 +1,8 @@
 """ImageCLEFmed Caption 2021/2022 files: ground truth and runs, read and validated as the official evaluators did.
 
 Files are read like the official code: `csv.reader(..., quoting=QUOTE_NONE)` on a text file, one row per line,
-rows counted from 1 (a blank line is a row with no field). A run the official evaluator rejects raises InputError
-naming the file, the line and the rule.
+rows counted from 1 (a blank line is a row with no field), a line with a NUL byte refused as Python 3.9's csv module
+refuses it. A run the official evaluator rejects raises InputError naming the file, the line and the rule.
 
 Spec: docs/metrics/imageclef-caption-2022.md and docs/metrics/imageclef-caption-2021.md (files and run validation:
 sections 1.1 and 2.1 of both); every section reference below names its document.
@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from .. import unicode13
 from ..errors import InputError
+from . import python39_csv
 
 # File names inside the ground-truth folder and the run (input) folder.
 CONCEPTS_GT = "concepts.tsv"
@@ -49,7 +50,7 @@ def read_rows(path: Path, delimiter: str) -> list[Row]:
     """Every line of `path` as csv fields (QUOTE_NONE), labelled `"<path>: line N"`."""
     try:
         with open(path, encoding="utf-8") as handle:
-            reader = csv.reader(handle, delimiter=delimiter, quoting=csv.QUOTE_NONE)
+            reader = csv.reader(python39_csv.lines(handle, path), delimiter=delimiter, quoting=csv.QUOTE_NONE)
             return [Row(f"{path}: line {number}", fields) for number, fields in enumerate(reader, start=1)]
     except FileNotFoundError:
         raise InputError(f"{path}: file not found") from None

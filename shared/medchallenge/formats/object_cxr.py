@@ -3,7 +3,8 @@
 The official `froc.py` parses these by hand (docs/metrics/object-cxr.md §1, §5): the file is read in text mode
 (universal newlines, so CRLF files read like LF files), the first line is skipped unconditionally, every other line
 is `line.strip('\\n').split(',')` with exactly 2 fields, objects/predictions are `;`-joined and their fields
-single-space separated, numbers are parsed with Python's `float`.
+single-space separated, numbers are parsed with Python's `float` (froc.py ran on Python 3.7: its `float()`, whose
+Unicode 11.0 digits medchallenge.official_numbers keeps).
 
 These readers accept exactly what that parser accepts and score it the same way. Where the official parser would
 crash (a double or trailing space, a field that is not a number) or silently change the meaning (a header-less file
@@ -23,6 +24,7 @@ import numpy as np
 
 from ..contract import name_list
 from ..errors import InputError
+from ..official_numbers import PYTHON_3_7
 
 # Object type codes (the official file compares the type as a string: '0', '1', '2'; anything else is an object
 # that is counted but can never be hit).
@@ -241,7 +243,7 @@ def _parse_numbers(tokens: list[str], path: Path, number: int, what: str) -> lis
         if token == "":
             raise InputError(f"{path}: line {number}: empty field in {what} (double, leading or trailing space?)")
         try:
-            value = float(token)
+            value = PYTHON_3_7.float(token)
         except ValueError:
             raise InputError(f"{path}: line {number}: {token!r} in {what} is not a number") from None
         if not math.isfinite(value):
@@ -284,7 +286,7 @@ def _token_numbers(table: _Table, tokens: np.ndarray, describe, finite: bool = T
         text = table.token_text(tokens[k])
         line, what = describe(k)
         try:
-            values[k] = float(text)
+            values[k] = PYTHON_3_7.float(text)
         except ValueError:
             raise InputError(f"{table.path}: line {line}: {text!r} in {what} is not a number") from None
         if finite and not math.isfinite(values[k]):
@@ -307,7 +309,7 @@ def _annotation_is_data(text: str) -> bool:
         if fields[0] not in TYPE_CODES:
             return False
         try:
-            [float(t) for t in fields[1:]]
+            [PYTHON_3_7.float(t) for t in fields[1:]]
         except ValueError:
             return False
     return True
@@ -424,7 +426,7 @@ def _triples_are_data(text: str) -> bool:
     if not _TRIPLES.fullmatch(text):
         return False
     try:
-        [float(t) for t in text.replace(";", " ").split(" ")]
+        [PYTHON_3_7.float(t) for t in text.replace(";", " ").split(" ")]
     except ValueError:
         return False
     return True
@@ -464,7 +466,7 @@ def read_localization(path: Path) -> Localization:
 
 def _probability_is_data(text: str) -> bool:
     try:
-        float(text)
+        PYTHON_3_7.float(text)
     except ValueError:
         return False
     return True

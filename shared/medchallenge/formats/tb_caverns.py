@@ -1,9 +1,10 @@
 """ImageCLEF 2022 TB caverns file formats: ground-truth box CSV, id list, run file, GC box JSON.
 
 Spec: docs/metrics/tb-caverns-2022.md §1; the run-file rules of the task page: §5.
-Inputs the official code crashed on (header or blank line in a run file, non-integer coordinates, short rows) are
-errors naming the line; rules the task page states but the official metric never checked (ordered corners, known
-file names) are warnings, or errors with `strict=True`.
+Inputs the official code crashed on (header or blank line in a run file, non-integer coordinates, short rows, a line
+with a NUL byte, which Python 3.9's csv module refuses) are errors naming the line; coordinates are read as Python
+3.9's `int()` reads them (its Unicode 13.0 digits: medchallenge.official_numbers). Rules the task page states but the
+official metric never checked (ordered corners, known file names) are warnings, or errors with `strict=True`.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from ..contract import read_json_file
 from ..errors import InputError
+from ..official_numbers import PYTHON_3_9
+from . import python39_csv
 
 Box = tuple[int, int, int, int, int, int]
 # §1.4: coordinates beyond this cannot be a CT's (NIfTI-1 stores at most 32767 voxels per axis). Within it every box
@@ -26,7 +29,7 @@ MAX_COORDINATE = 65535
 def _read_rows(path: Path) -> list[list[str]]:
     try:
         with open(path, newline="", encoding="utf-8") as handle:
-            return list(csv.reader(handle, delimiter=",", quoting=csv.QUOTE_NONE))
+            return list(csv.reader(python39_csv.lines(handle, path), delimiter=",", quoting=csv.QUOTE_NONE))
     except OSError as exc:
         raise InputError(f"{path}: cannot read ({exc.strerror})") from None
     except (UnicodeDecodeError, csv.Error) as exc:
@@ -34,9 +37,10 @@ def _read_rows(path: Path) -> list[list[str]]:
 
 
 def _is_int(text: str) -> bool:
-    """Whether the official `int()` reads `text` (surrounding spaces, a sign, underscores between digits)."""
+    """Whether the official `int()` reads `text` (surrounding spaces, a sign, underscores between digits, the decimal
+    digits of Python 3.9's Unicode 13.0)."""
     try:
-        int(text)
+        PYTHON_3_9.int(text)
     except ValueError:
         return False
     return True
@@ -55,7 +59,7 @@ def _parse_box(path: Path, line: int, row: list[str]) -> Box:
     if len(row) < 7:
         raise InputError(f"{path}: line {line}: expected a file name and 6 coordinates, found {len(row)} fields")
     try:
-        box: Box = tuple(int(value) for value in row[1:7])  # type: ignore[assignment]
+        box: Box = tuple(PYTHON_3_9.int(value) for value in row[1:7])  # type: ignore[assignment]
     except ValueError:
         raise InputError(f"{path}: line {line}: coordinates must be integers, got {','.join(row[1:7])!r}") from None
     check_coordinates(f"{path}: line {line}", box)

@@ -26,7 +26,8 @@ from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
 from ..limits import load_json
 from .config import Route
-from .image_grid import check_slice_order, read_image_grid
+from ..jobs.image_grid import read_image_grid
+from .image_grid import check_slice_order
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
                            generic_interface, generic_results)
 

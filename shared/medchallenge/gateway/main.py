@@ -1,4 +1,4 @@
-"""`medchallenge gateway --config FILE [--check | --job-runner]`: the command line."""
+"""`medchallenge gateway --config FILE [--check | --conformance | --job-runner]`: the command line."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from ..errors import report_errors
 from ..logs import log_one_line_per_record, setup_logging
 from .config import load_config
+from .conformance import conformance_statement
 from .job_runner import serve_job_runner
 from .worker import Gateway
 
@@ -27,6 +28,9 @@ def build_parser() -> argparse.ArgumentParser:
                                                                            "gateway.toml")),
                         help="the configuration file (default $GATEWAY_CONFIG or /etc/medchallenge/gateway.toml)")
     parser.add_argument("--check", action="store_true", help="check the configuration and stop")
+    parser.add_argument("--conformance", action="store_true",
+                        help="print the gateway's DICOM Conformance Statement (Markdown, PS3.2's layout) for this "
+                             "configuration and stop")
     parser.add_argument("--job-runner", action="store_true",
                         help="run the jobs of the routes with an inbox (the service holding the Docker socket, "
                              "apart from the gateway; gateway/job_runner.py)")
@@ -42,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     config = load_config(args.config)
     if args.check:
         log.info("%s: configuration valid (%d route(s))", args.config, len(config.routes))
+        return 0
+    if args.conformance:
+        print(conformance_statement(config), end="")
         return 0
     if args.job_runner:
         stopping = threading.Event()

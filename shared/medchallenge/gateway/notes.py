@@ -25,6 +25,7 @@ class Failure(enum.Enum):
     DETECTOR = "the detector could not process the images of this study"
     TIMEOUT = "the detector did not finish within its time limit"
     INTERRUPTED = "the detector stopped repeatedly before finishing"
+    GATEWAY_STOPPED = "the gateway stopped while handling it, so it is set aside and not tried again"
     UNREADABLE = "the images of this study could not be read"
     INCOMPLETE = "the transfer of this study to the gateway was interrupted; please send the whole study again"
     TOO_LARGE = "this study exceeds the size limits of the gateway"

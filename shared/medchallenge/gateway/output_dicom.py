@@ -9,7 +9,6 @@ Every value is checked against the image before anything is written: a container
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,9 +24,10 @@ from ..errors import InputError
 from ..sockets import (CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES,
                        RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket)
 from .config import Route
-from .image_grid import ImageGrid, check_slice_order, image_position
+from ..jobs import value_rules
+from ..jobs.image_grid import ImageGrid
+from .image_grid import check_slice_order
 
-MAX_FINDINGS = 100  # boxes or points one result may hold: a container cannot make the gateway write a huge SR
 # the modalities of the series that become each image input socket
 SOCKET_MODALITIES = {"ct-image": ("CT",), "chest-x-ray": ("CR", "DX")}
 VOLUME_SOCKETS = ("ct-image",)
@@ -42,35 +42,10 @@ class RouteInterface:
     write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind], list]
 
 
-def _number(value: object, what: str, low: float, high: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-            or not low <= value <= high:
-        raise InputError(f"{what}: expected a number from {low:g} to {high:g}")
-    return float(value)
-
-
-def _limited(entries: object, what: str) -> list:
-    if not isinstance(entries, list):
-        raise InputError(f"{what}: expected a list")
-    if len(entries) > MAX_FINDINGS:
-        raise InputError(f"{what}: {len(entries)} entries, more than the {MAX_FINDINGS} a result may hold")
-    return entries
-
-
 def cavern_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid, kind: FindingKind) -> list:
     """tb-cavern-boxes -> one SR (TID 1500) with a box per cavern (none: the SR says so)."""
-    shape = grid.shape
-    document = values["tb-cavern-boxes"]
-    boxes = _limited(document.get("boxes") if isinstance(document, dict) else None, "tb-cavern-boxes: boxes")
-    findings = []
-    for index, box in enumerate(boxes):
-        where = f"tb-cavern-boxes: boxes[{index}]"
-        corners = box.get("voxel_bbox") if isinstance(box, dict) else None
-        if not (isinstance(corners, list) and len(corners) == 6 and all(type(v) is int for v in corners)):
-            raise InputError(f"{where}: voxel_bbox must be a list of 6 integers")
-        if not all(0 <= corners[a] <= corners[a + 3] < shape[a] for a in range(3)):
-            raise InputError(f"{where}: voxel_bbox outside the {'x'.join(map(str, shape))} image or unordered")
-        findings.append(BoxFinding(tuple(corners), _number(box.get("probability", 1.0), f"{where}: probability", 0, 1)))
+    findings = [BoxFinding(corners, probability)
+                for corners, probability in value_rules.cavern_boxes(values["tb-cavern-boxes"], grid.shape)]
     return [box_report(series, findings, kind)]
 
 
@@ -78,7 +53,7 @@ def foreign_object_results(values: dict[str, object], series: DicomSeries, grid:
                            kind: FindingKind) -> list:
     """foreign-object-likelihood and foreign-objects -> one SR with the likelihood and a SCOORD point per object (the
     points in world mm of the radiograph the job was given, as every Multiple points output: `world_points`)."""
-    likelihood = _number(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
+    likelihood = value_rules.number_in(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
     points = world_points(values["foreign-objects"], "foreign-objects", series, grid, False, likelihood)
     return [point_report(series, likelihood, points, kind)]
 
@@ -134,46 +109,21 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, g
 
     labels = label_map(values[RIB_FRACTURE_INSTANCES.slug], series, RIB_FRACTURE_INSTANCES.slug)
     present = set(np.unique(labels).tolist())
-    document = values[RIB_FRACTURE_DETECTIONS.slug]
-    where = RIB_FRACTURE_DETECTIONS.slug
-    detections = []
-    for index, entry in enumerate(_limited(document.get("detections") if isinstance(document, dict) else None,
-                                           f"{where}: detections")):
-        label = entry.get("label_id") if isinstance(entry, dict) else None
-        code = entry.get("label_code") if isinstance(entry, dict) else None
-        if type(label) is not int or label <= 0 or label not in present or code not in RIB_FRACTURE_TYPES:
-            raise InputError(f"{where}: detections[{index}]: label_id must be a label of the instance image and "
-                             f"label_code one of {', '.join(map(str, RIB_FRACTURE_TYPES))}")
-        detections.append(SimpleNamespace(label_id=label, label_code=code, confidence=_number(
-            entry.get("confidence"), f"{where}: detections[{index}]: confidence", 0, 1)))
+    detections = [SimpleNamespace(label_id=label, label_code=code, confidence=confidence)
+                  for label, code, confidence in value_rules.rib_fracture_detections(
+                      values[RIB_FRACTURE_DETECTIONS.slug], present, RIB_FRACTURE_TYPES)]
     return rib_fracture_results(series, SimpleNamespace(instances=sitk.GetImageFromArray(labels),
                                                         detections=detections), kind)
 
 
 def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid, volume: bool,
                  default_probability: float = 1.0) -> list[PointFinding]:
-    """A `Multiple points` output (grand-challenge's: world coordinates in mm of the image the job was given), each
-    point checked (three finite numbers, within half a voxel of the image's bounds, probability in [0, 1], else
-    `default_probability`) and placed on the series' image nearest to it. Points' names are not kept (hostile
-    text)."""
-    entries = _limited(value.get("points") if isinstance(value, dict) else None, f"{slug}: points")
-    if entries and volume:
+    """A `Multiple points` output checked by value_rules.world_points, each point on the series' image nearest to it
+    (a volume's slices checked to be the series' own first)."""
+    if volume and isinstance(value, dict) and value.get("points"):
         check_slice_order(series, grid, slug)
-    points = []
-    for index, point in enumerate(entries):
-        where = f"{slug}: points[{index}]"
-        xyz = point.get("point") if isinstance(point, dict) else None
-        if not (isinstance(xyz, list) and len(xyz) == 3):
-            raise InputError(f"{where}: point must be [x, y, z] in mm")
-        world = tuple(_number(v, f"{where}: {axis}", -1e6, 1e6) for v, axis in zip(xyz, "xyz"))
-        position = image_position(grid, world, volume)
-        if position is None:
-            raise InputError(f"{where}: outside the {'x'.join(map(str, grid.shape))} image (more than half a voxel "
-                             "beyond its bounds)")
-        image, x, y = position
-        points.append(PointFinding(x, y, _number(point.get("probability", default_probability),
-                                                 f"{where}: probability", 0, 1), image))
-    return points
+    return [PointFinding(point.i, point.j, point.probability, point.k)
+            for point in value_rules.world_points(value, slug, grid, volume, default_probability)]
 
 
 def generic_results(route: Route, values: dict[str, object], series: DicomSeries, grid: ImageGrid,
@@ -185,7 +135,7 @@ def generic_results(route: Route, values: dict[str, object], series: DicomSeries
     for slug, output_kind in route.outputs:
         value = values[slug]
         if output_kind == "Float":
-            numbers.append((_concept(slug), _number(value, slug, -1e12, 1e12)))
+            numbers.append((_concept(slug), value_rules.number_in(value, slug, -1e12, 1e12)))
         elif output_kind == "String":
             texts.append((_concept(slug), "".join(c if c.isprintable() else "?" for c in value)[:MAX_TEXT]))
         elif output_kind == "Multiple points":

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .config import GatewayConfig
+from .contexts import proposed_transfer_syntaxes
 from .queue import WorkQueue
 
 
@@ -30,7 +31,7 @@ class Pacs:
         ae.acse_timeout, ae.dimse_timeout = limits.acse_timeout_seconds, limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds
         for sop_class in sorted({str(ds.SOPClassUID) for ds in datasets}):
-            ae.add_requested_context(sop_class)
+            ae.add_requested_context(sop_class, proposed_transfer_syntaxes())
         c = self.config
         tls = (c.pacs_tls.client_context(), c.pacs_host) if c.pacs_tls else None
         association = ae.associate(c.pacs_host, c.pacs_port, ae_title=c.pacs_ae_title, tls_args=tls)

@@ -23,6 +23,8 @@ RECEIVING = "tmp"  # pynetdicom writes an instance being received here (the proc
 SENDERS = "senders.txt"  # who sent the study: one "AE-title address" line per association that stored into it
 INTERRUPTED = "reception-interrupted"  # marker: the study's reception was cut off (gateway killed, A-ABORT)
 TOO_LARGE = "too-large"  # marker: an instance of the study was refused for the study's size limit
+HANDLING = "worker-started"  # marker: the worker is handling the study in received/ (left there only when the
+# gateway was killed while doing so: the study is then set aside, not handled again)
 EARLIER = "~"  # sent/<study>~1, ~2...: the earlier records of a study that ended there more than once
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
 
@@ -96,6 +98,7 @@ class WorkQueue:
         elif target.exists():
             shutil.rmtree(target)
         os.rename(study, target)
+        (target / HANDLING).unlink(missing_ok=True)  # the worker's mark is only meaningful in received/
         return target
 
     @staticmethod

@@ -11,11 +11,13 @@ import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..dicom.deflated import InflatedTooLarge, inflated_size, is_deflated
+from ..dicom.files import HeaderTooLarge, read_header
 from ..errors import InputError
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, same_ae_title, significant_ae_title
 from .connections import ConnectionGuard
-from .limits import DEFLATED, inflated_size_over
+from .contexts import accepted_contexts
 from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
 
 log = logging.getLogger("medchallenge.gateway")
@@ -25,6 +27,7 @@ SUCCESS = 0x0000
 OUT_OF_RESOURCES = 0xA700
 CANNOT_UNDERSTAND = 0xC000
 NOT_MATCHING_SOP_CLASS = 0xA900
+STORE_TAGS = ("StudyInstanceUID", "SOPInstanceUID")  # what storing an instance reads of its header
 MAX_PDU_BYTES = 4 << 20  # a PDU claiming more is cut off before it is read (the gateway offers 16 kB PDUs)
 
 
@@ -190,10 +193,9 @@ class StorageServer:
         return status
 
     def handle_store(self, event) -> int:
-        """C-STORE: the instance checked (UIDs, size, inflated size, the study's size, the work folder's quota) and
-        on disk before success is answered."""
-        import pydicom
-
+        """C-STORE: the instance checked (UIDs, size, header bounds, inflated size, the study's size, the work
+        folder's quota) and on disk before success is answered. Only the UIDs of its header are read, within the
+        header bounds (`dicom.files`); a deflated instance is inflated as a stream to count its size, never whole."""
         record = self.associations.get(id(event.assoc))
         if record is not None:
             record.bytes_in_message = 0
@@ -205,12 +207,15 @@ class StorageServer:
         if size > limits.max_instance_bytes:
             return self.refuse(record, "instance over the size limit", OUT_OF_RESOURCES)
         try:
-            syntax = str(pydicom.filereader.read_file_meta_info(path).get("TransferSyntaxUID", ""))
-            if syntax == DEFLATED and inflated_size_over(path, limits.max_instance_bytes):
-                return self.refuse(record, "deflated instance inflating over the size limit", OUT_OF_RESOURCES)
-            ds = pydicom.dcmread(path, stop_before_pixels=True,
-                                 specific_tags=["StudyInstanceUID", "SeriesInstanceUID", "SOPInstanceUID"])
-            study_uid, sop_uid = str(ds.get("StudyInstanceUID", "")), str(ds.get("SOPInstanceUID", ""))
+            header = read_header(path, STORE_TAGS)
+            if is_deflated(header.file_meta):
+                inflated_size(path, limits.max_instance_bytes)
+            study_uid, sop_uid = str(header.get("StudyInstanceUID", "")), str(header.get("SOPInstanceUID", ""))
+        except InflatedTooLarge:
+            return self.refuse(record, "deflated instance inflating over the size limit", OUT_OF_RESOURCES)
+        except HeaderTooLarge:
+            return self.refuse(record, "header over its bounds (data elements or bytes before the pixel data)",
+                               OUT_OF_RESOURCES)
         except Exception as exc:  # whatever a hostile file makes pydicom raise: refused, the gateway goes on
             log.error("an unreadable instance from %r (%s: %s)", record.calling_ae if record else "?",
                       type(exc).__name__, exc)
@@ -237,8 +242,7 @@ class StorageServer:
         return SUCCESS
 
     def start(self) -> None:
-        from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, _config, evt
-        from pynetdicom.sop_class import Verification
+        from pynetdicom import AE, _config, evt
 
         _config.STORE_RECV_CHUNKED_DATASET = True  # instances are written to a file as they arrive, not kept in memory
         tempfile.tempdir = str(self.queue.root / RECEIVING)  # ... in the work folder (renamed into incoming/)
@@ -248,9 +252,8 @@ class StorageServer:
         ae.acse_timeout = limits.acse_timeout_seconds
         ae.dimse_timeout = limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds
-        for context in AllStoragePresentationContexts:
-            ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
-        ae.add_supported_context(Verification)
+        for abstract_syntax, transfer_syntaxes in accepted_contexts():
+            ae.add_supported_context(abstract_syntax, transfer_syntaxes)
         handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
                     (evt.EVT_REQUESTED, self.on_requested), (evt.EVT_DATA_RECV, self.on_data_received),
                     (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),

@@ -14,13 +14,13 @@ from pathlib import Path
 from ..errors import InputError
 from ..io import write_json_atomic, write_text_atomic
 from ..logs import escape
-from .audit import AuditLog
+from .audit import AuditLog, utc_now
 from .config import GatewayConfig, Route
 from .jobs import POLL_SECONDS, GatewayStopping, run_detector
 from .notes import Failure, send_failure_note
 from .pacs import Pacs
-from .queue import (INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, read_senders, recover,
-                    study_instances)
+from .queue import (HANDLING, INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, read_senders,
+                    recover, study_instances)
 from .routing import route_study
 from .server import StorageServer
 
@@ -73,12 +73,20 @@ class Gateway:
         return study
 
     def run_next(self) -> bool:
-        """Process the oldest received study; False when there is none."""
+        """Process the oldest received study; False when there is none. While a study is handled in received/ it
+        carries the HANDLING mark: a study found with it was being handled when the gateway was killed (out of
+        memory, for one), so it is set aside in failed/ instead of being handled again (and again)."""
         studies = [s for s in self.queue.studies("received") if s.name not in self.stuck]
         if not studies:
             return False
         study, route = studies[0], None
         self.current = study
+        if (study / HANDLING).exists():
+            self.fail(study, Failure.GATEWAY_STOPPED, "the gateway stopped (killed, for example out of memory) while "
+                      f"handling this study (started {(study / HANDLING).read_text().strip()}); set aside, not tried "
+                      "again", None)
+            return True
+        write_text_atomic(study / HANDLING, f"{utc_now()}\n")
         try:
             route = self.prepare(study)
             if route is None:
@@ -97,6 +105,8 @@ class Gateway:
         except Exception as exc:  # a gateway bug or a broken file: this study fails, the gateway goes on
             log.exception("study %s: unexpected error", study.name)
             self.fail(study, Failure.INTERNAL, f"{type(exc).__name__}: {exc}", route)
+        finally:  # still in received/ (disk full, or an error set it aside until the next start): not a kill
+            (self.queue.root / "received" / study.name / HANDLING).unlink(missing_ok=True)
         return True
 
     def prepare(self, study: Path) -> Route | None:

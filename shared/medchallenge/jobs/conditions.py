@@ -7,6 +7,8 @@ Sources: comic/grand-challenge.org `components/models.py`,
 
 from __future__ import annotations
 
+import os
+
 from dataclasses import asdict, dataclass
 
 from .errors import EmulationError
@@ -91,6 +93,10 @@ class JobLimits:
         fitting = [i for i in INSTANCES if i[3] == gpu and i[1] >= self.memory_gb]
         name, _, vcpus, _ = fitting[0] if fitting else [i for i in INSTANCES if i[3] == gpu][-1]
         return name, vcpus
+
+    def effective_cpus(self, gpu: bool) -> float:
+        """The CPUs a job gets: those asked for, else the instance's vCPUs, at most this host's."""
+        return min(self.cpus or self.instance(gpu)[1], os.cpu_count() or 1)
 
     def differences_from_gc(self) -> list[str]:
         """Where these limits are outside what grand-challenge accepts (said in the report, not refused)."""

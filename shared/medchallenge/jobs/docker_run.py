@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,6 +22,8 @@ from .launch import Execution, JobFolders
 LOG_LINES = 500  # GC keeps the last 500 lines of a job's stdout and stderr
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
+# `docker run`'s status when the container was made but its command could not be invoked (126) or found (127)
+NOT_STARTED = (126, 127)
 ROOT_USERS = ("", "root", "0")
 # mount points of the job and their parents: changes there are docker's, not the job's
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
@@ -200,6 +201,14 @@ def written_outside(diff: str) -> list[str]:
     return _leaves(paths)
 
 
+def start_error(stderr: str) -> str:
+    """What the runtime said when the container's command could not start, without the engine's framing
+    (`docker: Error response from daemon: ... exec: "python": executable file not found in $PATH: unknown`)."""
+    first = next((line for line in stderr.splitlines() if line.strip()), "")
+    found = re.search(r"(exec: .*?|exec format error.*?|permission denied.*?)(?:: unknown)?$", first)
+    return (found.group(1) if found else first.removeprefix("docker: ")).strip() or "no reason given"
+
+
 class DockerImage:
     """A job's container: the image run as grand-challenge runs it."""
 
@@ -241,8 +250,7 @@ class DockerImage:
 
     def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> list[str]:
         """`docker run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
-        _, instance_cpus = limits.instance(gpu)
-        cpus = min(limits.cpus or instance_cpus, os.cpu_count() or 1)
+        cpus = limits.effective_cpus(gpu)
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
                   (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
         return ["docker", "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
@@ -263,6 +271,10 @@ class DockerImage:
         _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         started = time.perf_counter()
         run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
+        if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
+            _docker("rm", "--force", name, check=False)
+            return Execution(exit_code=run.returncode, wall_seconds=time.perf_counter() - started,
+                             start_error=start_error(run.stderr))
         if run.returncode != 0:
             _docker("rm", "--force", name, check=False)
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")

@@ -33,6 +33,7 @@ class Execution:
     stderr_tail: list[str] = field(default_factory=list)
     written_outside: list[str] = field(default_factory=list)  # files written outside /output and /tmp
     unenforced: list[str] = field(default_factory=list)  # GC conditions this launcher could not reproduce
+    start_error: str | None = None  # the container was made but its command could not start (the image's fault)
 
 
 class Launcher(Protocol):

@@ -40,6 +40,11 @@ HINTS = (
       "Could not resolve host"),
      "the job tried to reach the network; grand-challenge jobs have none: bake every file into the image or the "
      "model tarball"),
+    # before the container's memory: a GPU's memory is not under the container's limit or RLIMIT_DATA
+    (("CUDA out of memory", "CUDA error: out of memory", "cudaErrorMemoryAllocation", "CUBLAS_STATUS_ALLOC_FAILED",
+      "CUDNN_STATUS_ALLOC_FAILED", "OutOfMemoryError: CUDA"),
+     "the job ran out of GPU memory, which the container's memory limit does not cover: use less of it (smaller "
+     "batches or tiles, half precision)"),
     (("MemoryError", "Cannot allocate memory", "std::bad_alloc", "Failed to allocate memory", "out of memory"),
      "the job ran out of memory: it may use {data_gib:g} GiB of data (RLIMIT_DATA = memory limit less 1 GiB)"),
     (("Read-only file system", "PermissionError", "Permission denied"),
@@ -138,6 +143,9 @@ def _readable(root: Path) -> None:
 
 def _failure(execution: Execution, limits: JobLimits) -> str | None:
     """GC's error for a job whose process failed, with a hint where its last stderr line shows the cause."""
+    if execution.start_error is not None:
+        return (f"The container could not start: {printable(execution.start_error)} (grand-challenge runs the image's "
+                "ENTRYPOINT and CMD as they are: the program they name must be in the image)")
     if execution.timed_out:
         return f"{TIME_LIMIT} (the job ran longer than {limits.time_limit_s:g} s)"
     if execution.oom_killed or (execution.exit_code == 137 and not execution.stderr_tail):

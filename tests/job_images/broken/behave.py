@@ -38,6 +38,10 @@ elif BEHAVIOUR == "memory-kill":  # shared memory: not data (RLIMIT_DATA), but t
         shared[offset] = 1
 elif BEHAVIOUR == "network":
     socket.create_connection(("download.pytorch.org", 443), timeout=5)
+elif BEHAVIOUR == "box-outside":  # valid JSON grand-challenge accepts; x2 beyond the 32-voxel-wide CT
+    (OUTPUT / "tb-cavern-boxes.json").write_text(json.dumps({"boxes": [{"voxel_bbox": [1, 1, 1, 60, 4, 3]}]}))
+elif BEHAVIOUR == "gpu-memory":  # as PyTorch words it, at a small peak of the container's own memory
+    raise RuntimeError("CUDA out of memory. Tried to allocate 20.00 GiB (GPU 0; 15.78 GiB total capacity)")
 elif BEHAVIOUR == "outside":
     (Path.home() / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
 else:
