@@ -16,7 +16,7 @@ COMPOSE := docker compose -f compose.yaml$(if $(filter 1,$(GPU)), -f compose.gpu
 HOSPITAL := docker compose -f compose.hospital.yaml --profile hospital
 export DOCKER_GID ?= $(shell stat -c %g /var/run/docker.sock 2>/dev/null)
 
-.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools gc-pack codabench codabench-images lock clean
+.PHONY: venv wheels wheels-gpu images test demo bench save models docker docker-ready browser dicom-tools slurm gc-pack codabench codabench-images lock clean
 
 venv: $(VENV)/.installed
 $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproject.toml
@@ -60,11 +60,16 @@ browser:
 dicom-tools:
 	@bash .ci/provision-dicom.sh
 
+# A one-node Slurm cluster and Podman for the phase backend's tests (Debian's slurm-wlm, munge and podman; root
+# installs and starts them, another user is told what is missing).
+slurm:
+	@bash .ci/provision-slurm.sh
+
 images: docker-ready wheels
 	$(COMPOSE) build
 	$(HOSPITAL) build gateway job-runner
 
-test: docker-ready browser dicom-tools venv wheels wheels-gpu
+test: docker-ready browser dicom-tools slurm venv wheels wheels-gpu
 	$(PY) -m pytest tests
 
 demo: docker-ready venv images

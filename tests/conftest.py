@@ -45,6 +45,29 @@ def docker_compose(repo: Path):
 
 
 
+def require(what: str, problem: str | None) -> None:
+    """Fail (REQUIRE_SLURM=1 or CI=true: .ci/run) or skip when `what` is not usable here."""
+    if problem:
+        if os.environ.get("REQUIRE_SLURM") == "1" or os.environ.get("CI") == "true":
+            pytest.fail(f"{what} is required (REQUIRE_SLURM=1 or CI=true) but {problem}; run .ci/provision-slurm.sh")
+        pytest.skip(f"{what} not available: {problem} (set REQUIRE_SLURM=1 to make this a failure)")
+
+
+@pytest.fixture(scope="session")
+def podman() -> None:
+    """Podman usable here (provisioned with Slurm by .ci/provision-slurm.sh)."""
+    found = shutil.which("podman") and subprocess.run(["podman", "info"], capture_output=True).returncode == 0
+    require("Podman", None if found else "`podman info` failed or there is no podman")
+
+
+@pytest.fixture(scope="session")
+def slurm() -> None:
+    """A Slurm cluster answering with an idle node (.ci/provision-slurm.sh makes a one-node one)."""
+    found = shutil.which("sinfo") and subprocess.run(["sinfo", "--noheader", "--format", "%t"], capture_output=True,
+                                                     text=True).stdout.split()
+    require("Slurm", None if found else "`sinfo` lists no node")
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """(predictions, ground truth) of a small cohort per challenge (helpers.small_cohorts)."""

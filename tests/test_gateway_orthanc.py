@@ -27,11 +27,8 @@ from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, REPO, GatewayProce
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
 
-AUTO_ROUTING = """
-function OnStableStudy(studyId, tags, metadata)
-  RestApiPost('/modalities/gateway/store', studyId)
-end
-"""
+# docs/orthanc.md's worked example, as written there: Orthanc's settings for the gateway and its routing script
+EXAMPLE = REPO / "gateway" / "orthanc"
 
 
 class Orthanc:
@@ -40,14 +37,14 @@ class Orthanc:
     def __init__(self, root: Path, gateway_port: int):
         root.mkdir(parents=True)
         self.http, self.dicom = free_port(), free_port()
-        (root / "route.lua").write_text(AUTO_ROUTING)
+        example = json.loads((EXAMPLE / "orthanc.json").read_text())
+        example["DicomModalities"]["medchallenge"].update(AET="GATEWAY", Host="127.0.0.1", Port=gateway_port)
         (root / "orthanc.json").write_text(json.dumps({
-            "Name": "medchallenge-test", "StorageDirectory": str(root / "db"), "IndexDirectory": str(root / "db"),
-            "HttpPort": self.http, "DicomPort": self.dicom, "DicomAet": "ORTHANC", "RemoteAccessAllowed": False,
-            "AuthenticationEnabled": False, "HttpServerEnabled": True, "DicomServerEnabled": True,
-            "DicomAlwaysAllowStore": False, "DicomAlwaysAllowEcho": False, "DicomCheckModalityHost": True,
-            "DicomModalities": {"gateway": ["GATEWAY", "127.0.0.1", gateway_port]}, "StableAge": 2,
-            "LuaScripts": [str(root / "route.lua")], "Plugins": [],
+            **example, "Name": "medchallenge-test", "StorageDirectory": str(root / "db"),
+            "IndexDirectory": str(root / "db"), "HttpPort": self.http, "DicomPort": self.dicom,
+            "RemoteAccessAllowed": False, "AuthenticationEnabled": False, "HttpServerEnabled": True,
+            "DicomServerEnabled": True, "StableAge": 2, "LuaScripts": [str(EXAMPLE / "medchallenge-route.lua")],
+            "Plugins": [],
         }))
         self.log = open(root / "orthanc.log", "w")
         self.process = subprocess.Popen([shutil.which("Orthanc") or "Orthanc", str(root / "orthanc.json")],

@@ -5,6 +5,7 @@
   infer CHALLENGE ...      run an algorithm                     (algorithms/<challenge>/inference.py)
   gc-emulate CHALLENGE ... run an algorithm as grand-challenge does (python -m medchallenge.gc_emulator)
   preflight --challenge NAME --image IMAGE --cases DIR ...  check an algorithm image before uploading it
+  phase run|status ...     a challenge phase: every submission on every case, evaluated, ranked (medchallenge.phase)
   demo                     every challenge end to end with docker compose
   leaderboard ...          rank a folder of submissions with intervals (python -m medchallenge.leaderboard)
   gateway --config FILE    DICOM gateway between a PACS and the detectors (python -m medchallenge.gateway)
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run("medchallenge.gc_emulator", rest)
     if command == "preflight":
         return _run("medchallenge.preflight", rest)
+    if command == "phase":
+        return _run("medchallenge.phase.cli", rest)
     if command == "demo":
         return _run("medchallenge.demo", rest)
     if command == "leaderboard":

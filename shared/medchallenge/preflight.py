@@ -2,8 +2,8 @@
 the jobs with the challenge's evaluator.
 
     medchallenge preflight --challenge NAME --image IMAGE[:TAG] --cases DIR [--ground-truth GT] [--model model.tar.gz]
-        [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--edition E] [--bootstrap 1000]
-        --output OUT
+        [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--disk-gb 30] [--edition E]
+        [--bootstrap 1000] --output OUT
 
 Each case is uploaded (panimg) and run as one job by the one job runner (medchallenge.jobs.run_job, the conditions
 in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
@@ -32,8 +32,8 @@ from .errors import InputError, report_errors
 from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from .io import atomic_output, write_json_atomic, write_text_atomic
-from .jobs import CONDITIONS, DockerImage, JobLimits, value_rules
-from .jobs.conditions import DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
+from .jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
+from .jobs.conditions import DEFAULT_DISK_GB, DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
 from .leaderboard import edition_environment
 from .logs import setup_logging
 from .preflight_page import render_page
@@ -57,6 +57,8 @@ def build_parser_preflight() -> argparse.ArgumentParser:
     parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
     parser.add_argument("--ground-truth", type=Path, default=None, help="score the jobs against this ground truth")
     parser.add_argument("--model", type=Path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
+    parser.add_argument("--engine", choices=ENGINES, default="docker",
+                        help="the container engine: docker (default) or podman (daemonless, as on clusters)")
     parser.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
                         help="pass the GPU: auto (when there is one, default), on (fail without), off")
     parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
@@ -65,6 +67,9 @@ def build_parser_preflight() -> argparse.ArgumentParser:
                         help=f"seconds per job (grand-challenge's default {DEFAULT_TIME_LIMIT_S}, from 300 to 86400)")
     parser.add_argument("--cpus", type=float, default=None,
                         help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
+    parser.add_argument("--disk-gb", type=float, default=DEFAULT_DISK_GB,
+                        help=f"what a job may write to /output, /tmp and /opt/ml/model together (default "
+                             f"{DEFAULT_DISK_GB}, grand-challenge's volume)")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration (e.g. 2021 for "
                                                         "imageclef-caption, legacy for ribfrac)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000; 0: none)")
@@ -86,13 +91,14 @@ def prepare_output(output: Path) -> None:
         shutil.rmtree(output / name, ignore_errors=True)
 
 
-def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> dict[str, Any]:
-    """The successful jobs scored as the evaluator image scores them; the report's `evaluation` section."""
-    eval_input = output / EVALUATION_INPUT
+def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path,
+               evaluation: Path) -> dict[str, Any]:
+    """The successful jobs scored as the evaluator image scores them (its input written to `eval_input`, its
+    metrics.json to `evaluation`); the report's `evaluation` section."""
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
-            str(output / "evaluation"), "--no-progress", "--bootstrap", str(args.bootstrap),
+            str(evaluation), "--no-progress", "--bootstrap", str(args.bootstrap),
             "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level)]
     failed = [job.case.name for job in jobs if not job.result.succeeded]
     section: dict[str, Any] = {"evaluator": CHALLENGES[args.challenge].evaluator_module, "edition": args.edition,
@@ -106,10 +112,10 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> d
         section["error"] = str(exc)
         return section
     review = review_jobs(args.challenge, evaluator, scored, [job.case for job in jobs])
-    section["review"] = review.to_json(REVIEW_FOLDER)
-    (output / REVIEW_FOLDER).mkdir(exist_ok=True)
+    section["review"] = review.to_json(REVIEW_FOLDER)  # the figures beside the evaluation's folder
+    (evaluation.parent / REVIEW_FOLDER).mkdir(exist_ok=True)
     for entry, figure in zip(section["review"]["figures"], review.figures):
-        with atomic_output(output / entry["file"], "wb") as handle:
+        with atomic_output(evaluation.parent / entry["file"], "wb") as handle:
             handle.write(figure.png)
     section.update(aggregates=scored.summary.aggregates, intervals=scored.meta.get("bootstrap", {}),
                    num_cases=len(scored.case), notes=scored.meta["notes"], warnings=scored.meta["warnings"],
@@ -118,6 +124,12 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], output: Path) -> d
         section["notes"] = [f"{len(failed)} failed job(s) scored as the evaluator scores a missing prediction (an "
                             "empty one): " + ", ".join(failed), *section["notes"]]
     return section
+
+
+def review_figures(folder: Path, evaluation: dict[str, Any] | None) -> dict[str, bytes]:
+    """The review's figures of an evaluation section (files under `folder`), for the page to embed."""
+    review = (evaluation or {}).get("review") or {"figures": []}
+    return {entry["file"]: (folder / entry["file"]).read_bytes() for entry in review["figures"]}
 
 
 def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, image_notes: list[str],
@@ -187,9 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.bootstrap < 0:
         raise InputError(f"--bootstrap {args.bootstrap}: expected a number of resamples >= 0")
     boot.check_level(args.bootstrap_level)
-    limits = JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus)
+    limits = JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus, disk_gb=args.disk_gb)
     cases = find_cases(spec, args.cases)
-    launcher = DockerImage(args.image, name_prefix="medchallenge-preflight")
+    launcher = DockerImage(args.image, name_prefix="medchallenge-preflight", engine=args.engine)
     image_notes = launcher.check()  # GC's upload checks first: a root image is refused before any job
     prepare_output(args.output)
     jobs = []
@@ -199,12 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         if refusal:
             job.result.notes.append(f"{GATEWAY_REFUSES}: {refusal}")
         jobs.append(job)
-    evaluation = score_jobs(args, jobs, args.output) if args.ground_truth is not None else None
+    evaluation = (score_jobs(args, jobs, args.output / EVALUATION_INPUT, args.output / "evaluation")
+                  if args.ground_truth is not None else None)
     data = report(args, jobs, limits, image_notes, evaluation)
     write_json_atomic(args.output / "preflight.json", data)
-    review = (evaluation or {}).get("review") or {"figures": []}
-    figures = {entry["file"]: (args.output / entry["file"]).read_bytes() for entry in review["figures"]}
-    write_text_atomic(args.output / "preflight.html", render_page(data, figures))
+    write_text_atomic(args.output / "preflight.html", render_page(data, review_figures(args.output, evaluation)))
     print(terminal_table(data))
     print(f"report: {args.output / 'preflight.html'}")
     return 0 if data["ready"] else 1

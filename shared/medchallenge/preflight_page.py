@@ -101,10 +101,15 @@ def review_section(evaluation: dict[str, Any] | None, figures: Mapping[str, byte
 
 
 def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None) -> str:
+    """The page of a pre-flight, or of a phase's submission (`data["team"]`: a report of its jobs, not advice), with
+    the review's figures (`figures`: their bytes by file name)."""
     summary, limits = data["summary"], data["limits"]
-    verdict = ("Ready to upload: every job succeeded" if data["ready"] else
-               f"Not ready: {summary['num_failed']} of {summary['num_jobs']} jobs failed" if summary["num_failed"]
-               else "Not ready: the evaluator refused the jobs")
+    team = data.get("team")
+    title = (f"Submission {escape(team)}: {escape(data['image'])}" if team else
+             f"Pre-flight of {escape(data['image'])}")
+    verdict = ("Every job succeeded" if team else "Ready to upload: every job succeeded") if data["ready"] else (
+        ("" if team else "Not ready: ") + (f"{summary['num_failed']} of {summary['num_jobs']} jobs failed"
+                                          if summary["num_failed"] else "the evaluator refused the jobs"))
     conditions = "".join(f"<tr><td>{escape(c['condition'])}</td><td>{escape(c['how'])}</td>"
                          f"<td>{escape(c['source'])}</td></tr>" for c in data["conditions"])
     image_notes = "".join(f"<li>{escape(n)}</li>" for n in data["image_notes"])
@@ -112,11 +117,11 @@ def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None
 <html lang="en">
 <head>
 <meta charset="utf-8">
-<title>Pre-flight: {escape(data['image'])} ({escape(data['challenge'])})</title>
+<title>{title} ({escape(data['challenge'])})</title>
 <style>{STYLE}</style>
 </head>
 <body>
-<h1>Pre-flight of {escape(data['image'])} for {escape(data['challenge'])}</h1>
+<h1>{title} for {escape(data['challenge'])}</h1>
 <p class="verdict {'succeeded' if data['ready'] else 'failed'}">{verdict}</p>
 <p>{summary['num_succeeded']} of {summary['num_jobs']} jobs succeeded; {summary['total_wall_seconds']:.1f} s in all,
 {summary['max_wall_seconds']:.1f} s the longest; peak memory {_mib(summary['max_peak_memory_bytes'])};

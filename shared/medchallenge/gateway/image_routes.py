@@ -18,6 +18,7 @@ from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_
 from ..errors import InputError
 from ..io import write_dicom_atomic, write_json_atomic
 from ..jobs import JobLimits, run_job
+from ..jobs.conditions import DEFAULT_DISK_GB
 from ..jobs.docker_run import DockerImage, host_mounts, host_path
 from ..jobs.launch import Launcher
 from ..jobs.process_run import LocalProcess
@@ -94,9 +95,10 @@ def job_pk(route: Route, study: Path) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, str(where)))
 
 
-def run_image_route(route: Route, study: Path) -> None:
+def run_image_route(route: Route, study: Path, disk_gb: float = DEFAULT_DISK_GB) -> None:
     """The route's algorithm on the study's input/ into output/dicom/: InputError with the job's error line when the
-    job fails or runs out of memory, subprocess.TimeoutExpired when it runs over the route's time limit."""
+    job fails, runs out of memory or writes more than `disk_gb` (the gateway's `work_quota_mib`),
+    subprocess.TimeoutExpired when it runs over the route's time limit."""
     if route.interface == GENERIC:
         interface, kind = generic_interface(route), GENERIC_FINDING
         if route.input_socket not in VOLUME_SOCKETS:
@@ -108,7 +110,7 @@ def run_image_route(route: Route, study: Path) -> None:
     work = study / JOB_FOLDER
     shutil.rmtree(work, ignore_errors=True)
     try:
-        datasets = _run(route, interface, kind, write, study, work)
+        datasets = _run(route, interface, kind, write, study, work, disk_gb)
     finally:  # the job's copies of the images, the model and the outputs go; its record (result.json) stays
         for name in ("upload", "converted", "run"):
             shutil.rmtree(work / name, ignore_errors=True)
@@ -116,7 +118,7 @@ def run_image_route(route: Route, study: Path) -> None:
         write_dicom_atomic(study / "output" / RESULT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
 
 
-def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
+def _run(route: Route, interface, kind, write, study: Path, work: Path, disk_gb: float) -> list:
     """Convert, run, check and write: the DICOM objects of the job's outputs."""
     input_socket = interface.inputs[0]
     series = study_upload(study, input_socket.slug, work / "upload")
@@ -130,7 +132,7 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path) -> list:
         check_slice_order(series, grid, f"detector {route.name}: study {study.name}")
     result = run_job(route_launcher(route), [image.value(1, input_socket)], list(interface.outputs), work / "run",
                      model=route.model, limits=JobLimits(memory_gb=route.memory_gb,
-                                                         time_limit_s=route.timeout_seconds),
+                                                         time_limit_s=route.timeout_seconds, disk_gb=disk_gb),
                      gpu=route.gpu, pk=job_pk(route, study))
     write_json_atomic(work / "result.json", result.to_json())
     if result.status != "succeeded":

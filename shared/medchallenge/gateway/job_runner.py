@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..inbox import watch_inbox
+from ..jobs.conditions import DEFAULT_DISK_GB, GIB
 from ..jobs.docker_run import host_mounts, host_path
 from ..jobs.runner import TIME_LIMIT
 from .config import GatewayConfig, Route
@@ -24,11 +25,11 @@ from .image_routes import run_image_route
 log = logging.getLogger("medchallenge.gateway")
 
 
-def run_route_job(route: Route, job: Path) -> None:
-    """One job of the route's inbox: InputError (into the job's status.json) for any failure, the job runner's
-    time-limit line for a job over its time (the gateway's time-out note)."""
+def run_route_job(route: Route, job: Path, disk_gb: float = DEFAULT_DISK_GB) -> None:
+    """One job of the route's inbox, writing at most `disk_gb`: InputError (into the job's status.json) for any
+    failure, the job runner's time-limit line for a job over its time (the gateway's time-out note)."""
     try:
-        run_image_route(route, job)
+        run_image_route(route, job, disk_gb)
     except subprocess.TimeoutExpired:
         raise InputError(f"{TIME_LIMIT} ({route.timeout_seconds:g} s)") from None
 
@@ -43,8 +44,10 @@ def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
     for route in routes:
         if route.image is not None:
             host_path(route.inbox, mounts)
+    disk_gb = config.limits.work_quota_bytes / GIB  # what one job may write
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
-                                args=(route.inbox, lambda job, route=route: run_route_job(route, job), stopping.is_set))
+                                args=(route.inbox, lambda job, route=route: run_route_job(route, job, disk_gb),
+                                      stopping.is_set, config.disk_full_retry_seconds))
                for route in routes]
     for thread in threads:
         thread.start()

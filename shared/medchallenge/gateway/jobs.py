@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
+from ..jobs.conditions import DEFAULT_DISK_GB
 from ..jobs.runner import TIME_LIMIT
 from .config import Route
 from .image_routes import run_image_route
@@ -54,9 +55,10 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
         raise InputError(status["error"])
 
 
-def run_detector(route: Route, study: Path, stopping: threading.Event) -> None:
-    """The route's algorithm on the study's input/ into its output/."""
+def run_detector(route: Route, study: Path, stopping: threading.Event, disk_gb: float = DEFAULT_DISK_GB) -> None:
+    """The route's algorithm on the study's input/ into its output/, writing at most `disk_gb` (the job runner
+    service's own configuration sets it for a route with an inbox)."""
     if route.inbox is None:
-        run_image_route(route, study)
+        run_image_route(route, study, disk_gb)
     else:
         run_in_inbox(route, study, stopping)

@@ -3,7 +3,6 @@ UIDs the PACS confirmed, and the byte counts the size limits are checked against
 
 from __future__ import annotations
 
-import errno
 import json
 import logging
 import os
@@ -12,7 +11,7 @@ import threading
 import time
 from pathlib import Path
 
-from ..io import write_text_atomic
+from ..io import is_disk_full, write_text_atomic  # is_disk_full: also the server's and the worker's
 
 log = logging.getLogger("medchallenge.gateway")
 
@@ -26,11 +25,6 @@ TOO_LARGE = "too-large"  # marker: an instance of the study was refused for the 
 HANDLING = "worker-started"  # marker: the worker is handling the study in received/ (left there only when the
 # gateway was killed while doing so: the study is then set aside, not handled again)
 EARLIER = "~"  # sent/<study>~1, ~2...: the earlier records of a study that ended there more than once
-DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
-
-
-def is_disk_full(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in DISK_FULL
 
 
 def study_instances(folder: Path) -> list[str]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..io import write_json_atomic, write_text_atomic
+from ..jobs.conditions import GIB
 from ..logs import escape
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, Route
@@ -144,7 +145,7 @@ class Gateway:
         job = read_job(study)
         started = time.perf_counter()
         try:
-            run_detector(route, study, self.stopping)
+            run_detector(route, study, self.stopping, self.config.limits.work_quota_bytes / GIB)
         except subprocess.TimeoutExpired:
             raise StudyFailed(Failure.TIMEOUT, f"detector {route.name} ran over {route.timeout_seconds:g} s") from None
         except InputError as exc:

@@ -13,7 +13,7 @@ output sockets; runner.py: run_job.
 """
 
 from .conditions import CONDITIONS, JobLimits
-from .docker_run import DockerImage, host_has_gpu
+from .docker_run import ENGINES, DockerImage, host_has_gpu
 from .errors import EmulationError
 from .launch import Execution, JobFolders, Launcher
 from .model_tarball import extract_model
@@ -23,6 +23,6 @@ from .runner import GpuRequest, JobResult, resolve_gpu, run_job
 from .uploads import UploadedImage, upload_case
 from .values import SocketValue, serialize_values, sort_values
 
-__all__ = ["CONDITIONS", "DockerImage", "EmulationError", "Execution", "GpuRequest", "JobFolders", "JobLimits",
-           "JobResult", "Launcher", "LocalProcess", "OutputResult", "SocketValue", "UploadedImage", "extract_model",
+__all__ = ["CONDITIONS", "DockerImage", "ENGINES", "EmulationError", "Execution", "GpuRequest", "JobFolders",
+           "JobLimits", "JobResult", "Launcher", "LocalProcess", "OutputResult", "SocketValue", "UploadedImage", "extract_model",
            "host_has_gpu", "resolve_gpu", "run_job", "serialize_values", "sort_values", "upload_case"]

@@ -26,6 +26,9 @@ GC_TIME_LIMIT_RANGE_S = (5 * 60, 24 * 3600)
 # Algorithm `job_requires_memory_gb`: default 8, between ALGORITHMS_MIN_MEMORY_GB and ALGORITHMS_MAX_MEMORY_GB.
 DEFAULT_MEMORY_GB = 8
 GC_MEMORY_RANGE_GB = (4, 32)
+# The instance's volume: at least 30 GB (max(30 GB, 3 x the input size)); what a job may write to /output, /tmp and
+# /opt/ml/model together here (disk_quota.py).
+DEFAULT_DISK_GB = 30
 # The shim sets RLIMIT_DATA to the instance's memory less 1 GiB (GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB).
 RESERVED_MEMORY_GB = 1
 
@@ -40,7 +43,8 @@ CONDITIONS = (
     ("inputs", "each upload converted by panimg (GC's import_images: default builders, no post-processors); the job "
                "sees /input/<relative_path>/<image-pk>.mha and /input/inputs.json (ComponentInterfaceValueSerializer)",
      "cases/tasks.py, components/serializers.py"),
-    ("entrypoint", "the image's own ENTRYPOINT and CMD, no arguments, as the image's USER (root refused)",
+    ("entrypoint", "the image's own ENTRYPOINT and CMD, no arguments, as the image's USER (uid 0 refused, its USER "
+                   "resolved by the image's /etc/passwd as the engine resolves it)",
      "sagemaker-shim: GRAND_CHALLENGE_COMPONENT_CMD_B64J / _ENTRYPOINT_B64J / _USER; components/models.py"),
     ("environment", "the image's ENV without GRAND_CHALLENGE_* variables, plus LOG_LEVEL=INFO, PYTHONUNBUFFERED=1, "
                     "no_proxy=amazonaws.com and HOME of the user", "sagemaker-shim"),
@@ -50,6 +54,9 @@ CONDITIONS = (
     ("file system", "/input read-only, /output and /tmp writable and empty at start (/tmp on disk), the image's "
                     "own files writable only where its user owns them; files written anywhere but /output are "
                     "discarded", "sagemaker-shim"),
+    ("disk", "the instance's volume, at least 30 GB: here what the job writes to /output, /tmp and /opt/ml/model "
+             "together is bounded by the disk limit (stopped over it, or when it took half the free disk; no file "
+             "larger than the limit)", "amazon_sagemaker_training.py"),
     ("memory", "the instance's memory, and RLIMIT_DATA = memory less 1 GiB; /dev/shm half the memory; killed "
                "over it ('The container was killed as it exceeded its memory limit')",
      "algorithms/models.py job_requires_memory_gb, sagemaker-shim"),
@@ -64,11 +71,13 @@ CONDITIONS = (
 
 @dataclass(frozen=True)
 class JobLimits:
-    """A job's memory, time and CPUs; defaults as grand-challenge's (8 GB, 20 min, the instance's vCPUs)."""
+    """A job's memory, time, CPUs and disk; defaults as grand-challenge's (8 GB, 20 min, the instance's vCPUs,
+    30 GB)."""
 
     memory_gb: float = DEFAULT_MEMORY_GB
     time_limit_s: float = DEFAULT_TIME_LIMIT_S
     cpus: float | None = None  # None: the vCPUs of GC's instance for this memory (capped by this host's)
+    disk_gb: float = DEFAULT_DISK_GB
 
     def __post_init__(self) -> None:
         if not self.memory_gb > RESERVED_MEMORY_GB:
@@ -78,10 +87,16 @@ class JobLimits:
             raise EmulationError(f"time limit {self.time_limit_s} s: must be positive")
         if self.cpus is not None and not self.cpus > 0:
             raise EmulationError(f"CPUs {self.cpus}: must be positive")
+        if not self.disk_bytes > 0:
+            raise EmulationError(f"disk limit {self.disk_gb} GB: must be positive")
 
     @property
     def memory_bytes(self) -> int:
         return int(self.memory_gb * GIB)
+
+    @property
+    def disk_bytes(self) -> int:
+        return int(self.disk_gb * GIB)
 
     @property
     def data_limit_bytes(self) -> int:
@@ -107,6 +122,8 @@ class JobLimits:
         low, high = GC_MEMORY_RANGE_GB
         if not low <= self.memory_gb <= high:
             notes.append(f"memory {self.memory_gb:g} GB is outside grand-challenge's {low}-{high} GB")
+        if self.disk_gb < DEFAULT_DISK_GB:
+            notes.append(f"disk limit {self.disk_gb:g} GB is below grand-challenge's volume of {DEFAULT_DISK_GB} GB")
         return notes
 
     def to_json(self) -> dict:

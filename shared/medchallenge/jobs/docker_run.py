@@ -2,46 +2,85 @@
 own entrypoint without arguments as its own non-root user, no network, GC's environment, memory (cgroup and
 RLIMIT_DATA), time and CPU limits, /input read-only, /output, /opt/ml/model and an empty on-disk /tmp writable, the
 GPU when asked for. Conditions and their sources: conditions.py. A job runner that itself runs in a container (the
-hospital's job-runner service) gives the engine its job folders by their host paths, read from its own mounts."""
+hospital's job-runner service) gives the engine its job folders by their host paths, read from its own mounts.
+
+The engine is Docker or Podman (daemonless, what clusters without a Docker daemon run): the same conditions through
+the same CLI, except where Podman differs (engine_differences: its open-files and processes limits, GPUs by CDI;
+image ids without their `sha256:`, its log's --tail, the /etc it mounts into)."""
 
 from __future__ import annotations
 
 import functools
+import io
 import json
+import os
+import posixpath
 import re
+import resource
 import shutil
 import subprocess
+import tarfile
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
+from .disk_quota import DiskQuota
 from .errors import EmulationError
 from .launch import Execution, JobFolders
+from .log_tail import LOG_LINES, read_tails
 
-LOG_LINES = 500  # GC keeps the last 500 lines of a job's stdout and stderr
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
+PASSWD = "/etc/passwd"
+PASSWD_BYTES = 1 << 20  # an image's /etc/passwd read to resolve its USER, at most
+LINK_HOPS = 8  # links followed to an image's /etc/passwd, at most
+GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads as a number (the engine's user lookup)
 # `docker run`'s status when the container was made but its command could not be invoked (126) or found (127)
 NOT_STARTED = (126, 127)
-ROOT_USERS = ("", "root", "0")
 # mount points of the job and their parents: changes there are docker's, not the job's
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
+ENGINES = ("docker", "podman")
+OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 
 
-def _docker(*args: str, timeout: float = 120, check: bool = True) -> subprocess.CompletedProcess:
+def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True,
+            cwd: Path | None = None) -> subprocess.CompletedProcess:
     try:
-        result = subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout,
-                                errors="replace")
+        result = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout, errors="replace",
+                                cwd=cwd)
     except FileNotFoundError:
-        raise EmulationError("docker is not installed (no `docker` on PATH)") from None
+        raise EmulationError(f"{engine} is not installed (no `{engine}` on PATH)") from None
     except subprocess.TimeoutExpired:
-        raise EmulationError(f"`docker {args[0]}` did not answer in {timeout:g} s") from None
+        raise EmulationError(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
     if check and result.returncode != 0:
         lines = result.stderr.strip().splitlines()
-        raise EmulationError(f"`docker {args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
+        raise EmulationError(f"`{engine} {args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
     return result
+
+
+_docker = functools.partial(_engine, "docker")
+
+
+def engine_differences(engine: str, gpu: bool) -> list[str]:
+    """The options of `ENGINE run` where Podman differs from Docker. Podman asks the kernel for its own default
+    open-files and processes limits, above what an unprivileged host (or a Slurm step) allows: "error setting rlimit
+    type 7"; it is given the runner's own open-files limit and the pids limit. A GPU: the one(s) Slurm gave the
+    runner's job (SLURM_JOB_GPUS: the node's own GPU ids, which the engine sees; CUDA_VISIBLE_DEVICES elsewhere),
+    else one; Docker by --gpus, Podman by its CDI devices."""
+    given = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    devices = [d.strip() for d in given.split(",") if d.strip()]
+    options = []
+    if engine == "podman":
+        open_files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], OPEN_FILES)
+        options += ["--ulimit", f"nofile={open_files}:{open_files}", "--ulimit", f"nproc={PIDS_LIMIT}:{PIDS_LIMIT}"]
+        if gpu:
+            options += [a for device in devices or ["0"] for a in ("--device", f"nvidia.com/gpu={device}")]
+    elif gpu:  # several devices are one CSV field for Docker: quoted
+        options += ["--gpus", f'"device={",".join(devices)}"' if devices else "1"]
+    return options
 
 
 @dataclass(frozen=True)
@@ -56,19 +95,65 @@ class ImageConfig:
     architecture: str
 
     @classmethod
-    def inspect(cls, image: str) -> ImageConfig:
-        result = _docker("image", "inspect", image, check=False)
+    def inspect(cls, image: str, engine: str = "docker") -> ImageConfig:
+        """The image's configuration; its id is the digest of that configuration, the same under Docker and Podman
+        (Podman's lacks the `sha256:`)."""
+        result = _engine(engine, "image", "inspect", image, check=False)
         if result.returncode != 0:
-            raise EmulationError(f"image {image}: not found by this Docker engine (`docker load < FILE.tar.gz` the "
-                                 "file you would upload, or build it)")
+            raise EmulationError(f"image {image}: not found by this {engine} engine (`{engine} load < FILE.tar.gz` "
+                                 "the file you would upload, or build it)")
         data = json.loads(result.stdout)[0]
         config = data.get("Config") or {}
-        return cls(data["Id"], config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
+        image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
+        return cls(image_id, config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
                    config.get("Env") or [], data.get("Architecture", ""))
 
 
-def _tail(text: str) -> list[str]:
-    return text.splitlines()[-LOG_LINES:]
+def _engine_bytes(engine: str, *args: str, limit: int, timeout: float = 120) -> bytes | None:
+    """The standard output of `ENGINE ARGS`, None when it fails; EmulationError when it writes more than `limit`
+    bytes (read no further)."""
+    try:
+        process = subprocess.Popen([engine, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise EmulationError(f"{engine} is not installed (no `{engine}` on PATH)") from None
+    with process:
+        data = process.stdout.read(limit + 1)
+        if len(data) > limit:
+            process.kill()
+            raise EmulationError(f"`{engine} {args[0]}` wrote more than {limit} bytes")
+        try:
+            status = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise EmulationError(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
+    return data if status == 0 else None
+
+
+def _go_int(text: str) -> int | None:
+    """`text` as Go's strconv.Atoi reads it (an optional sign, ASCII digits, 64 bits), else None."""
+    if not GO_INT.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(1 << 63) <= value < 1 << 63 else None
+
+
+def user_uids(user: str, passwd: bytes | None) -> list[int]:
+    """The uids the engine can give an image's USER `user` ("name-or-uid[:group]"), resolved as its user lookup
+    (runc/moby `user.GetExecUser`) does with the image's /etc/passwd: an empty user is uid 0; a number (`00`,
+    `+0`) is that uid; a name is the uid of its passwd lines (each listed: engines take the first), where a missing
+    or non-numeric uid field reads as 0. An empty list: a name not in /etc/passwd (the engine cannot start it)."""
+    name = user.split(":", 1)[0]
+    if not name:
+        return [0]
+    number = _go_int(name)
+    if number is not None:
+        return [number]
+    uids = []
+    for line in (passwd or b"").split(b"\n"):
+        fields = line.strip().split(b":")
+        if fields[0] == name.encode("utf-8", "surrogateescape"):
+            uids.append((_go_int(fields[2].decode("latin-1")) or 0) if len(fields) > 2 else 0)
+    return uids
 
 
 def _memory_cgroup(pid: int, container_id: str) -> Path | None:
@@ -169,15 +254,17 @@ def host_path(path: Path, mounts: tuple[tuple[Path, Path], ...] | None) -> Path:
                          "job-runner service's volumes)")
 
 
-def host_has_gpu() -> bool:
-    """A GPU this Docker engine can give a container: nvidia-smi lists one and the engine has the NVIDIA runtime or
-    CDI devices. A job runner in a container (no nvidia-smi, no host files) asks the engine alone: its NVIDIA
-    runtime."""
+def host_has_gpu(engine: str = "docker") -> bool:
+    """A GPU this engine can give a container: nvidia-smi lists one and the engine has the NVIDIA runtime (Docker)
+    or CDI devices. A job runner in a container (no nvidia-smi, no host files) asks the Docker engine alone: its
+    NVIDIA runtime."""
     def runtimes() -> str:
+        if engine != "docker":
+            return ""
         return _docker("info", "--format", "{{json .Runtimes}} {{json .CDISpecDirs}}", check=False).stdout
 
     if shutil.which("nvidia-smi") is None:
-        return host_mounts() is not None and "nvidia" in runtimes()
+        return engine == "docker" and host_mounts() is not None and "nvidia" in runtimes()
     listed = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True)
     if listed.returncode != 0 or "GPU" not in listed.stdout:
         return False
@@ -190,9 +277,11 @@ def _leaves(paths: list[str]) -> list[str]:
     return [p for i, p in enumerate(ordered) if not (i + 1 < len(ordered) and ordered[i + 1].startswith(p + "/"))]
 
 
-def written_outside(diff: str) -> list[str]:
-    """Files the job added, changed or deleted in the image's file system (not in a mounted folder)."""
+def written_outside(diff: str, engine: str = "docker") -> list[str]:
+    """Files the job added, changed or deleted in the image's file system (not in a mounted folder; Podman lists
+    /etc as changed for the hosts and resolv.conf it mounts there)."""
     protected = {m for mount in MOUNTS for m in [mount, *(str(p) for p in Path(mount).parents)]}
+    protected |= {"/etc"} if engine == "podman" else set()
     paths = []
     for line in diff.splitlines():
         kind, _, path = line.partition(" ")
@@ -210,12 +299,16 @@ def start_error(stderr: str) -> str:
 
 
 class DockerImage:
-    """A job's container: the image run as grand-challenge runs it."""
+    """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`)."""
 
-    def __init__(self, image: str, name_prefix: str = "medchallenge-job"):
+    def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker"):
+        if engine not in ENGINES:
+            raise EmulationError(f"engine {engine}: not one of {', '.join(ENGINES)}")
         self.image = image
         self.name_prefix = name_prefix
-        self.description = f"docker image {image}"
+        self.engine = engine
+        self.description = f"{engine} image {image}"
+        self._cli = functools.partial(_engine, engine)
         self._gpu: bool | None = None
         self._notes: list[str] | None = None
 
@@ -227,12 +320,8 @@ class DockerImage:
         return self._notes
 
     def _inspect(self) -> list[str]:
-        config = ImageConfig.inspect(self.image)
-        user = config.user.split(":")[0]
-        if user in ROOT_USERS:
-            raise EmulationError(f"image {self.image}: The container runs as root. Please add a user, group and "
-                                 "USER instruction to your Dockerfile, rebuild, test and upload the container "
-                                 "again (grand-challenge refuses it)")
+        config = ImageConfig.inspect(self.image, self.engine)
+        self._check_user(config.user, config.id)
         if config.architecture != "amd64":
             raise EmulationError(f"image {self.image}: architecture {config.architecture or 'unknown'}; "
                                  "grand-challenge runs linux/amd64 images only (docker build --platform=linux/amd64)")
@@ -243,51 +332,96 @@ class DockerImage:
         return ([f"the image sets {', '.join(stripped)}: grand-challenge removes every GRAND_CHALLENGE_* variable "
                  "before the job runs, so the job does not see them there (they are set here)"] if stripped else [])
 
+    def _check_user(self, user: str, image_id: str) -> None:
+        """Refuse an image whose USER the engine runs as uid 0 (`root`, `0`, `00`, `0000:0`, a uid-0 alias in its
+        /etc/passwd) or cannot resolve; its /etc/passwd is read only for a user name."""
+        name = user.split(":", 1)[0]
+        uids = user_uids(user, self._read_passwd(image_id) if name and _go_int(name) is None else None)
+        shown = ascii(user)
+        if not uids:
+            raise EmulationError(f"image {self.image}: USER {shown} is not in the image's {PASSWD}, so no job "
+                                 "could start as it")
+        if 0 in uids:
+            why = "" if name in ("", "root", "0") else f" (USER {shown} is uid 0 in the image)"
+            raise EmulationError(f"image {self.image}: The container runs as root{why}. Please add a user, group and "
+                                 "USER instruction to your Dockerfile, rebuild, test and upload the container again "
+                                 "(grand-challenge refuses it)")
+
+    def _read_passwd(self, image_id: str) -> bytes | None:
+        """The /etc/passwd of the image inspected (links followed inside the image), read from a container created
+        and never started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
+        path = PASSWD
+        container = f"{self.name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
+        self._cli("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
+        try:
+            for _ in range(LINK_HOPS):
+                archive = _engine_bytes(self.engine, "cp", f"{container}:{path}", "-",
+                                        limit=PASSWD_BYTES + (64 << 10))
+                if archive is None:
+                    return None
+                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                    member = tar.next()
+                    if member is None or not (member.isfile() or member.issym()):
+                        return None
+                    if member.isfile():
+                        return tar.extractfile(member).read()
+                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+            raise EmulationError(f"image {self.image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
+        except tarfile.TarError:
+            raise EmulationError(f"image {self.image}: its {PASSWD} could not be read") from None
+        finally:
+            self._cli("rm", "--force", container, check=False)
+
     def gpu_available(self) -> bool:
         if self._gpu is None:
-            self._gpu = host_has_gpu()
+            self._gpu = host_has_gpu(self.engine)
         return self._gpu
 
     def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> list[str]:
-        """`docker run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
+        """`ENGINE run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
         cpus = limits.effective_cpus(gpu)
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
                   (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
-        return ["docker", "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
+        return [self.engine, "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
                 "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
                 "--ulimit", f"data={limits.data_limit_bytes}:{limits.data_limit_bytes}",
+                "--ulimit", f"fsize={limits.disk_bytes}:{limits.disk_bytes}",
                 "--shm-size", str(limits.memory_bytes // 2), "--cpus", f"{cpus:g}",
                 *[a for key, value in GC_ENVIRONMENT.items() for a in ("--env", f"{key}={value}")],
                 *[a for host, target, readonly in mounts
                   for a in ("--mount", f"type=bind,source={host_path(host, host_mounts())},target={target}"
                                        + (",readonly" if readonly else ""))],
-                *(["--gpus", "1"] if gpu else []), self.image]
+                *engine_differences(self.engine, gpu), self.image]
 
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
-        _docker("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
+        self._cli("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
+        quota = DiskQuota(folders, limits.disk_bytes)
         started = time.perf_counter()
-        run = _docker(*self.command(folders, limits, gpu, name)[1:], check=False)
+        # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
+        run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
         if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
-            _docker("rm", "--force", name, check=False)
+            self._cli("rm", "--force", name, check=False)
             return Execution(exit_code=run.returncode, wall_seconds=time.perf_counter() - started,
                              start_error=start_error(run.stderr))
         if run.returncode != 0:
-            _docker("rm", "--force", name, check=False)
+            self._cli("rm", "--force", name, check=False)
             first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
-            raise EmulationError(f"docker could not start the job: {first.removeprefix('docker: ').strip()}")
+            first = first.removeprefix(f"{self.engine}: ").removeprefix("Error: ").strip()
+            raise EmulationError(f"{self.engine} could not start the job: {first}")
         try:
-            return self._follow(name, run.stdout.strip(), limits, gpu, started)
+            return self._follow(name, run.stdout.strip(), limits, gpu, started, quota)
         finally:
-            _docker("rm", "--force", name, check=False)
+            self._cli("rm", "--force", name, check=False)
 
-    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float) -> Execution:
-        pid = int(_docker("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
+    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float,
+                quota: DiskQuota) -> Execution:
+        pid = int(self._cli("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
         cgroup = _memory_cgroup(pid, container_id) if pid and container_id else None
-        waiter = subprocess.Popen(["docker", "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+        waiter = subprocess.Popen([self.engine, "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True)
         peak, used_gpu, timed_out, last_gpu_poll, gpu_measurable = _read_peak(cgroup), False, False, 0.0, True
         while waiter.poll() is None:
@@ -298,21 +432,27 @@ class DockerImage:
                 pids = _gpu_pids()
                 gpu_measurable = pids is not None
                 used_gpu = bool(pids and pids & _cgroup_pids(cgroup))
-            if now - started > limits.time_limit_s:
-                timed_out = True
-                _docker("kill", name, check=False)
+            disk_error = quota.exceeded()
+            if disk_error or now - started > limits.time_limit_s:
+                timed_out = not disk_error
+                self._cli("kill", name, check=False)
                 waiter.wait()
                 break
             time.sleep(POLL_S)
         wall = time.perf_counter() - started
-        state = json.loads(_docker("inspect", "--format", "{{json .State}}", name).stdout)
-        if state.get("Running"):  # `docker wait` ended without the container: the engine failed, not the job
-            raise EmulationError(f"docker lost track of the job's container {name} (`docker wait` failed)")
-        logs = subprocess.run(["docker", "logs", "--tail", str(LOG_LINES), name], capture_output=True, text=True,
-                              errors="replace")
-        diff = _docker("diff", name, check=False).stdout
+        quota.exceeded(final=True)
+        state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
+        if state.get("Running"):  # `ENGINE wait` ended without the container: the engine failed, not the job
+            raise EmulationError(f"{self.engine} lost track of the job's container {name} (`wait` failed)")
+        # Podman 4.3's --tail loses a line written in two parts (Python's unbuffered print): its whole log, which
+        # LOG_BYTES bounds, is read through the bounded tail
+        tail = ["--tail", str(LOG_LINES)] if self.engine == "docker" else []
+        with subprocess.Popen([self.engine, "logs", *tail, name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) as logs:
+            stdout_tail, stderr_tail = (lines.lines() for lines in read_tails(logs))
+        diff = self._cli("diff", name, check=False).stdout
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
-                         oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
+                         disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
-                         stdout_tail=_tail(logs.stdout), stderr_tail=_tail(logs.stderr),
-                         written_outside=written_outside(diff))
+                         stdout_tail=stdout_tail, stderr_tail=stderr_tail,
+                         written_outside=written_outside(diff, self.engine))

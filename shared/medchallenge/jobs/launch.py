@@ -27,6 +27,7 @@ class Execution:
     wall_seconds: float
     timed_out: bool = False
     oom_killed: bool = False
+    disk_error: str | None = None  # stopped over its disk limit (disk_quota.py): why
     peak_memory_bytes: int | None = None  # None: not measurable here
     used_gpu: bool | None = None  # None: not measurable here
     stdout_tail: list[str] = field(default_factory=list)

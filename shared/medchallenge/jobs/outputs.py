@@ -2,8 +2,8 @@
 components/models.py validators): only the declared sockets, each checked, failures in GC's words.
 
 /output was written by the container: only regular files are read (a link or a special file there is left out, as
-the shim uploads regular files only), JSON is size-checked before it is parsed, and image folders are copied out
-before panimg reads them."""
+the shim uploads regular files only), every file is size-checked before it is read, and image folders are
+size-checked (a sparse file by the size its copy would have) and copied out before panimg reads them."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..limits import MAX_TEXT_BYTES, load_json
+from ..limits import MAX_TEXT_BYTES, MAX_VOXELS, load_json
 from ..sockets import Socket
 from .errors import EmulationError
 from .uploads import import_output_image
@@ -29,6 +29,8 @@ KIND_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
     "Bool": ("boolean", lambda v: isinstance(v, bool)),
     "String": ("string", lambda v: isinstance(v, str)),
 }
+VOXEL_BYTES = 8  # of the widest voxel type (float64): an output image folder holds at most MAX_VOXELS of them
+HEADER_BYTES = 1 << 20  # and its headers
 
 
 @dataclass
@@ -61,9 +63,6 @@ def regular_files(output: Path) -> tuple[set[str], list[str]]:
 
 
 def _read_json(path: Path, socket: Socket):
-    if path.stat().st_size > MAX_TEXT_BYTES.value():
-        raise EmulationError(f"The output file '{socket.relative_path}' is larger than {MAX_TEXT_BYTES.value()} "
-                             f"bytes (${MAX_TEXT_BYTES.variable} sets it)")
     try:
         value = load_json(path.read_text(encoding="utf-8"), f"The output file '{socket.relative_path}'",
                           parse_constant=lambda _: None)
@@ -86,6 +85,11 @@ def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: P
         members = sorted(f for f in files if f.startswith(prefix))
         if not members:
             raise EmulationError(f"Output directory '{socket.relative_path}' is empty")
+        size = sum((output / member).stat().st_size for member in members)  # a sparse file: what a copy writes
+        if size > MAX_VOXELS.value() * VOXEL_BYTES + HEADER_BYTES:
+            raise EmulationError(f"Output directory '{socket.relative_path}' holds {size} bytes, more than an image "
+                                 f"of {MAX_VOXELS.value()} voxels (${MAX_VOXELS.variable} sets it) of "
+                                 f"{VOXEL_BYTES} bytes; not copied")
         staged = store / "staged"
         for member in members:  # regular files only, copied so that panimg never follows a link of the container's
             (staged / member).parent.mkdir(parents=True, exist_ok=True)
@@ -93,6 +97,9 @@ def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: P
         return import_output_image(staged / socket.relative_path, store / "imported", socket, pk)
     if socket.relative_path not in files:
         raise EmulationError(f"Output file '{socket.relative_path}' was not produced")
+    if path.stat().st_size > MAX_TEXT_BYTES.value():  # before it is read
+        raise EmulationError(f"The output file '{socket.relative_path}' is larger than {MAX_TEXT_BYTES.value()} "
+                             f"bytes (${MAX_TEXT_BYTES.variable} sets it)")
     if socket.relative_path.endswith(".json"):
         value = _read_json(path, socket)
         if socket.super_kind == "Value":

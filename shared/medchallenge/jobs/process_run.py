@@ -12,15 +12,15 @@ import os
 import resource
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 
 from ..process_memory import PeakMemory
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
+from .disk_quota import DiskQuota
 from .launch import Execution, JobFolders
+from .log_tail import read_tails
 
-LOG_LINES = 500
 PR_SET_PDEATHSIG = 1
 UNENFORCED = ("no network", "the image's user and file system", "the CPU count", "the GPU choice",
               "the environment (this process's is inherited)")
@@ -49,16 +49,19 @@ class LocalProcess:
         env = {k: v for k, v in os.environ.items() if not k.lower().startswith(STRIPPED_PREFIX)}
         env.update(GC_ENVIRONMENT, INPUT_DIR=str(folders.input), OUTPUT_DIR=str(folders.output),
                    MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp), HOME=str(folders.tmp))
-        data = limits.data_limit_bytes
+        data, disk = limits.data_limit_bytes, limits.disk_bytes
 
         def limit_data() -> None:
             resource.setrlimit(resource.RLIMIT_DATA, (data, data))
+            resource.setrlimit(resource.RLIMIT_FSIZE, (disk, disk))
             die_with_parent()
 
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            started = time.perf_counter()
-            process = subprocess.Popen(self.argv, stdout=out, stderr=err, env=env, preexec_fn=limit_data,
-                                       start_new_session=True)
+        quota = DiskQuota(folders, disk)
+        started = time.perf_counter()
+        process = subprocess.Popen(self.argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                   preexec_fn=limit_data, start_new_session=True)
+        with process:
+            tails = read_tails(process)
             timed_out, status = False, None
             with PeakMemory(process.pid) as peak:
                 while status is None:
@@ -66,8 +69,9 @@ class LocalProcess:
                     if pid:
                         status = os.waitstatus_to_exitcode(status_raw)
                         break
-                    if time.perf_counter() - started > limits.time_limit_s:
-                        timed_out = True
+                    disk_error = quota.exceeded()
+                    if disk_error or time.perf_counter() - started > limits.time_limit_s:
+                        timed_out = not disk_error
                         os.killpg(process.pid, signal.SIGKILL)
                         _, status_raw, _ = os.wait4(process.pid, 0)
                         status = os.waitstatus_to_exitcode(status_raw)
@@ -75,11 +79,9 @@ class LocalProcess:
                     time.sleep(0.05)
             process.returncode = status
             wall = time.perf_counter() - started
-            tails = []
-            for stream in (out, err):
-                stream.seek(0)
-                tails.append(stream.read().decode("utf-8", "replace").splitlines()[-LOG_LINES:])
+            quota.exceeded(final=True)
+            stdout_tail, stderr_tail = (tail.lines() for tail in tails)
         exit_code = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell shows it
-        return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out,
+        return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out, disk_error=quota.error,
                          peak_memory_bytes=peak.bytes, used_gpu=None,
-                         stdout_tail=tails[0], stderr_tail=tails[1], unenforced=list(UNENFORCED))
+                         stdout_tail=stdout_tail, stderr_tail=stderr_tail, unenforced=list(UNENFORCED))

@@ -10,6 +10,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from typing import Literal
 from ..io import write_text_atomic
 from ..sockets import Socket
 from .conditions import JobLimits
+from .disk_quota import size_text
 from .docker_run import DockerImage
 from .errors import EmulationError
 from .launch import Execution, JobFolders, Launcher
@@ -33,6 +35,8 @@ TAIL_LINES = 20  # log lines kept in a result per stream
 MAX_LINE = 300  # characters of a container's line quoted in an error
 MEMORY_KILLED = "The container was killed as it exceeded its memory limit"
 TIME_LIMIT = "Time limit exceeded"
+FILE_TOO_LARGE = "no file the job writes may be larger than its disk limit of {disk} (RLIMIT_FSIZE)"
+SIGXFSZ_STATUS = 128 + signal.SIGXFSZ  # killed for writing past RLIMIT_FSIZE (a program that does not ignore it)
 # What a failed job's last stderr line says about its cause, as hints after GC's error.
 HINTS = (
     (("Temporary failure in name resolution", "Name or service not known", "Network is unreachable",
@@ -50,6 +54,7 @@ HINTS = (
     (("Read-only file system", "PermissionError", "Permission denied"),
      "the job wrote where it may not: only /output, /tmp and /opt/ml/model are writable (and what the image's user "
      "owns)"),
+    (("File too large", "[Errno 27]"), FILE_TOO_LARGE),
 )
 
 
@@ -146,6 +151,8 @@ def _failure(execution: Execution, limits: JobLimits) -> str | None:
     if execution.start_error is not None:
         return (f"The container could not start: {printable(execution.start_error)} (grand-challenge runs the image's "
                 "ENTRYPOINT and CMD as they are: the program they name must be in the image)")
+    if execution.disk_error:
+        return execution.disk_error
     if execution.timed_out:
         return f"{TIME_LIMIT} (the job ran longer than {limits.time_limit_s:g} s)"
     if execution.oom_killed or (execution.exit_code == 137 and not execution.stderr_tail):
@@ -155,10 +162,13 @@ def _failure(execution: Execution, limits: JobLimits) -> str | None:
     last = next((printable(line) for line in reversed(execution.stderr_tail) if line.strip()), "")
     error = (f"The algorithm exited with status {execution.exit_code}: {last}" if last else
              f"The algorithm exited with status {execution.exit_code} and wrote nothing to stderr")
-    for patterns, hint in HINTS:
-        if any(p in line for line in execution.stderr_tail[-TAIL_LINES:] for p in patterns):
-            return f"{error} ({hint.format(data_gib=limits.memory_gb - 1)})"
-    return error
+    hints = [hint for patterns, hint in HINTS
+             if any(p in line for line in execution.stderr_tail[-TAIL_LINES:] for p in patterns)]
+    if execution.exit_code == SIGXFSZ_STATUS:
+        hints.insert(0, FILE_TOO_LARGE)
+    if not hints:
+        return error
+    return f"{error} ({hints[0].format(data_gib=limits.memory_gb - 1, disk=size_text(limits.disk_bytes))})"
 
 
 def _outside_note(paths: list[str]) -> str:

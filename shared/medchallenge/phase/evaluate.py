@@ -1,0 +1,136 @@
+"""The evaluation of one submission: `python -m medchallenge.phase.evaluate OUT TEAM`.
+
+Once every job of the submission has its result, its outputs become the evaluator's input
+(OUT/evaluation-inputs/<team>, as grand-challenge lays it out) and the challenge's evaluator scores them with
+bootstrap intervals, as pre-flight does (a job that failed is a missing prediction); then the pre-flight-style report
+of its jobs: OUT/submissions/<team>/report.json and report.html, evaluation/metrics.json. Nothing is redone while
+its inputs (the jobs' results, the ground truth, the options) are unchanged. Exit status 1 while some job has no
+result yet (nothing is written, and the submission's old evaluation input is removed)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from ..errors import InputError, report_errors
+from ..gc_emulator import ALGORITHMS, CaseJob
+from ..io import write_json_atomic, write_text_atomic
+from ..jobs import JobLimits
+from ..logs import setup_logging
+from ..preflight import report, review_figures, score_jobs
+from ..preflight_page import render_page
+from .hashes import sha256_json
+from .layout import PhaseLayout
+from .records import BACKEND_FIELDS, backend_notes, is_final, read_result, read_state
+
+log = logging.getLogger("medchallenge.phase")
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise InputError(f"{path}: no {what} (run `medchallenge phase run` first)") from None
+
+
+def folder_stamp(folder: Path) -> list:
+    """What changes when a file of `folder` changes (names, sizes, modification times), without reading them."""
+    return sorted([str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns]
+                  for p in folder.rglob("*") if p.is_file())
+
+
+def evaluation_fingerprint(layout: PhaseLayout, team: str) -> str | None:
+    """The hash of everything the submission's evaluation depends on; None while some job has no final result."""
+    phase = read_json(layout.phase_file, "phase.json")
+    submission = read_json(layout.submission_file(team), "submission.json")
+    states = []
+    for job in submission["jobs"]:
+        state = read_state(layout, job["job_id"])
+        if not is_final(state):
+            return None
+        states.append([job["case"], job["job_id"], state.get("finished"), state["status"],
+                       *[state.get(k) for k in BACKEND_FIELDS]])
+    return sha256_json({"phase": {k: phase[k] for k in ("challenge", "edition", "bootstrap")},
+                        "ground_truth": folder_stamp(Path(phase["ground_truth"])), "jobs": states,
+                        "refused": submission["refused"]})
+
+
+def stored_fingerprint(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("fingerprint")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def evaluation_current(layout: PhaseLayout, team: str) -> bool:
+    fingerprint = evaluation_fingerprint(layout, team)
+    return fingerprint is not None and fingerprint == stored_fingerprint(layout.evaluation_state(team))
+
+
+def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
+    """Score the submission and write its report; returns the report."""
+    phase = read_json(layout.phase_file, "phase.json")
+    submission = read_json(layout.submission_file(team), "submission.json")
+    algorithm = ALGORITHMS[phase["challenge"]]
+    sockets = {s.slug: s for s in (algorithm.input_socket, *algorithm.output_sockets)}
+    jobs = [CaseJob(Path(job["case"]), read_result(layout, job["job_id"], sockets)) for job in submission["jobs"]]
+    boot = phase["bootstrap"]
+    args = SimpleNamespace(challenge=phase["challenge"], edition=phase["edition"],
+                           ground_truth=Path(phase["ground_truth"]), bootstrap=boot["n"], bootstrap_seed=boot["seed"],
+                           bootstrap_level=boot["level"], image=submission["image"],
+                           model=Path(submission["model"]) if submission["model"] else None)
+    eval_input = layout.evaluation_input(team)
+    shutil.rmtree(eval_input, ignore_errors=True)
+    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation")
+    data = report(args, jobs, JobLimits(**submission["limits"]), [], evaluation)
+    data["tool"] = f"{data['tool'].removesuffix(' preflight')} phase"
+    data["team"] = team
+    data["digest"] = submission["digest"]
+    for entry, job in zip(data["jobs"], submission["jobs"]):
+        state = read_state(layout, job["job_id"]) or {}
+        entry.update(job_id=job["job_id"], host=state.get("host"), **{k: state.get(k) for k in BACKEND_FIELDS})
+        entry["notes"] = [*entry["notes"], *backend_notes(state)]
+    write_json_atomic(layout.submission(team) / "report.json", data)
+    write_text_atomic(layout.submission(team) / "report.html",
+                      render_page(data, review_figures(layout.submission(team), evaluation)))
+    return data
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 2:
+        print("usage: python -m medchallenge.phase.evaluate OUT TEAM", file=sys.stderr)
+        return 2
+    setup_logging()
+    layout, team = PhaseLayout.of(Path(argv[0])), argv[1]
+    refused = read_json(layout.submission_file(team), "submission.json")["refused"]
+    if refused:
+        shutil.rmtree(layout.evaluation_input(team), ignore_errors=True)
+        write_json_atomic(layout.evaluation_state(team), {"status": "refused", "error": refused, "fingerprint": None})
+        raise InputError(f"submission {team}: refused before any job: {refused}")
+    fingerprint = evaluation_fingerprint(layout, team)
+    if fingerprint is None:
+        shutil.rmtree(layout.evaluation_input(team), ignore_errors=True)
+        write_json_atomic(layout.evaluation_state(team), {"status": "incomplete", "fingerprint": None})
+        raise InputError(f"submission {team}: some jobs have no result yet; `medchallenge phase run` runs them")
+    if fingerprint == stored_fingerprint(layout.evaluation_state(team)):
+        log.info("submission %s: evaluation current", team)
+        return 0
+    layout.evaluation_state(team).unlink(missing_ok=True)
+    data = evaluate(layout, team)
+    error = data["evaluation"]["error"]
+    write_json_atomic(layout.evaluation_state(team), {"status": "failed" if error else "evaluated",
+                                                      "error": error, "fingerprint": fingerprint})
+    log.info("submission %s: %d/%d jobs succeeded%s", team, data["summary"]["num_succeeded"],
+             data["summary"]["num_jobs"], f"; the evaluator refused them: {error}" if error else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

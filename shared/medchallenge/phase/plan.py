@@ -1,0 +1,127 @@
+"""Planning a phase: each submission's image and model identified by their hashes, and one task spec per (submission,
+case) job in OUT/tasks/<job_id>.json: everything a task needs to run the job on any machine that sees OUT.
+
+A job's id is the hash of what decides its result: the challenge, the image's digest, the case file's hash, the model
+tarball's hash and the limits. The same image and model on the same case is one job, whichever teams submitted it;
+a new submission, case or limit is a new job; a team's new image replaces its jobs."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import InputError
+from ..gc_emulator import AlgorithmSpec
+from ..io import write_json_atomic
+from ..jobs import JobLimits
+from .backend import Resources
+from .cases import Case
+from .hashes import HashCache, sha256_file, sha256_json
+from .images import EngineError, archive_digest, tag_digest
+from .layout import PhaseLayout
+from .submissions import Submission
+
+SPEC_VERSION = 1
+
+
+@dataclass(frozen=True)
+class PhaseSettings:
+    """What the phase's command line sets for every submission (a submission may ask for its own memory and GPU)."""
+
+    challenge: str
+    engine: str
+    limits: JobLimits
+    gpu: bool
+
+
+@dataclass
+class PlannedSubmission:
+    """A submission's jobs (case name, job id) in case order, or why it was refused before any job."""
+
+    team: str
+    jobs: list[tuple[str, str]] = field(default_factory=list)
+    resources: Resources | None = None
+    refused: str | None = None
+
+
+def job_id(challenge: str, digest: str, case_hash: str, model_hash: str | None, limits: JobLimits,
+           gpu: bool) -> str:
+    return sha256_json({"challenge": challenge, "image": digest, "case": case_hash, "model": model_hash,
+                        "limits": limits.to_json(), "gpu": gpu})[:32]
+
+
+def resources(limits: JobLimits, gpu: bool) -> Resources:
+    """What each of the submission's tasks asks for: the job's CPUs as the job runner gives them (the limit, else
+    grand-challenge's instance's), its memory limit, its GPU and time limit."""
+    _, instance_cpus = limits.instance(gpu)
+    return Resources(cpus=min(limits.cpus or instance_cpus, os.cpu_count() or 1), memory_gb=limits.memory_gb,
+                     gpus=int(gpu), time_limit_s=limits.time_limit_s)
+
+
+def _image_digest(submission: Submission, engine: str, hashes: HashCache) -> str:
+    if submission.archive is not None:
+        return hashes.get(submission.archive, "image-digest", archive_digest)
+    try:
+        return tag_digest(engine, submission.image)
+    except EngineError as exc:
+        raise InputError(str(exc)) from None
+
+
+def task_spec(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec, submission: Submission,
+              digest: str, model_hash: str | None, limits: JobLimits, gpu: bool, case: Case) -> dict:
+    identity = job_id(settings.challenge, digest, case.hash, model_hash, limits, gpu)
+    pk_base = int(identity[:12], 16) * 16
+    return {
+        "version": SPEC_VERSION, "job_id": identity, "out": str(layout.out), "challenge": settings.challenge,
+        "engine": settings.engine, "python": sys.executable,
+        "image": {"ref": None if submission.archive else submission.image,
+                  "archive": str(submission.archive) if submission.archive else None, "digest": digest},
+        "run_image": digest,
+        "inputs": [{"socket": spec.input_socket.slug, "pk": pk_base, "image_pk": case.image_pk,
+                    "image_name": case.image_name, "image_file": str(case.image_file)}],
+        "outputs": [socket.slug for socket in spec.output_sockets],
+        "model": str(submission.model) if submission.model else None,
+        "limits": limits.to_json(), "gpu": gpu, "resources": resources(limits, gpu).to_json(),
+        "work_dir": str(layout.job(identity)), "pk_base": pk_base,
+    }
+
+
+def write_if_changed(path: Path, value: dict) -> None:
+    """An unchanged file is left alone (its time stamp too)."""
+    try:
+        if json.loads(path.read_text()) == value:
+            return
+    except (OSError, ValueError):
+        pass
+    write_json_atomic(path, value)
+
+
+def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec, submission: Submission,
+                    cases: list[Case], hashes: HashCache) -> PlannedSubmission:
+    """The submission's task specs written (and its submission.json), or its refusal in one line: a bad archive,
+    model or image of one team does not stop the phase."""
+    planned = PlannedSubmission(submission.team)
+    limits = JobLimits(memory_gb=submission.memory_gb or settings.limits.memory_gb,
+                       time_limit_s=settings.limits.time_limit_s, cpus=settings.limits.cpus)
+    gpu = settings.gpu if submission.gpu is None else submission.gpu
+    record = {"team": submission.team, "image": submission.image, "model": submission.model.name
+              if submission.model else None, "limits": limits.to_json(), "gpu": gpu}
+    try:
+        digest = _image_digest(submission, settings.engine, hashes)
+        model_hash = hashes.get(submission.model, "sha256", sha256_file) if submission.model else None
+    except InputError as exc:
+        planned.refused = str(exc)
+        write_if_changed(layout.submission_file(submission.team), {**record, "refused": planned.refused, "jobs": []})
+        return planned
+    planned.resources = resources(limits, gpu)
+    for case in cases:
+        task = task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case)
+        write_if_changed(layout.task(task["job_id"]), task)
+        planned.jobs.append((case.name, task["job_id"]))
+    write_if_changed(layout.submission_file(submission.team),
+                     {**record, "digest": digest, "model_sha256": model_hash, "refused": None,
+                      "jobs": [{"case": name, "job_id": identity} for name, identity in planned.jobs]})
+    return planned

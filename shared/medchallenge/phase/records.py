@@ -1,0 +1,98 @@
+"""What a finished task leaves in OUT/jobs/<job_id>/: `state.json` (the job's outcome, written last: its presence
+means the job is over) and `result.json` (the job runner's JobResult with its socket values, which the evaluation
+reads back). A status other than "succeeded" or "failed" (a backend's note of a task lost outside the job) means the
+job is to be run again."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ..io import write_json_atomic
+from ..jobs import JobLimits, JobResult, OutputResult, SocketValue
+from ..sockets import Socket
+from .layout import PhaseLayout
+
+FINAL = ("succeeded", "failed")
+# fields a backend may add to state.json (Slurm: why a task ended outside the job, how often it was requeued)
+BACKEND_FIELDS = ("cause", "requeued", "cpu_seconds", "gpu_seconds", "slurm_job_id")
+
+
+def read_state(layout: PhaseLayout, job_id: str) -> dict[str, Any] | None:
+    try:
+        state = json.loads(layout.state(job_id).read_text())
+    except (OSError, ValueError):
+        return None
+    return state if isinstance(state, dict) else None
+
+
+def is_final(state: dict[str, Any] | None) -> bool:
+    return state is not None and state.get("status") in FINAL
+
+
+def backend_notes(state: dict[str, Any]) -> list[str]:
+    """The backend's fields of a job's state, as lines for the reports."""
+    notes = []
+    if state.get("cause"):
+        notes.append(f"ended by {state['cause']}")
+    if state.get("requeued"):
+        notes.append(f"requeued {state['requeued']} time(s) by the scheduler")
+    for key in ("cpu_seconds", "gpu_seconds"):
+        if state.get(key) is not None:
+            notes.append(f"{key.replace('_', ' ')}: {state[key]}")
+    return notes
+
+
+def _value_json(value: SocketValue, folder: Path) -> dict[str, Any]:
+    content_file = None
+    if value.content is not None:
+        content_file = folder / "values" / str(value.pk)
+        content_file.parent.mkdir(parents=True, exist_ok=True)
+        content_file.write_bytes(value.content)
+    return {"pk": value.pk, "socket": value.socket.slug, "value": value.value,
+            "content_file": str(content_file) if content_file else None, "image_pk": value.image_pk,
+            "image_name": value.image_name, "image_file": str(value.image_file) if value.image_file else None}
+
+
+def _value(data: dict[str, Any], sockets: dict[str, Socket]) -> SocketValue:
+    return SocketValue(data["pk"], sockets[data["socket"]], value=data["value"],
+                       content=Path(data["content_file"]).read_bytes() if data["content_file"] else None,
+                       image_pk=data["image_pk"], image_name=data["image_name"],
+                       image_file=Path(data["image_file"]) if data["image_file"] else None)
+
+
+def write_result(folder: Path, result: JobResult) -> None:
+    write_json_atomic(folder / "result.json", {
+        "job": result.to_json(), "limits": result.limits.to_json(),
+        "inputs": [_value_json(v, folder) for v in result.inputs],
+        "outputs": [{"socket": o.socket.slug, "error": o.error,
+                     "value": _value_json(o.value, folder) if o.value is not None else None}
+                    for o in result.outputs]})
+
+
+def read_result(layout: PhaseLayout, job_id: str, sockets: dict[str, Socket]) -> JobResult:
+    """The JobResult a task wrote, with its socket values (their files in OUT)."""
+    data = json.loads(layout.result(job_id).read_text())
+    job = data["job"]
+    return JobResult(
+        pk=job["pk"], status=job["status"], error=job["error"], exit_code=job["exit_code"],
+        wall_seconds=job["wall_seconds"], peak_memory_bytes=job["peak_memory_bytes"], gpu_passed=job["gpu_passed"],
+        used_gpu=job["used_gpu"], inputs=[_value(v, sockets) for v in data["inputs"]],
+        outputs=[OutputResult(sockets[o["socket"]], _value(o["value"], sockets) if o["value"] else None, o["error"])
+                 for o in data["outputs"]],
+        limits=JobLimits(**data["limits"]), stdout_tail=job["stdout_tail"], stderr_tail=job["stderr_tail"],
+        notes=job["notes"], folder=layout.job(job_id))
+
+
+def failed_before_running(layout: PhaseLayout, job_id: str, error: str, inputs: list[SocketValue],
+                          limits: JobLimits) -> JobResult:
+    """The JobResult of a job refused before its container ran (a root image, a bad model tarball): failed, as
+    grand-challenge fails it."""
+    return JobResult(pk=job_id, status="failed", error=error, exit_code=None, wall_seconds=0.0,
+                     peak_memory_bytes=None, gpu_passed=False, used_gpu=None, inputs=inputs, outputs=[],
+                     limits=limits, folder=layout.job(job_id))
+
+
+def write_state(layout: PhaseLayout, job_id: str, state: dict[str, Any]) -> None:
+    write_json_atomic(layout.state(job_id), state)

@@ -1,0 +1,281 @@
+"""The Slurm backend of a phase: each submission's tasks are one job array (`sbatch --array=0-(n-1)%K`) whose task i
+runs the one-task entry point on the i-th spec of a manifest (OUT/slurm/<team>-<n>.tasks); its evaluation is a job
+that depends on the array (`--dependency=afterany`), the leaderboard one that depends on every evaluation.
+
+OUT is the shared folder every node sees: task specs, the converted cases, the images' archives (each node loads an
+archive once, by digest: phase.images.ensure_loaded), results and the Slurm logs (OUT/logs/slurm-*.out). The Python
+that submits (sys.executable, with its environment: sbatch exports it) must be the same path on the nodes.
+
+What Slurm reports goes into the job's state.json: a task that ended without a result (killed by the node's
+out-of-memory killer, preempted, its node failed, cancelled, past Slurm's time limit, or the runner itself failed)
+gets {"status": "interrupted", "cause": ...}, which the next `phase run` runs again; a finished task gets the times
+Slurm requeued it ("requeued") and its Slurm id. The causes are read from `scontrol show job` (slurmctld keeps a
+finished job for MinJobAge) by the evaluation job before it evaluates and by `phase run` while it waits.
+
+    python -m medchallenge.phase.slurm task MANIFEST            (a task of an array: SLURM_ARRAY_TASK_ID)
+    python -m medchallenge.phase.slurm after OUT [--array JOB=MANIFEST ...] -- COMMAND...
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import InputError
+from ..io import write_text_atomic
+from .backend import Resources
+from .layout import PhaseLayout
+from .records import is_final, read_state, write_state
+
+log = logging.getLogger("medchallenge.phase")
+
+MEMORY_MARGIN_MB = 512  # the task's runner (Python, the engine's CLI) beside the job's own memory limit
+TIME_MARGIN_S = 900  # loading an image archive, output checks: Slurm's limit is the job's limit plus this
+POLL_S = 5.0
+# Slurm job states of work not over yet (squeue, scontrol)
+ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
+          "SUSPENDED", "STAGE_OUT", "SIGNALING", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
+# why a task ended without a result, from Slurm's final state of it
+CAUSES = {"OUT_OF_MEMORY": "node_oom", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail", "BOOT_FAIL": "node_fail",
+          "CANCELLED": "cancelled", "DEADLINE": "cancelled", "TIMEOUT": "slurm_time_limit", "FAILED": "task_failed",
+          "COMPLETED": "no_result"}
+OPTIONS = ("partition", "account", "max_parallel", "extra", "step_memory_gb", "step_time_limit_s", "poll_s")
+
+
+class SlurmError(InputError):
+    """Slurm refused or could not be asked (one line)."""
+
+
+def _slurm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    try:
+        result = subprocess.run(list(args), capture_output=True, text=True, timeout=120, errors="replace")
+    except FileNotFoundError:
+        raise SlurmError(f"--backend slurm: no `{args[0]}` on PATH (Slurm's client commands are needed where "
+                         "`phase run` runs)") from None
+    except subprocess.TimeoutExpired:
+        raise SlurmError(f"`{args[0]}` did not answer in 120 s (is slurmctld up? `scontrol ping`)") from None
+    if check and result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise SlurmError(f"`{args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
+    return result
+
+
+@dataclass(frozen=True)
+class SlurmHandle:
+    """A submitted Slurm job: a submission's array (with its manifest) or a step."""
+
+    job_id: str
+    manifest: Path | None = None
+
+
+@dataclass(frozen=True)
+class TaskEnd:
+    """What Slurm says of one task of an array."""
+
+    state: str
+    restarts: int
+    exit_code: str
+
+
+def task_options(resources: Resources, count: int, max_parallel: int | None) -> list[str]:
+    """sbatch's options of one submission's array: a task per spec, at most `max_parallel` at once, each with the
+    job's CPUs, memory (plus the runner's), GPUs and time (plus loading and checks); requeued when its node fails."""
+    throttle = f"%{max_parallel}" if max_parallel else ""
+    memory_mb = math.ceil(resources.memory_gb * 1024) + MEMORY_MARGIN_MB
+    minutes = math.ceil((resources.time_limit_s + TIME_MARGIN_S) / 60)
+    return [f"--array=0-{count - 1}{throttle}", f"--cpus-per-task={max(1, math.ceil(resources.cpus))}",
+            f"--mem={memory_mb}M", f"--time={minutes}", "--requeue",
+            *([f"--gres=gpu:{resources.gpus}"] if resources.gpus else [])]
+
+
+def parse_scontrol(text: str) -> list[dict[str, str]]:
+    """`scontrol show job --oneliner`: one dict of KEY=VALUE per line (values without spaces are all we read)."""
+    return [dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line)) for line in text.splitlines() if "JobId=" in line]
+
+
+def array_task_ends(array_job: str) -> dict[int, TaskEnd]:
+    """Slurm's state of each task of an array slurmctld still knows (by index); pending ranges are left out."""
+    shown = _slurm("scontrol", "show", "job", "--oneliner", array_job, check=False)
+    ends = {}
+    for job in parse_scontrol(shown.stdout):
+        if job.get("ArrayJobId") == array_job and job.get("ArrayTaskId", "").isdigit():
+            ends[int(job["ArrayTaskId"])] = TaskEnd(job.get("JobState", ""), int(job.get("Restarts", "0") or 0),
+                                                    job.get("ExitCode", ""))
+    return ends
+
+
+def manifest_specs(manifest: Path) -> list[Path]:
+    return [Path(line) for line in manifest.read_text().splitlines() if line.strip()]
+
+
+def record_causes(layout: PhaseLayout, handle: SlurmHandle) -> list[str]:
+    """Note in state.json why each task of the array that is over ended without a result (Slurm's word for it);
+    returns the job ids noted."""
+    if handle.manifest is None:
+        return []
+    ends = array_task_ends(handle.job_id)
+    noted = []
+    for index, spec in enumerate(manifest_specs(handle.manifest)):
+        job_id, end = spec.stem, ends.get(index)
+        state = read_state(layout, job_id)
+        slurm_id = f"{handle.job_id}_{index}"
+        if end is None or end.state in ACTIVE or is_final(state):
+            continue
+        if state is not None and state.get("slurm_job_id") == slurm_id:  # noted already (by the task itself)
+            continue
+        layout.job(job_id).mkdir(parents=True, exist_ok=True)
+        write_state(layout, job_id, {"status": "interrupted", "cause": CAUSES.get(end.state, end.state.lower()),
+                                     "slurm_state": end.state, "exit_code": end.exit_code,
+                                     "requeued": end.restarts, "slurm_job_id": slurm_id})
+        noted.append(job_id)
+    return noted
+
+
+class SlurmBackend:
+    """A phase's work as Slurm jobs; `wait` polls squeue and notes why tasks ended without a result."""
+
+    def __init__(self, layout: PhaseLayout, partition: str | None = None, account: str | None = None,
+                 max_parallel: int | None = None, extra: Sequence[str] | str | None = None,
+                 step_memory_gb: float = 4, step_time_limit_s: float = 7200, poll_s: float = POLL_S, **unknown):
+        if unknown:
+            raise InputError(f"[slurm] {', '.join(sorted(unknown))}: not an option of the Slurm backend (known: "
+                             f"{', '.join(OPTIONS)})")
+        if max_parallel is not None and int(max_parallel) < 1:
+            raise InputError(f"--max-parallel {max_parallel}: expected at least 1")
+        self.layout = layout
+        self.max_parallel = int(max_parallel) if max_parallel else None
+        self.common = [*([f"--partition={partition}"] if partition else []),
+                       *([f"--account={account}"] if account else []),
+                       *(shlex.split(extra) if isinstance(extra, str) else list(extra or []))]
+        self.step_memory_gb = float(step_memory_gb)
+        self.step_time_limit_s = float(step_time_limit_s)
+        self.poll_s = float(poll_s)
+        self.folder = layout.out / "slurm"
+
+    def _sbatch(self, name: str, options: list[str], command: list[str]) -> str:
+        self.layout.logs.mkdir(parents=True, exist_ok=True)
+        output = self.layout.logs / ("slurm-%x-%A_%a.out" if any(o.startswith("--array") for o in options)
+                                     else "slurm-%x-%j.out")
+        submitted = _slurm("sbatch", "--parsable", f"--job-name=mc-{name}", f"--chdir={self.layout.out}",
+                           f"--output={output}", *options, *self.common, "--wrap", f"exec {shlex.join(command)}")
+        job_id = submitted.stdout.strip().split(";")[0]
+        if not job_id.isdigit():
+            raise SlurmError(f"sbatch gave no job id: {submitted.stdout.strip()[:200]}")
+        return job_id
+
+    def submit_tasks(self, team: str, specs: Sequence[Path], resources: Resources) -> SlurmHandle:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        number = sum(1 for _ in self.folder.glob(f"{team}-*.tasks"))
+        manifest = self.folder / f"{team}-{number + 1}.tasks"
+        write_text_atomic(manifest, "".join(f"{spec.absolute()}\n" for spec in specs))
+        job_id = self._sbatch(team, task_options(resources, len(specs), self.max_parallel),
+                              [sys.executable, "-m", "medchallenge.phase.slurm", "task", str(manifest)])
+        log.info("submission %s: %d job(s) as Slurm array %s", team, len(specs), job_id)
+        return SlurmHandle(job_id, manifest)
+
+    def submit_after(self, handles: Sequence[SlurmHandle], argv: Sequence[str], name: str) -> SlurmHandle:
+        after = [f"--dependency=afterany:{':'.join(h.job_id for h in handles)}"] if handles else []
+        arrays = [a for h in handles if h.manifest is not None for a in ("--array", f"{h.job_id}={h.manifest}")]
+        options = [*after, "--cpus-per-task=1", f"--mem={math.ceil(self.step_memory_gb * 1024)}M",
+                   f"--time={math.ceil(self.step_time_limit_s / 60)}"]
+        command = [sys.executable, "-m", "medchallenge.phase.slurm", "after", str(self.layout.out), *arrays, "--",
+                   *argv]
+        return SlurmHandle(self._sbatch(name, options, command))
+
+    def wait(self, handles: Sequence[SlurmHandle]) -> None:
+        """Until Slurm has none of the handles' jobs pending or running; Ctrl-C leaves them to the cluster. An
+        array's states are read again (and Slurm asked why tasks ended) only when its tasks in squeue change."""
+        ids = [h.job_id for h in handles]
+        arrays = [h for h in handles if h.manifest is not None]
+        total = sum(len(manifest_specs(h.manifest)) for h in arrays)
+        seen: dict[str, frozenset[str]] = {}
+        done: dict[str, int] = {}
+        shown = None
+        try:
+            while ids:
+                active = active_jobs(ids)
+                for handle in arrays:
+                    tasks = frozenset(a for a in active if a.split("_")[0] == handle.job_id)
+                    if seen.get(handle.job_id) != tasks:
+                        seen[handle.job_id] = tasks
+                        record_causes(self.layout, handle)
+                        done[handle.job_id] = sum(is_final(read_state(self.layout, spec.stem))
+                                                  for spec in manifest_specs(handle.manifest))
+                progress = f"slurm: {sum(done.values())}/{total} job(s) done, {len(active)} pending or running"
+                if progress != shown:
+                    log.info("%s", progress)
+                    shown = progress
+                if not active:
+                    break
+                time.sleep(self.poll_s)
+        except KeyboardInterrupt:
+            log.warning("stopped waiting: the jobs go on in Slurm (%s); `medchallenge phase status %s` shows them",
+                        ",".join(ids), self.layout.out)
+            raise
+
+
+def active_jobs(ids: Sequence[str]) -> list[str]:
+    """The jobs (and array tasks) of `ids` Slurm still has pending or running."""
+    listed = _slurm("squeue", "--noheader", "--format=%i %T", f"--jobs={','.join(ids)}", check=False)
+    if listed.returncode != 0:
+        if "Invalid job id" in listed.stderr:  # all of them over and forgotten by slurmctld
+            return []
+        lines = listed.stderr.strip().splitlines()
+        raise SlurmError(f"`squeue` failed: {lines[-1] if lines else f'status {listed.returncode}'}")
+    return [line.split()[0] for line in listed.stdout.splitlines() if line.split()[1:2] and
+            line.split()[1] in ACTIVE]
+
+
+def run_array_task(manifest: Path) -> int:
+    """The array's task SLURM_ARRAY_TASK_ID: the one-task entry point on its spec; the state it wrote gets Slurm's id
+    of the task and how often Slurm requeued it."""
+    from .task import main as run_task
+
+    index = int(os.environ["SLURM_ARRAY_TASK_ID"])
+    spec = manifest_specs(manifest)[index]
+    code = run_task([str(spec)])
+    layout = PhaseLayout(Path(json.loads(spec.read_text())["out"]))
+    slurm = {"slurm_job_id": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{index}",
+             "requeued": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}
+    state = read_state(layout, spec.stem)
+    if state is not None:
+        write_state(layout, spec.stem, {**state, **slurm})
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m medchallenge.phase.slurm")
+    commands = parser.add_subparsers(dest="command", required=True)
+    task = commands.add_parser("task", help="run a task of a submission's array")
+    task.add_argument("manifest", type=Path)
+    after = commands.add_parser("after", help="note why tasks ended without a result, then run COMMAND")
+    after.add_argument("out", type=Path)
+    after.add_argument("--array", action="append", default=[], metavar="JOB=MANIFEST")
+    after.add_argument("command", nargs="+")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    if args.command == "task":
+        return run_array_task(args.manifest)
+    layout = PhaseLayout(args.out)
+    for array in args.array:
+        job_id, _, manifest = array.partition("=")
+        noted = record_causes(layout, SlurmHandle(job_id, Path(manifest)))
+        if noted:
+            log.info("array %s: %d task(s) ended without a result (noted in their state.json)", job_id, len(noted))
+    sys.stdout.flush()
+    return subprocess.call(args.command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""`medchallenge phase status OUT`: per submission how many jobs are done, running, queued and failed, its
+evaluation, and what a person has to do: the refused submissions and why, the jobs' errors (the team's, as
+grand-challenge reports them) and the jobs lost outside the job, which the next `phase run` runs again."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from ..errors import report_errors
+from .evaluate import read_json
+from .layout import PhaseLayout
+from .leaderboard import leaderboard_current
+from .records import is_final, read_state
+
+MAX_ERRORS_SHOWN = 3
+
+
+def _alive(marker: dict[str, Any]) -> bool:
+    """Whether the process a marker names still runs (on another host: taken as running)."""
+    if marker.get("host") != socket.gethostname():
+        return True
+    try:
+        os.kill(int(marker["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return True
+
+
+def _marker(path: Path) -> dict[str, Any] | None:
+    try:
+        marker = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return marker if isinstance(marker, dict) else None
+
+
+def job_status(layout: PhaseLayout, job_id: str, run_active: bool) -> tuple[str, dict[str, Any] | None]:
+    """succeeded, failed, running, queued (a run is active) or not-run, and the job's state."""
+    state = read_state(layout, job_id)
+    if is_final(state):
+        return state["status"], state
+    running = _marker(layout.running(job_id))
+    if running is not None and _alive(running):
+        return "running", state
+    return ("queued" if run_active else "not-run"), state
+
+
+def submission_status(layout: PhaseLayout, team: str, run_active: bool) -> dict[str, Any]:
+    submission = read_json(layout.submission_file(team), "submission.json")
+    counts: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    lost: Counter[str] = Counter()
+    for job in submission["jobs"]:
+        status, state = job_status(layout, job["job_id"], run_active)
+        counts[status] += 1
+        if status == "failed":
+            errors[state.get("error") or "failed"] += 1
+        elif state is not None and status in ("not-run", "queued"):
+            cause = state.get("cause") or state.get("status") or "unknown"
+            lost[f"{cause}: {state['error']}" if state.get("error") else cause] += 1
+    evaluation = _marker(layout.evaluation_state(team)) or {"status": "not evaluated"}
+    return {"team": team, "refused": submission["refused"], "jobs": len(submission["jobs"]),
+            **{k: counts[k] for k in ("succeeded", "failed", "running", "queued", "not-run")},
+            "errors": errors.most_common(), "lost": dict(lost), "evaluation": evaluation.get("status"),
+            "evaluation_error": evaluation.get("error")}
+
+
+def phase_status(layout: PhaseLayout) -> dict[str, Any]:
+    phase = read_json(layout.phase_file, "phase.json")
+    run = _marker(layout.out / "run.json")
+    run_active = run is not None and run.get("finished") is None and _alive(run)
+    submissions = [submission_status(layout, team, run_active) for team in phase["submissions"]]
+    complete = all(s["refused"] or s["succeeded"] + s["failed"] == s["jobs"] for s in submissions)
+    return {"challenge": phase["challenge"], "run_active": run_active, "submissions": submissions,
+            "complete": complete, "leaderboard": str(layout.out / "leaderboard.html")
+            if complete and leaderboard_current(layout) else None}
+
+
+def render(status: dict[str, Any], out: Path) -> str:
+    lines = [f"{'submission':<24} {'jobs':>5} {'done':>5} {'failed':>6} {'running':>7} {'queued':>6} "
+             f"{'not run':>7}  evaluation"]
+    actions = []
+    for s in status["submissions"]:
+        if s["refused"]:
+            lines.append(f"{s['team']:<24} refused: {s['refused']}")
+            actions.append(f"{s['team']}: fix its image or model and run again (refused before any job)")
+            continue
+        lines.append(f"{s['team']:<24} {s['jobs']:>5} {s['succeeded']:>5} {s['failed']:>6} {s['running']:>7} "
+                     f"{s['queued']:>6} {s['not-run']:>7}  {s['evaluation']}"
+                     + (f": {s['evaluation_error']}" if s["evaluation_error"] else ""))
+        for error, count in s["errors"][:MAX_ERRORS_SHOWN]:
+            lines.append(f"    {count} failed (the team's result): {error[:200]}")
+        if len(s["errors"]) > MAX_ERRORS_SHOWN:
+            lines.append(f"    ... and {len(s['errors']) - MAX_ERRORS_SHOWN} other error(s): "
+                         f"{out / 'submissions' / s['team'] / 'report.html'}")
+        for cause, count in s["lost"].items():
+            lines.append(f"    {count} lost outside the job ({cause}); the next `phase run` runs them again")
+        if s["not-run"]:
+            actions.append(f"{s['team']}: {s['not-run']} job(s) not run: `medchallenge phase run` again")
+    if status["leaderboard"]:
+        lines.append(f"leaderboard: {status['leaderboard']}")
+    elif status["complete"]:
+        actions.append("every job is over but the leaderboard is not current: `medchallenge phase run` again")
+    elif status["run_active"]:
+        lines.append("a `phase run` is in progress")
+    return "\n".join([*lines, *(f"to do: {a}" for a in actions)])
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="medchallenge phase status", description=__doc__)
+    parser.add_argument("output", type=Path, help="the phase's output folder")
+    parser.add_argument("--json", action="store_true", help="print the status as JSON")
+    args = parser.parse_args(argv)
+    layout = PhaseLayout.of(args.output)
+    status = phase_status(layout)
+    print(json.dumps(status, indent=1) if args.json else render(status, layout.out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

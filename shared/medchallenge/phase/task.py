@@ -1,0 +1,159 @@
+"""One task of a phase: `python -m medchallenge.phase.task OUT/tasks/<job_id>.json` runs that job with the one job
+runner (medchallenge.jobs.run_job: grand-challenge's conditions, limits, output checks and error wording, as
+pre-flight) and writes OUT/jobs/<job_id>/result.json, then state.json.
+
+Exit status 0: the job is over, succeeded or failed on its own (the team's result, final). Exit status 3: it could
+not run for a cause outside the job (the engine could not start or lost the container, the node has no GPU or lacks
+the image): its state says "interrupted", cause "engine", and the error; the next `medchallenge phase run` runs it
+again. A task stopped by a signal (SIGTERM: Slurm's scancel or time limit, Ctrl-C) removes its container and writes
+no state."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..gc_emulator import ALGORITHMS
+from ..io import write_json_atomic
+from ..jobs import DockerImage, EmulationError, Execution, JobFolders, JobLimits, JobResult, SocketValue, run_job
+from ..jobs.runner import MEMORY_KILLED, TIME_LIMIT
+from ..logs import setup_logging
+from .images import EngineError, ensure_loaded, local_digest
+from .layout import PhaseLayout
+from .records import failed_before_running, write_result, write_state
+
+log = logging.getLogger("medchallenge.phase")
+OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
+
+
+class GuardedLauncher:
+    """A launcher whose failures to start or follow the container are the engine's (EngineError), not the job's;
+    and a GPU asked for but absent on this node is the node's."""
+
+    def __init__(self, launcher: DockerImage, gpu: bool):
+        self.launcher = launcher
+        self.description = launcher.description
+        self.gpu = gpu
+
+    def check(self) -> list[str]:
+        return self.launcher.check()
+
+    def gpu_available(self) -> bool:
+        available = self.launcher.gpu_available()
+        if self.gpu and not available:
+            raise EngineError(f"no GPU that {self.description} can give a container on {socket.gethostname()}")
+        return available
+
+    def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
+        try:
+            return self.launcher.launch(folders, limits, gpu, name)
+        except EmulationError as exc:
+            raise EngineError(str(exc)) from None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def launcher(engine: str, image: str) -> DockerImage:
+    """The job's container, run by the phase's engine."""
+    if engine == "docker":
+        return DockerImage(image, name_prefix="medchallenge-phase")
+    try:
+        return DockerImage(image, name_prefix="medchallenge-phase", engine=engine)
+    except TypeError:
+        raise EngineError(f"--engine {engine}: this job runner runs Docker only") from None
+
+
+def _cause(error: str | None) -> str | None:
+    if error is None:
+        return None
+    return "oom" if error.startswith(MEMORY_KILLED) else "time_limit" if error.startswith(TIME_LIMIT) else None
+
+
+def run_task(spec: dict[str, Any]) -> JobResult:
+    """The job of a task spec; EngineError for a cause outside the job."""
+    layout = PhaseLayout(Path(spec["out"]))
+    job_id = spec["job_id"]
+    algorithm = ALGORITHMS[spec["challenge"]]
+    sockets = {s.slug: s for s in (algorithm.input_socket, *algorithm.output_sockets)}
+    inputs = [SocketValue(v["pk"], sockets[v["socket"]], image_pk=v["image_pk"], image_name=v["image_name"],
+                          image_file=Path(v["image_file"])) for v in spec["inputs"]]
+    limits = JobLimits(**spec["limits"])
+    image = spec["image"]
+    try:
+        if image["archive"]:
+            ensure_loaded(spec["engine"], Path(image["archive"]), image["digest"])
+        elif local_digest(spec["engine"], image["digest"]) is None:
+            raise EngineError(f"image {image['ref']} ({image['digest'][:19]}) is not in {spec['engine']} on "
+                              f"{socket.gethostname()}")
+        guarded = GuardedLauncher(launcher(spec["engine"], spec["run_image"]), spec["gpu"])
+        return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
+                       model=Path(spec["model"]) if spec["model"] else None, limits=limits,
+                       gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
+    except InputError as exc:  # refused before the container ran (root image, bad model or archive): the team's
+        return failed_before_running(layout, job_id, str(exc), inputs, limits)
+
+
+def _stop(signum: int, _frame) -> None:
+    """The first SIGTERM or SIGINT unwinds through the job runner, which removes the container; later ones are
+    ignored so that they do not cut that short."""
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, signal.SIG_IGN)
+    raise SystemExit(128 + signum)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m medchallenge.phase.task OUT/tasks/<job_id>.json", file=sys.stderr)
+        return 2
+    setup_logging()
+    for stop in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop, _stop)
+    try:
+        spec = json.loads(Path(argv[0]).read_text())
+    except (OSError, ValueError) as exc:
+        print(f"error: {argv[0]}: not a readable task spec ({exc})", file=sys.stderr)
+        return 2
+    layout = PhaseLayout(Path(spec["out"]))
+    job_id = spec["job_id"]
+    folder = layout.job(job_id)
+    shutil.rmtree(folder, ignore_errors=True)  # a previous attempt's leftovers
+    folder.mkdir(parents=True)
+    started = _now()
+    write_json_atomic(layout.running(job_id), {"host": socket.gethostname(), "pid": os.getpid(), "started": started})
+    clock = time.perf_counter()
+    try:
+        result = run_task(spec)
+    except EngineError as exc:
+        write_state(layout, job_id, {"status": "interrupted", "cause": "engine", "error": str(exc),
+                                     "host": socket.gethostname(), "started": started, "finished": _now()})
+        layout.running(job_id).unlink(missing_ok=True)
+        print(f"error: job {job_id}: not run, for a cause outside the job (run again): {exc}", file=sys.stderr)
+        return OUTSIDE
+    write_result(folder, result)
+    write_state(layout, job_id, {
+        "status": result.status, "error": result.error, "cause": _cause(result.error),
+        "exit_code": result.exit_code, "wall_seconds": round(result.wall_seconds, 3),
+        "task_seconds": round(time.perf_counter() - clock, 3), "peak_memory_bytes": result.peak_memory_bytes,
+        "gpu_passed": result.gpu_passed, "used_gpu": result.used_gpu, "host": socket.gethostname(),
+        "started": started, "finished": _now()})
+    layout.running(job_id).unlink(missing_ok=True)
+    log.info("job %s: %s%s", job_id, result.status, f": {result.error}" if result.error else "")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

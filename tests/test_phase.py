@@ -1,0 +1,254 @@
+"""medchallenge.phase without Docker: the submissions file as hostile input, an archive's digest from its manifest, a
+job's identity, the hashes kept across runs, the local backend's bounds, and `phase status` from a phase folder.
+The phase with real containers: tests/e2e/test_phase.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from medchallenge.errors import InputError
+from medchallenge.jobs import JobLimits
+from medchallenge.phase import status as phase_status
+from medchallenge.phase.backend import Resources, open_backend
+from medchallenge.phase.hashes import HashCache, sha256_file
+from medchallenge.phase.images import archive_digest
+from medchallenge.phase.layout import PhaseLayout
+from medchallenge.phase.local import LocalBackend, Work
+from medchallenge.phase.plan import job_id
+from medchallenge.phase.submissions import read_submissions
+
+HEX = "ab" * 32
+
+
+def write_toml(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "phase.toml"
+    path.write_text(text)
+    return path
+
+
+def test_a_submissions_file_gives_tags_archives_models_and_each_submissions_own_memory_and_gpu(tmp_path):
+    (tmp_path / "alpha.tar.gz").write_bytes(b"x")
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "alpha.tar.gz").write_bytes(b"m")
+    path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\nmodel = "models/alpha.tar.gz"\n'
+                                'memory_gb = 16\ngpu = true\n\n[[submission]]\nteam = "Beta_2"\n'
+                                'image = "registry.example/beta/algo:1.0"\n\n[slurm]\npartition = "gpu"\n')
+    parsed = read_submissions(path)
+    alpha, beta = parsed.submissions
+    assert (alpha.team, alpha.archive, alpha.model, alpha.memory_gb, alpha.gpu) == \
+        ("alpha", (tmp_path / "alpha.tar.gz").resolve(), (tmp_path / "models" / "alpha.tar.gz").resolve(), 16.0, True)
+    assert (beta.archive, beta.image, beta.model, beta.memory_gb, beta.gpu) == \
+        (None, "registry.example/beta/algo:1.0", None, None, None)
+    assert parsed.slurm == {"partition": "gpu"}
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ('team = "../etc"\nimage = "a:1"', r"submission 1: team must be 1-64 letters"),
+    ('team = "a/b"\nimage = "a:1"', r"team must be 1-64 letters"),
+    ('team = ".hidden"\nimage = "a:1"', r"team must be 1-64 letters"),
+    ('team = "x" \nimage = "a:1"\nextra = 1', r"unknown key\(s\) 'extra'"),
+    ('team = "x"\nimage = "../outside.tar"', r"\(team x\): image: '../outside.tar' must be a path relative"),
+    ('team = "x"\nimage = "/etc/passwd.tar"', r"must be a path relative to the submissions file's folder"),
+    ('team = "x"\nimage = "link.tar"', r"'link.tar' leads outside the submissions file's folder"),
+    ('team = "x"\nimage = "missing.tar.gz"', r"'missing.tar.gz' is not a file"),
+    ('team = "x"\nimage = "a:1"\nmodel = "../../model.tar.gz"', r"model: .* must be a path relative"),
+    ('team = "x"\nimage = "a b; rm -rf /"', r"is neither an archive .* nor an image reference"),
+    ('team = "x"\nimage = "a:1"\nmemory_gb = true', r"memory_gb must be a number of GB above 1"),
+    ('team = "x"\nimage = "a:1"\ngpu = "yes"', r"gpu must be true or false"),
+])
+def test_a_hostile_submission_is_refused_in_one_line_naming_the_file_and_submission(tmp_path, entry, message):
+    (tmp_path / "outside.tar").write_bytes(b"x")
+    folder = tmp_path / "phase"
+    folder.mkdir()
+    (folder / "link.tar").symlink_to(tmp_path / "outside.tar")
+    path = write_toml(folder, f"[[submission]]\n{entry}\n")
+    with pytest.raises(InputError) as raised:
+        read_submissions(path)
+    text = str(raised.value)
+    assert text.startswith(f"{path}: ") and "\n" not in text
+    assert re.search(message, text), text
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('[[submission]]\nteam = "Alpha"\nimage = "a:1"\n[[submission]]\nteam = "alpha"\nimage = "b:1"\n',
+     "team alpha is listed twice (as Alpha before"),
+    ("[[submission]\n", "not a TOML file"),
+    ("title = 'x'\n", "unknown table(s) 'title'"),
+    ("[slurm]\npartition = 'gpu'\n", "no [[submission]]"),
+    ('[[submission]]\nteam = "a"\nimage = "a:1"\n[slurm]\noptions = ["--x"]\n', "[slurm] must be a table of"),
+])
+def test_a_bad_submissions_file_is_refused_in_one_line(tmp_path, text, message):
+    path = write_toml(tmp_path, text)
+    with pytest.raises(InputError, match=re.escape(message)):
+        read_submissions(path)
+
+
+def test_an_oversized_submissions_file_is_refused_before_it_is_parsed(tmp_path):
+    path = write_toml(tmp_path, "#" * (2 << 20))
+    with pytest.raises(InputError, match="larger than 1048576 bytes"):
+        read_submissions(path)
+
+
+def save_archive(path: Path, manifest: object, gzip: bool = True) -> Path:
+    data = json.dumps(manifest).encode()
+    with tarfile.open(path, "w:gz" if gzip else "w") as tar:
+        for name, content in (("blobs/sha256/" + HEX, b"{}"), ("manifest.json", data)):
+            info = tarfile.TarInfo(name)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+    return path
+
+
+@pytest.mark.parametrize("config", [f"blobs/sha256/{HEX}", f"{HEX}.json"])
+def test_an_archives_digest_is_its_image_configurations_from_the_manifest(tmp_path, config):
+    archive = save_archive(tmp_path / "a.tar.gz", [{"Config": config, "RepoTags": ["a:1"], "Layers": []}])
+    assert archive_digest(archive) == f"sha256:{HEX}"
+
+
+@pytest.mark.parametrize(("manifest", "message"), [
+    ([{"Config": f"{HEX}.json"}, {"Config": f"{HEX}.json"}], "holds 2 images; a submission is one image"),
+    ([{"Config": "../../etc/passwd"}], "its manifest names no image configuration"),
+    ({"Config": "x"}, "holds 0 images"),
+])
+def test_an_archive_with_a_bad_manifest_is_refused_in_one_line(tmp_path, manifest, message):
+    archive = save_archive(tmp_path / "a.tar", manifest, gzip=False)
+    with pytest.raises(InputError, match=re.escape(f"image archive a.tar: {message}")):
+        archive_digest(archive)
+
+
+def test_an_archive_that_is_not_one_is_refused_in_one_line(tmp_path):
+    (tmp_path / "junk.tar.gz").write_bytes(os.urandom(4096))
+    with pytest.raises(InputError, match=r"image archive junk\.tar\.gz: not a readable `docker save` archive"):
+        archive_digest(tmp_path / "junk.tar.gz")
+    with tarfile.open(tmp_path / "empty.tar", "w"):
+        pass
+    with pytest.raises(InputError, match=r"empty\.tar: no manifest\.json"):
+        archive_digest(tmp_path / "empty.tar")
+
+
+def test_a_jobs_identity_changes_with_the_image_case_model_limits_and_gpu_only():
+    base = dict(challenge="tb-caverns", digest=f"sha256:{HEX}", case_hash="c" * 64, model_hash=None,
+                limits=JobLimits(memory_gb=8), gpu=False)
+    reference = job_id(**base)
+    assert job_id(**base) == reference and re.fullmatch(r"[0-9a-f]{32}", reference)
+    for key, other in (("digest", "sha256:" + "cd" * 32), ("case_hash", "d" * 64), ("model_hash", "e" * 64),
+                       ("limits", JobLimits(memory_gb=16)), ("limits", JobLimits(memory_gb=8, time_limit_s=60)),
+                       ("gpu", True), ("challenge", "object-cxr")):
+        assert job_id(**{**base, key: other}) != reference, key
+
+
+def test_file_hashes_are_computed_again_only_when_a_file_changes(tmp_path):
+    file = tmp_path / "case.nii.gz"
+    file.write_bytes(b"one")
+    calls = []
+
+    def counted(path: Path) -> str:
+        calls.append(path)
+        return sha256_file(path)
+
+    cache = HashCache(tmp_path / "hashes.json")
+    first = cache.get(file, "sha256", counted)
+    cache.save()
+    assert HashCache(tmp_path / "hashes.json").get(file, "sha256", counted) == first and len(calls) == 1
+    file.write_bytes(b"two, longer")
+    assert HashCache(tmp_path / "hashes.json").get(file, "sha256", counted) != first and len(calls) == 2
+
+
+def test_the_local_backend_runs_no_more_than_jobs_cpus_memory_and_gpus_allow(tmp_path):
+    backend = LocalBackend(PhaseLayout.of(tmp_path), jobs=3, progress=False)
+    backend.capacity = Resources(cpus=4, memory_gb=16, gpus=1, time_limit_s=0)
+
+    def work(cpus: float, memory: float, gpus: int = 0) -> Work:
+        return Work("t", ["true"], Resources(cpus, memory, gpus, 60))
+
+    assert backend._fits(work(8, 64, 2), [])  # alone, whatever it asks for
+    assert backend._fits(work(1, 4), [work(1, 4), work(2, 8)])
+    assert not backend._fits(work(1, 1), [work(1, 1)] * 3)  # --jobs 3
+    assert not backend._fits(work(2, 4), [work(1, 4), work(2, 4)])  # CPUs
+    assert not backend._fits(work(1, 8), [work(1, 10)])  # memory
+    assert not backend._fits(work(1, 1, 1), [work(1, 1, 1)])  # GPUs
+
+
+def test_the_local_backend_runs_a_step_after_all_it_waits_for_whatever_their_outcome(tmp_path):
+    layout = PhaseLayout.of(tmp_path)
+    backend = LocalBackend(layout, jobs=2, progress=False)
+    marker = tmp_path / "order.txt"
+
+    def append(text: str, status: int = 0) -> list[str]:
+        return [sys.executable, "-c", f"import time; time.sleep(0.3); open({str(marker)!r}, 'a').write('{text} '); "
+                                      f"raise SystemExit({status})"]
+
+    first = backend.submit_after([], append("a", 1), "a")
+    second = backend.submit_after([], append("b"), "b")
+    last = backend.submit_after([first, second], append("c"), "c")
+    backend.wait([last])
+    assert sorted(marker.read_text().split()[:2]) == ["a", "b"] and marker.read_text().split()[2] == "c"
+    assert (layout.logs / "c.log").exists()
+
+
+def test_slurm_is_refused_in_one_line_where_this_installation_has_no_slurm_backend(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "medchallenge.phase.slurm", None)  # as if the module did not exist
+    with pytest.raises(InputError, match="--backend slurm: this installation of medchallenge has no Slurm backend"):
+        open_backend("slurm", PhaseLayout.of(tmp_path), {})
+
+
+def fake_phase(out: Path) -> PhaseLayout:
+    """A phase folder as tasks and a Slurm backend leave it: one job of each kind."""
+    layout = PhaseLayout.of(out)
+    jobs = {"a1": {"status": "succeeded", "error": None}, "a2": {"status": "failed", "error": "Time limit exceeded "
+                                                                   "(the job ran longer than 60 s)"},
+            "a3": {"status": "interrupted", "cause": "node_fail", "requeued": 1}, "a4": None, "a5": None}
+    layout.out.mkdir(parents=True)
+    layout.phase_file.write_text(json.dumps({"challenge": "tb-caverns", "submissions": ["alpha", "broken"]}))
+    for team, record in (("alpha", {"refused": None, "jobs": [{"case": f"c{i}", "job_id": f"a{i}"}
+                                                             for i in range(1, 6)]}),
+                         ("broken", {"refused": "image archive b.tar: no manifest.json", "jobs": []})):
+        layout.submission(team).mkdir(parents=True)
+        layout.submission_file(team).write_text(json.dumps(record))
+    for identity, state in jobs.items():
+        layout.job(identity).mkdir(parents=True)
+        if state is not None:
+            layout.state(identity).write_text(json.dumps(state))
+    layout.running("a4").write_text(json.dumps({"host": "node-7", "pid": 1, "started": "now"}))
+    return layout
+
+
+def test_phase_status_says_per_submission_what_is_done_running_failed_lost_and_what_to_do(tmp_path, capsys):
+    layout = fake_phase(tmp_path / "out")
+    assert phase_status.main([str(layout.out)]) == 0
+    text = capsys.readouterr().out
+    assert re.search(r"alpha\s+5\s+1\s+1\s+1\s+0\s+2\s+not evaluated", text), text
+    assert "1 failed (the team's result): Time limit exceeded (the job ran longer than 60 s)" in text
+    assert "1 lost outside the job (node_fail); the next `phase run` runs them again" in text
+    assert "broken                   refused: image archive b.tar: no manifest.json" in text
+    assert "to do: alpha: 2 job(s) not run: `medchallenge phase run` again" in text
+    assert phase_status.main([str(layout.out), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["complete"] is False and data["leaderboard"] is None
+    assert data["submissions"][0]["lost"] == {"node_fail": 1}
+
+
+def test_a_second_phase_run_on_the_same_folder_is_refused_in_one_line(tmp_path, capsys):
+    import fcntl
+
+    from medchallenge.phase.cli import main as phase
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (tmp_path / "gt").mkdir()
+    with open(out / "run.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        assert phase(["run", "--challenge", "tb-caverns", "--submissions", str(tmp_path / "s.toml"), "--cases",
+                      str(tmp_path), "--ground-truth", str(tmp_path / "gt"), "--output", str(out)]) == 1
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert line == f"error: {out}: another `medchallenge phase run` is using this folder (`medchallenge phase " \
+                   f"status {out}`)"
