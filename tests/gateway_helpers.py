@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -225,3 +227,56 @@ def copy_study(files: list[Path], folder: Path, **changes) -> list[Path]:
         copies.append(folder / f"{ds.SOPInstanceUID}.dcm")
         ds.save_as(copies[-1])
     return copies
+
+
+def connect(port: int, source: str) -> socket.socket:
+    """A TCP connection to the gateway from `source` (any 127.x.y.z address on loopback), nothing sent."""
+    return socket.create_connection(("127.0.0.1", port), timeout=10, source_address=(source, 0))
+
+
+def closed_at(connection: socket.socket, limit: float) -> float:
+    """When (time.monotonic()) the gateway closed `connection` (what it sent read and dropped); inf if it is still
+    open `limit` seconds from now."""
+    started = time.monotonic()
+    connection.settimeout(0.2)
+    while time.monotonic() - started < limit:
+        try:
+            if not connection.recv(4096):
+                return time.monotonic()
+        except TimeoutError:
+            continue
+        except OSError:  # reset
+            return time.monotonic()
+    return float("inf")
+
+
+def closed_within(connection: socket.socket, limit: float) -> bool:
+    return closed_at(connection, limit) < float("inf")
+
+
+def connection_lines(work) -> list[dict]:
+    return [r for r in audit_lines(work) if r["event"] == "connection"]
+
+
+def openssl(*args: str, cwd: Path) -> None:
+    subprocess.run([shutil.which("openssl") or "openssl", *args], cwd=cwd, check=True, capture_output=True)
+
+
+def make_ca(folder: Path, name: str) -> None:
+    """`name`-ca.crt/.key, and certificates for `name`-server (127.0.0.1) and `name`-client signed by it."""
+    folder.mkdir(exist_ok=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name} test CA",
+            "-keyout", f"{name}-ca.key", "-out", f"{name}-ca.crt", cwd=folder)
+    for role in ("server", "client"):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}-{role}", "-keyout", f"{name}-{role}.key",
+                "-out", f"{name}-{role}.csr", cwd=folder)
+        (folder / f"{name}-{role}.ext").write_text("subjectAltName = IP:127.0.0.1\n")
+        openssl("x509", "-req", "-in", f"{name}-{role}.csr", "-CA", f"{name}-ca.crt", "-CAkey", f"{name}-ca.key",
+                "-CAcreateserial", "-days", "2", "-extfile", f"{name}-{role}.ext", "-out", f"{name}-{role}.crt",
+                cwd=folder)
+
+
+def client_context(folder: Path, name: str, ca: str) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(folder / f"{ca}-ca.crt"))
+    context.load_cert_chain(str(folder / f"{name}-client.crt"), str(folder / f"{name}-client.key"))
+    return context

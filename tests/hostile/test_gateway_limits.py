@@ -99,8 +99,9 @@ def test_a_flood_of_idle_connections_blocks_real_associations_for_at_most_the_ac
     gateway, port, _ = start_gateway(tmp_path, pacs.port, ["false"], gateway_extra=settings)
     flood = []
     try:
-        for _ in range(200):  # bounded: 200 idle TCP connections on loopback, none sends a byte
-            flood.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        for _ in range(200):  # bounded: 200 idle TCP connections on loopback, none sends a byte (from another
+            # address than the sender's: the flood's own address has max_connections_per_address at most)
+            flood.append(socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0)))
         started = time.monotonic()
         while not (association := associate(port)).is_established:
             assert time.monotonic() - started < 20, "no association within 20 s of the flood"

@@ -4,41 +4,17 @@ checks the PACS's certificate and host name when it sends."""
 
 from __future__ import annotations
 
-import shutil
 import socket
 import ssl
-import subprocess
+import time
 from pathlib import Path
 
 import pydicom
 import pytest
-from gateway_helpers import FakePacs, associate, audit_lines, start_gateway, states, wait_for
+from gateway_helpers import (FakePacs, associate, audit_lines, client_context, closed_at, connect, connection_lines,
+                             make_ca, start_gateway, states, wait_for)
 
 from medchallenge.dicom.sr import read_failure_note
-
-
-def openssl(*args: str, cwd: Path) -> None:
-    subprocess.run([shutil.which("openssl") or "openssl", *args], cwd=cwd, check=True, capture_output=True)
-
-
-def make_ca(folder: Path, name: str) -> None:
-    """`name`-ca.crt/.key, and certificates for `name`-server (127.0.0.1) and `name`-client signed by it."""
-    folder.mkdir(exist_ok=True)
-    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", f"/CN={name} test CA",
-            "-keyout", f"{name}-ca.key", "-out", f"{name}-ca.crt", cwd=folder)
-    for role in ("server", "client"):
-        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}-{role}", "-keyout", f"{name}-{role}.key",
-                "-out", f"{name}-{role}.csr", cwd=folder)
-        (folder / f"{name}-{role}.ext").write_text("subjectAltName = IP:127.0.0.1\n")
-        openssl("x509", "-req", "-in", f"{name}-{role}.csr", "-CA", f"{name}-ca.crt", "-CAkey", f"{name}-ca.key",
-                "-CAcreateserial", "-days", "2", "-extfile", f"{name}-{role}.ext", "-out", f"{name}-{role}.crt",
-                cwd=folder)
-
-
-def client_context(folder: Path, name: str, ca: str) -> ssl.SSLContext:
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cafile=str(folder / f"{ca}-ca.crt"))
-    context.load_cert_chain(str(folder / f"{name}-client.crt"), str(folder / f"{name}-client.key"))
-    return context
 
 
 @pytest.fixture
@@ -85,3 +61,35 @@ ca_certificates = "{certificates / 'hospital-ca.crt'}"
     assert "could not process this study" in read_failure_note(pacs.received[0])
     assert "(TLS)" in (tmp_path / "gateway.log").read_text()
     assert any(r["event"] == "association" and r["result"] == "released" for r in audit_lines(work))
+
+
+def test_tls_handshakes_are_bounded_and_audited(tmp_path, pacs, certificates):
+    """Issue 29, items 2 and 11: a handshake that stalls holds no association slot, is closed within the ACSE
+    timeout and audited, as is one that fails."""
+    tls = f"""acse_timeout_seconds = 3
+max_associations = 1
+[gateway.tls]
+certificate = "{certificates / 'hospital-server.crt'}"
+private_key = "{certificates / 'hospital-server.key'}"
+ca_certificates = "{certificates / 'hospital-ca.crt'}"
+"""
+    gateway, port, _ = start_gateway(tmp_path, pacs.port, ["false"], gateway_extra=tls)
+    work = tmp_path / "work"
+    try:
+        opened = time.monotonic()
+        stalled = [connect(port, f"127.0.0.{n}") for n in range(2, 6)]  # a ClientHello's first byte, then nothing
+        for connection in stalled:
+            connection.sendall(b"\x16")
+        assert not associate(port, tls_args=(client_context(certificates, "stranger", "hospital"),
+                                             "127.0.0.1")).is_established
+        sender = associate(port, tls_args=(client_context(certificates, "hospital", "hospital"), "127.0.0.1"))
+        assert sender.is_established  # the one slot is the sender's
+        sender.release()
+        for connection in stalled:
+            assert closed_at(connection, 20) - opened < 3 + 5
+    finally:
+        assert gateway.stop() == 0
+    lines = connection_lines(work)
+    assert len([r for r in lines if r["reason"] == "no complete TLS handshake within the ACSE timeout"]) == 4
+    (failed,) = [r for r in lines if r["result"] == "tls-failed"]
+    assert failed["address"] == "127.0.0.1" and failed["reason"].startswith("TLS handshake failed")

@@ -96,6 +96,8 @@ class Limits:
     acse_timeout_seconds: float
     dimse_timeout_seconds: float
     network_timeout_seconds: float
+    max_connections_per_address: int  # open connections from one address, associated or not
+    max_pending_connections: int  # connections still in their TLS handshake or before their A-ASSOCIATE request
 
 
 @dataclass(frozen=True)
@@ -192,7 +194,7 @@ MIB = 1 << 20
 GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
                 "max_instance_mib", "max_study_mib", "work_quota_mib", "max_associations", "acse_timeout_seconds",
                 "dimse_timeout_seconds", "network_timeout_seconds", "unroutable_keep_hours",
-                "disk_full_retry_seconds"}
+                "disk_full_retry_seconds", "max_connections_per_address", "max_pending_connections"}
 
 
 def _network(address: str, where: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -264,10 +266,15 @@ def _tls(table: dict, where: str, server: bool) -> Tls | None:
     return config
 
 
+def _count(table: dict, key: str, where: str, default: int) -> int:
+    value = _take(table, key, int, where, default)
+    if not 1 <= value <= 1000:
+        raise InputError(f"{where}: {key} = {value}: expected 1 to 1000")
+    return value
+
+
 def _limits(gateway: dict, where: str) -> Limits:
-    max_associations = _take(gateway, "max_associations", int, where, 10)
-    if not 1 <= max_associations <= 1000:
-        raise InputError(f"{where}: max_associations = {max_associations}: expected 1 to 1000")
+    max_associations = _count(gateway, "max_associations", where, 10)
     instance = _positive(gateway, "max_instance_mib", where, 1024)
     study = _positive(gateway, "max_study_mib", where, 8192)
     quota = _positive(gateway, "work_quota_mib", where, 65536)
@@ -276,7 +283,9 @@ def _limits(gateway: dict, where: str) -> Limits:
     return Limits(int(instance * MIB), int(study * MIB), int(quota * MIB), max_associations,
                   _positive(gateway, "acse_timeout_seconds", where, 30),
                   _positive(gateway, "dimse_timeout_seconds", where, 60),
-                  _positive(gateway, "network_timeout_seconds", where, 60))
+                  _positive(gateway, "network_timeout_seconds", where, 60),
+                  _count(gateway, "max_connections_per_address", where, max_associations),
+                  _count(gateway, "max_pending_connections", where, 50))
 
 
 def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:

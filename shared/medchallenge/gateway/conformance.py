@@ -100,6 +100,9 @@ processed again.
 - Application context name: {APPLICATION_CONTEXT} (DICOM Application Context).
 - Maximum PDU size received: {max_pdu} bytes.
 - Number of associations accepted at once: {limits.max_associations}; initiated: one per study's results.
+- Connections: at most {limits.max_connections_per_address} open from one address; a connection's TLS handshake and
+  A-ASSOCIATE-RQ must arrive within the ACSE timeout of its accept, else it is closed; at most
+  {limits.max_pending_connections} connections waiting for their A-ASSOCIATE-RQ (the oldest closed for a new one).
 - Asynchronous operations: not supported (one outstanding operation).
 - Implementation class UID: {PYNETDICOM_IMPLEMENTATION_UID}; implementation version name:
   {PYNETDICOM_IMPLEMENTATION_VERSION} (pynetdicom {pynetdicom}).

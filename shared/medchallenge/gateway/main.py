@@ -10,7 +10,7 @@ import threading
 from pathlib import Path
 
 from ..errors import report_errors
-from ..logs import setup_logging
+from ..logs import log_one_line_per_record, setup_logging
 from .config import load_config
 from .conformance import conformance_statement
 from .job_runner import serve_job_runner
@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     setup_logging()
+    log_one_line_per_record()  # DICOM headers and what peers send end up in log lines: no line of theirs
     logging.getLogger("pynetdicom").setLevel(logging.WARNING)
     config = load_config(args.config)
     if args.check:

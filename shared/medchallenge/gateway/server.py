@@ -13,8 +13,10 @@ from pathlib import Path
 
 from ..dicom.deflated import InflatedTooLarge, inflated_size, is_deflated
 from ..dicom.files import HeaderTooLarge, read_header
+from ..errors import InputError
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, same_ae_title, significant_ae_title
+from .connections import ConnectionGuard
 from .contexts import accepted_contexts
 from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
 
@@ -44,17 +46,29 @@ class AssociationRecord:
     released: bool = False
 
 
-def gateway_server_class():
-    """pynetdicom's threaded server, with the TLS handshake moved out of the accepting thread: pynetdicom does it
-    while accepting, so one caller that connects and sends nothing would stop every other connection."""
+def gateway_server_class(guard: ConnectionGuard):
+    """pynetdicom's threaded server, every connection admitted by `guard` when accepted (connections.py), its TLS
+    handshake done in the connection's own thread (pynetdicom does it while accepting, so one caller that connects
+    and sends nothing would stop every other connection) and bounded by the guard's deadline."""
     from pynetdicom.transport import ThreadedAssociationServer
 
     class GatewayServer(ThreadedAssociationServer):
         def get_request(self):
-            client, address = self.socket.accept()
-            if self.ssl_context:  # the handshake happens in the association's thread, at its first read
-                client = self.ssl_context.wrap_socket(client, server_side=True, do_handshake_on_connect=False)
-            return client, address
+            return self.socket.accept()
+
+        def verify_request(self, request, client_address) -> bool:
+            return guard.admit(request, client_address) is not None
+
+        def process_request_thread(self, request, client_address) -> None:
+            if self.ssl_context:
+                request = guard.handshake(request, self.ssl_context)
+                if request is None:
+                    return
+            super().process_request_thread(request, client_address)
+
+        def service_actions(self) -> None:  # every poll of the accepting loop (0.5 s)
+            super().service_actions()
+            guard.sweep()
 
     return GatewayServer
 
@@ -71,6 +85,7 @@ class StorageServer:
         self.associations: dict[int, AssociationRecord] = {}
         self.requested_titles = weakref.WeakKeyDictionary()  # association -> (called, calling) AE titles as sent
         self.lock = threading.Lock()
+        self.guard = ConnectionGuard(config.limits, audit)
 
     # --- who may store ---------------------------------------------------------------------------------------
     def on_data_received(self, event) -> None:
@@ -83,40 +98,52 @@ class StorageServer:
                                                       event.data[26:42].decode("latin-1"))
 
     def on_requested(self, event) -> None:
-        """A-ASSOCIATE-RQ: rejected unless the called AE title is ours and the caller is on the allow-list, both AE
-        titles compared as DICOM compares them (config.same_ae_title, on the titles as sent)."""
+        """A-ASSOCIATE-RQ: rejected unless the called AE title is ours, the caller is on the allow-list (both AE
+        titles compared as DICOM compares them: config.same_ae_title, on the titles as sent) and fewer than
+        `max_associations` associations are open."""
         assoc, request = event.assoc, event.assoc.requestor.primitive
         calling, called = request.calling_ae_title.strip(), request.called_ae_title.strip()
         address, port = assoc.requestor.address, assoc.requestor.port
+        connection = self.guard.find(assoc.dul.socket.socket)
         with self.lock:
             sent_called, sent_calling = self.requested_titles.pop(assoc, ("", ""))
         if not same_ae_title(sent_called, self.config.ae_title):
-            reason, diagnostic = "called AE title is not the gateway's", 0x07
+            reason, rejection = "called AE title is not the gateway's", (0x01, 0x01, 0x07)
         elif significant_ae_title(sent_calling) is None:  # pynetdicom shows it without the tab or newline
-            reason, diagnostic = "calling AE title holds a character no AE title may hold", 0x03
+            reason, rejection = "calling AE title holds a character no AE title may hold", (0x01, 0x01, 0x03)
         elif not any(caller.allows(sent_calling, address) for caller in self.config.callers):
-            reason, diagnostic = "calling AE title not allowed from this address", 0x03
-        else:
+            reason, rejection = "calling AE title not allowed from this address", (0x01, 0x01, 0x03)
+        elif self.guard.request(connection, accept=True):
             with self.lock:
                 self.associations[id(assoc)] = AssociationRecord(calling, called, address, port)
             return
+        else:  # rejected-transient, by the presentation service: local limit exceeded
+            reason, rejection = f"{self.config.limits.max_associations} associations open (max_associations)", \
+                (0x02, 0x03, 0x02)
+        self.guard.request(connection, accept=False)
         log.warning("rejected an association from %r at %s:%d to %r: %s", calling, address, port, called, reason)
         self.audit.write("association", calling_ae=calling, called_ae=called, address=address, port=port,
                          result="rejected", reason=reason)
-        assoc.acse.send_reject(0x01, 0x01, diagnostic)
+        assoc.acse.send_reject(*rejection)
         assoc.kill()  # as pynetdicom's own rejections: waits (ARTIM-bounded) until the reject is sent and closed
 
     def on_open(self, event) -> None:
-        """A connection: its reads bounded, since pynetdicom reads a PDU whole, whatever length its header claims
-        (a read past MAX_PDU_BYTES closes the connection)."""
+        """A connection admitted by the guard: its reads counted for it and bounded, since pynetdicom reads a PDU
+        whole, whatever length its header claims (a read past MAX_PDU_BYTES closes the connection)."""
         sock = event.assoc.dul.socket
         read = sock.recv
+        connection = self.guard.find(sock.socket)
+        if connection is not None:
+            connection.association = event.assoc
 
         def bounded_read(nr_bytes: int):
             if nr_bytes > MAX_PDU_BYTES:
                 log.error("connection from %s: a PDU of %d bytes; closed", event.address[0], nr_bytes)
                 raise ConnectionError("PDU over the size limit")
-            return read(nr_bytes)
+            data = read(nr_bytes)
+            if connection is not None:
+                connection.bytes_received += len(data)
+            return data
 
         sock.recv = bounded_read
 
@@ -221,7 +248,7 @@ class StorageServer:
         tempfile.tempdir = str(self.queue.root / RECEIVING)  # ... in the work folder (renamed into incoming/)
         limits = self.config.limits
         ae = AE(ae_title=self.config.ae_title)
-        ae.maximum_associations = limits.max_associations
+        ae.maximum_associations = 1 << 20  # pynetdicom counts every connection's thread: the guard counts them
         ae.acse_timeout = limits.acse_timeout_seconds
         ae.dimse_timeout = limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds
@@ -232,8 +259,12 @@ class StorageServer:
                     (evt.EVT_PDU_RECV, self.on_pdu), (evt.EVT_RELEASED, self.on_end),
                     (evt.EVT_ABORTED, self.on_end), (evt.EVT_CONN_CLOSE, self.on_end)]
         tls = self.config.tls.server_context() if self.config.tls else None
-        self.server = ae.make_server((self.config.host, self.config.port), evt_handlers=handlers, ssl_context=tls,
-                                     server_class=gateway_server_class())
+        try:
+            self.server = ae.make_server((self.config.host, self.config.port), evt_handlers=handlers,
+                                         ssl_context=tls, server_class=gateway_server_class(self.guard))
+        except OSError as exc:  # the port taken, the address not this host's
+            raise InputError(f"cannot listen on {self.config.host}:{self.config.port} "
+                             f"({exc.strerror or exc})") from None
         ae._servers.append(self.server)  # as AE.start_server does: its shutdown() removes it from there
         threading.Thread(target=self.server.serve_forever, name="gateway-acceptor", daemon=True).start()
         log.info("gateway %s listening on %s:%d%s; callers %s; PACS %s@%s:%d; work queue %s", self.config.ae_title,
@@ -244,3 +275,4 @@ class StorageServer:
     def shutdown(self) -> None:
         if self.server is not None:
             self.server.shutdown()
+            self.guard.sweep()  # the audit lines of the connections that ended since the last poll

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs.conditions import GIB
+from ..logs import escape
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, Route
 from .jobs import POLL_SECONDS, GatewayStopping, run_detector
@@ -67,7 +68,8 @@ class Gateway:
         study = self.queue.move(study, state)
         job = read_job(study)
         self.audit.write("study", study=study.name, result=state, route=job.get("route"), senders=read_senders(study),
-                         attempts=job.get("attempts"), instances=len(job.get("instances", job.get("received", []))),
+                         attempts=job.get("attempts"),
+                         instances=len(job.get("instances") or job.get("received") or study_instances(study)),
                          **record)
         return study
 
@@ -129,7 +131,7 @@ class Gateway:
         except InputError as exc:
             raise StudyFailed(Failure.UNREADABLE, str(exc)) from None
         if route is None:
-            write_text_atomic(study / "error.txt", f"no route takes this study ({holds})\n")
+            write_text_atomic(study / "error.txt", f"no route takes this study ({escape(holds)})\n")
             self.finish(study, "unroutable")
             log.error("study %s: no route takes it (%s); moved to unroutable", study.name, holds)
             return None
@@ -168,7 +170,7 @@ class Gateway:
         """The study to failed/ with its error line (the details; the log has them too) and a failure note in the
         fixed words of its class to the PACS."""
         try:
-            write_text_atomic(study / "error.txt", message.replace("\n", " ") + "\n")
+            write_text_atomic(study / "error.txt", escape(message) + "\n")
             study = self.finish(study, "failed", failure=failure.name)
         except OSError as exc:
             if is_disk_full(exc):
