@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..jobs.conditions import DEFAULT_DISK_GB
 from ..jobs.runner import TIME_LIMIT
 from .config import Route
-from .image_routes import run_image_route
+from .image_routes import JOB_FOLDER, run_image_route
 
 POLL_SECONDS = 0.5
 JOB_MARGIN_SECONDS = 300  # the job runner converts the study and starts the container before the job's time limit
@@ -45,9 +45,10 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
         if stopping.wait(POLL_SECONDS):
             raise GatewayStopping(job)
     status = json.loads((folders["done"] / "status.json").read_text())
-    shutil.rmtree(study / "output", ignore_errors=True)
-    if (folders["done"] / "output").exists():
-        shutil.move(folders["done"] / "output", study / "output")
+    for name in ("output", JOB_FOLDER):  # the results, and the job's record (result.json: its last log lines)
+        shutil.rmtree(study / name, ignore_errors=True)
+        if (folders["done"] / name).exists():
+            shutil.move(folders["done"] / name, study / name)
     shutil.rmtree(folders["done"])
     if status["returncode"] != 0:  # the job runner's line (job_runner.run_route_job)
         if status["error"].startswith(TIME_LIMIT):

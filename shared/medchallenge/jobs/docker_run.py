@@ -232,6 +232,9 @@ def host_mounts() -> tuple[tuple[Path, Path], ...] | None:
     if container is None:
         return None
     inspected = _docker("inspect", "--format", "{{json .Mounts}}", container, check=False)
+    if inspected.returncode != 0 and "permission denied" in inspected.stderr.lower():
+        raise EmulationError("this job runner may not use the Docker socket (permission denied): set DOCKER_GID to "
+                             "the socket's group id (stat -c %g /var/run/docker.sock) where docker compose runs")
     if inspected.returncode != 0:
         raise EmulationError(f"this job runner runs in container {container[:12]}, which the Docker engine it "
                              "reaches does not know: give it the socket of the engine it runs on")
