@@ -4,6 +4,7 @@ at start."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -190,26 +191,33 @@ def test_a_job_runner_killed_mid_study_finishes_it_after_restart(tmp_path, pacs,
     assert "was running when the watcher stopped; queued again" in (tmp_path / "job-runner.log").read_text()
 
 
-@pytest.mark.parametrize("inbox", [False, True])
-def test_a_job_over_its_time_limit_gets_the_time_out_note(tmp_path, pacs, studies, inbox):
-    """The route's job (here, through the job-runner service too) killed at its time limit: the time-out note."""
-    port = free_port()
+@contextlib.contextmanager
+def gateway_and_job_runner(tmp_path: Path, config_text_: str, inbox: bool):
+    """A gateway of `config_text_` and, with `inbox`, the job-runner service its route hands the study to (the
+    route's `inbox` added); both stopped at the end."""
     config = tmp_path / "gateway.toml"
-    text = config_text(tmp_path / "work", port, pacs.port, [sys.executable, "-c", "import time; time.sleep(120)"])
-    config.write_text(text.replace("timeout_seconds = 300", "timeout_seconds = 2")
-                      + (f'inbox = "{tmp_path / "inbox"}"\n' if inbox else ""))
+    config.write_text(config_text_ + (f'inbox = "{tmp_path / "inbox"}"\n' if inbox else ""))
     env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
     runner = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--job-runner"],
                               env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if inbox else None
     gateway = GatewayProcess(config, tmp_path / "gateway.log")
     try:
-        assert set(send_files(studies["tb"], port)) == {0}
-        wait_for(lambda: len(pacs.received) == 1, 120, "the time-out note")
+        yield gateway
     finally:
         if runner is not None:
             runner.terminate()
             runner.wait(timeout=60)
         assert gateway.stop() == 0
+
+
+@pytest.mark.parametrize("inbox", [False, True])
+def test_a_job_over_its_time_limit_gets_the_time_out_note(tmp_path, pacs, studies, inbox):
+    """The route's job (here, through the job-runner service too) killed at its time limit: the time-out note."""
+    port = free_port()
+    text = config_text(tmp_path / "work", port, pacs.port, [sys.executable, "-c", "import time; time.sleep(120)"])
+    with gateway_and_job_runner(tmp_path, text.replace("timeout_seconds = 300", "timeout_seconds = 2"), inbox):
+        assert set(send_files(studies["tb"], port)) == {0}
+        wait_for(lambda: len(pacs.received) == 1, 120, "the time-out note")
     assert "the detector did not finish within its time limit" in read_failure_note(pacs.received[0])
     (error,) = [p.read_text() for p in (tmp_path / "work" / "failed").glob("*/error.txt")]
     assert error == "detector tb-caverns ran over 2 s\n"
@@ -296,22 +304,10 @@ def test_a_failed_job_s_record_is_kept_with_the_study(tmp_path, pacs, studies, i
     """The job crashes (here, through the job-runner service too): failed/<study>/ holds error.txt and the record
     it points to, job/result.json, with the container's last lines."""
     port = free_port()
-    config = tmp_path / "gateway.toml"
     crash = [sys.executable, "-c", "import sys; sys.exit('RuntimeError: the model file weights.onnx is missing')"]
-    config.write_text(config_text(tmp_path / "work", port, pacs.port, crash)
-                      + (f'inbox = "{tmp_path / "inbox"}"\n' if inbox else ""))
-    env = {**os.environ, "PYTHONPATH": str(REPO / "shared")}
-    runner = subprocess.Popen([sys.executable, "-m", "medchallenge.gateway", "--config", str(config), "--job-runner"],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) if inbox else None
-    gateway = GatewayProcess(config, tmp_path / "gateway.log")
-    try:
+    with gateway_and_job_runner(tmp_path, config_text(tmp_path / "work", port, pacs.port, crash), inbox):
         assert set(send_files(studies["tb"], port)) == {0}
         wait_for(lambda: len(pacs.received) == 1, 120, "the failure note")
-    finally:
-        if runner is not None:
-            runner.terminate()
-            runner.wait(timeout=60)
-        assert gateway.stop() == 0
     (failed,) = (tmp_path / "work" / "failed").iterdir()
     assert (failed / "error.txt").read_text() == \
         "detector tb-caverns failed: The algorithm exited with status 1 (its last log lines: job/result.json)\n"
