@@ -33,7 +33,7 @@ from .evaluator import build_parser, score, write_results
 from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from .io import atomic_output, write_json_atomic, write_text_atomic
 from .jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
-from .jobs.conditions import DEFAULT_DISK_GB, DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
+from .jobs.conditions import add_limit_arguments
 from .leaderboard import edition_environment
 from .logs import setup_logging
 from .preflight_page import render_page
@@ -61,15 +61,7 @@ def build_parser_preflight() -> argparse.ArgumentParser:
                         help="the container engine: docker (default) or podman (daemonless, as on clusters)")
     parser.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
                         help="pass the GPU: auto (when there is one, default), on (fail without), off")
-    parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
-                        help=f"memory per job (grand-challenge's default {DEFAULT_MEMORY_GB}, from 4 to 32)")
-    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                        help=f"seconds per job (grand-challenge's default {DEFAULT_TIME_LIMIT_S}, from 300 to 86400)")
-    parser.add_argument("--cpus", type=float, default=None,
-                        help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
-    parser.add_argument("--disk-gb", type=float, default=DEFAULT_DISK_GB,
-                        help=f"what a job may write to /output, /tmp and /opt/ml/model together (default "
-                             f"{DEFAULT_DISK_GB}, grand-challenge's volume)")
+    add_limit_arguments(parser)
     parser.add_argument("--edition", default=None, help="the evaluator's configuration (e.g. 2021 for "
                                                         "imageclef-caption, legacy for ribfrac)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000; 0: none)")

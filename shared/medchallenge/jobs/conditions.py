@@ -128,3 +128,18 @@ class JobLimits:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def add_limit_arguments(parser, unless: str = "") -> None:
+    """The job limits' options (--memory-gb, --time-limit, --cpus, --disk-gb) of every command that runs jobs, with
+    grand-challenge's defaults; `unless` says what overrides them (a phase: "unless a submission sets it")."""
+    why = f", {unless}" if unless else ""
+    parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
+                        help=f"memory per job (grand-challenge's default {DEFAULT_MEMORY_GB}, from 4 to 32{why})")
+    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
+                        help=f"seconds per job (grand-challenge's default {DEFAULT_TIME_LIMIT_S}, from 300 to 86400)")
+    parser.add_argument("--cpus", type=float, default=None,
+                        help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
+    parser.add_argument("--disk-gb", type=float, default=DEFAULT_DISK_GB,
+                        help=f"what a job may write to /output, /tmp and /opt/ml/model together (default "
+                             f"{DEFAULT_DISK_GB:g}, grand-challenge's volume)")

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..gc_emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
-from ..jobs.conditions import DEFAULT_DISK_GB, DEFAULT_MEMORY_GB, DEFAULT_TIME_LIMIT_S
+from ..jobs.conditions import add_limit_arguments
 from ..logs import setup_logging
 from .backend import BACKENDS, Handle, open_backend
 from .cases import convert_cases
@@ -48,14 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine", choices=ENGINES, default="docker", help="the container engine of the machines "
                                                                             "that run the jobs")
     parser.add_argument("--jobs", type=int, default=1, help="local backend: jobs at once (default 1)")
-    parser.add_argument("--memory-gb", type=float, default=DEFAULT_MEMORY_GB,
-                        help=f"memory per job unless a submission sets memory_gb (default {DEFAULT_MEMORY_GB})")
-    parser.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S,
-                        help=f"seconds per job, the phase's algorithm time limit (default {DEFAULT_TIME_LIMIT_S})")
-    parser.add_argument("--cpus", type=float, default=None,
-                        help="CPUs per job (default: those of the instance grand-challenge picks for the memory)")
-    parser.add_argument("--disk-gb", type=float, default=DEFAULT_DISK_GB,
-                        help=f"disk per job: /output, /tmp and /opt/ml/model together (default {DEFAULT_DISK_GB:g})")
+    add_limit_arguments(parser, unless="a submission's memory_gb overrides it")
     parser.add_argument("--gpu", choices=("off", "on"), default="off",
                         help="give each job a GPU unless its submission sets gpu (default off)")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration")
