@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import io
 import json
 import re
@@ -41,9 +42,10 @@ VARIANTS = {
     "defaults": "pd.read_csv(path), the official call, in the current pandas",
     "options": "+ engine='c', na_values=1.4.4's list, keep_default_na=False, float_precision='high', "
                "low_memory=True, future.infer_string=False",
-    "options+bytes": "+ the bytes decoded as UTF-8 first (strict), each NUL and the rest of its field up to the "
-                     "next , \" or line end removed (read from a buffer)",
-    "options+bytes+empty": "+ a frame without rows given an empty Index of objects, not a RangeIndex",
+    "options+bytes": "+ the bytes decoded as UTF-8 first (strict) and, where this pandas keeps NULs in fields, each "
+                     "NUL and the rest of its field up to the next , \" or line end removed (read from a buffer)",
+    "options+fixes": "+ a frame without rows given an empty Index of objects, not a RangeIndex; bool index levels "
+                     "made object",
     "text+port": "options+bytes read as text (dtype=object, na_filter=False), typed by the project's port "
                  "(columns.parse_column per low-memory chunk, frame.join_chunks): pandas' tokenizer, the port's types",
 }
@@ -99,6 +101,12 @@ def typed_by_the_port(frame) -> dict:
             "data": [column(frame.iloc[:, k].tolist()) for k in range(frame.shape[1])]}
 
 
+@functools.lru_cache
+def keeps_nul(pd) -> bool:
+    """Whether this pandas keeps a NUL byte and what follows it in a field (3.x), where 1.4.4 ends the field."""
+    return "\x00" in str(pd.read_csv(io.BytesIO(b"a\n0.9\x00x\n")).iloc[0, 0])
+
+
 def read_variant(pd, path: str, variant: str) -> dict:
     """The encoded frame of one variant (see VARIANTS)."""
     if variant == "defaults":
@@ -108,15 +116,22 @@ def read_variant(pd, path: str, variant: str) -> dict:
     if variant != "options":
         data = Path(path).read_bytes()
         data.decode("utf-8")  # 1.4.4 decodes (a small file) before tokenizing: UnicodeDecodeError before ParserError
-        source = io.BytesIO(NUL_TAIL.sub(b"", data))
+        source = io.BytesIO(NUL_TAIL.sub(b"", data) if keeps_nul(pd) else data)
     if variant == "text+port":
         options.update(dtype=object, na_filter=False)
     with context:
         frame = pd.read_csv(source, **options)
     if variant == "text+port":
         return typed_by_the_port(frame)
-    if variant == "options+bytes+empty" and len(frame) == 0 and isinstance(frame.index, pd.RangeIndex):
-        frame.index = pd.Index([], dtype=object)  # 1.4.4 gives a frame without rows an empty Index of objects
+    if variant == "options+fixes":
+        if len(frame) == 0 and isinstance(frame.index, pd.RangeIndex):
+            frame.index = pd.Index([], dtype=object)  # 1.4.4 gives a frame without rows an empty Index of objects
+        elif isinstance(frame.index, pd.MultiIndex):  # 1.4.4 has no bool Index: a bool level is one of objects
+            frame.index = pd.MultiIndex.from_arrays([level.astype(object) if level.dtype == bool else level for level
+                                                     in (frame.index.get_level_values(k)
+                                                         for k in range(frame.index.nlevels))])
+        elif frame.index.dtype == bool:
+            frame.index = frame.index.astype(object)
     return encoded_frame(frame)
 
 
@@ -138,7 +153,7 @@ def worker() -> None:
                     frames.append(read_variant(pd, path, variant))
             except Exception as error:  # as reference_worker.pandas_frame records it
                 frames.append({"error": [type(error).__name__, str(error).strip()]})
-    json.dump({"version": pd.__version__, "numpy": __import__("numpy").__version__, "outputs": outputs}, sys.stdout)
+    json.dump({"version": pd.__version__, "keeps_nul": keeps_nul(pd), "numpy": __import__("numpy").__version__, "outputs": outputs}, sys.stdout)
 
 
 # --- the measuring side: runs in the project venv ----------------------------------------------------------------
@@ -208,7 +223,7 @@ def main() -> None:
         if run.returncode:
             sys.exit(f"error: the worker in {args.pandas} failed:\n{run.stderr[-3000:]}")
         answer = json.loads(run.stdout)
-    counts: dict = {"pandas": answer["version"], "numpy": answer["numpy"], "reference": py39.versions,
+    counts: dict = {"pandas": answer["version"], "numpy": answer["numpy"], "keeps_nul": answer["keeps_nul"], "reference": py39.versions,
                     "files": len(files), "variants": VARIANTS, "per_class_files": {}, "mismatches": {},
                     "differences": {}, "project_reread_refusals": {}}
     for kind, _ in files:
