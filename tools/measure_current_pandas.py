@@ -223,8 +223,8 @@ def main() -> None:
         if run.returncode:
             sys.exit(f"error: the worker in {args.pandas} failed:\n{run.stderr[-3000:]}")
         answer = json.loads(run.stdout)
-    counts: dict = {"pandas": answer["version"], "numpy": answer["numpy"], "keeps_nul": answer["keeps_nul"], "reference": py39.versions,
-                    "files": len(files), "variants": VARIANTS, "per_class_files": {}, "mismatches": {},
+    counts: dict = {"pandas": answer["version"], "numpy": answer["numpy"], "keeps_nul": answer["keeps_nul"],
+                    "reference": py39.versions, "files": len(files), "variants": VARIANTS, "per_class_files": {}, "mismatches": {},
                     "differences": {}, "project_reread_refusals": {}}
     for kind, _ in files:
         counts["per_class_files"][kind] = counts["per_class_files"].get(kind, 0) + 1
