@@ -153,7 +153,8 @@ def worker() -> None:
                     frames.append(read_variant(pd, path, variant))
             except Exception as error:  # as reference_worker.pandas_frame records it
                 frames.append({"error": [type(error).__name__, str(error).strip()]})
-    json.dump({"version": pd.__version__, "keeps_nul": keeps_nul(pd), "numpy": __import__("numpy").__version__, "outputs": outputs}, sys.stdout)
+    json.dump({"version": pd.__version__, "keeps_nul": keeps_nul(pd), "numpy": __import__("numpy").__version__,
+               "outputs": outputs}, sys.stdout)
 
 
 # --- the measuring side: runs in the project venv ----------------------------------------------------------------
@@ -224,8 +225,8 @@ def main() -> None:
             sys.exit(f"error: the worker in {args.pandas} failed:\n{run.stderr[-3000:]}")
         answer = json.loads(run.stdout)
     counts: dict = {"pandas": answer["version"], "numpy": answer["numpy"], "keeps_nul": answer["keeps_nul"],
-                    "reference": py39.versions, "files": len(files), "variants": VARIANTS, "per_class_files": {}, "mismatches": {},
-                    "differences": {}, "project_reread_refusals": {}}
+                    "reference": py39.versions, "files": len(files), "variants": VARIANTS, "per_class_files": {},
+                    "mismatches": {}, "differences": {}, "project_reread_refusals": {}}
     for kind, _ in files:
         counts["per_class_files"][kind] = counts["per_class_files"].get(kind, 0) + 1
     for variant in VARIANTS:
