@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
 
@@ -300,8 +301,6 @@ ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command
 
 def _route(table: dict, where: str) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
-    from .output_dicom import check_image_route
-
     _no_unknown_keys(table, ROUTE_KEYS, where)
     if ("image" in table) == ("command" in table):
         raise InputError(f"{where}: give image (a Docker image, run as grand-challenge runs it) or command (the "
