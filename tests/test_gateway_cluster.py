@@ -87,7 +87,7 @@ def test_check_says_in_one_line_that_slurm_commands_are_missing(tmp_path, capsys
     path = write_config(tmp_path)
     assert main(["--config", str(path), "--check"]) == 1
     err = capsys.readouterr().err
-    assert err == (f'error: {path}: route(s) cxr-cluster: backend = "slurm" needs Slurm\'s client commands on PATH (missing: '
-                   'sbatch, squeue, scontrol)\n')
+    assert err == (f'error: {path}: route(s) cxr-cluster: backend = "slurm" needs Slurm\'s client commands on PATH '
+                   '(missing: sbatch, squeue, scontrol)\n')
     path.write_text(path.read_text().split("\n[[route]]\nname = \"cxr-cluster\"")[0])  # no route on the cluster
     assert main(["--config", str(path), "--check"]) == 0

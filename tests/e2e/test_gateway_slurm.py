@@ -1,9 +1,9 @@
 """A gateway route with backend = "slurm" against the real Slurm (.ci/provision-slurm.sh): a chest radiograph's job goes
 to the cluster as a phase task and its SR is the one the local backend gives; a Slurm job cancelled under the study
-is submitted again and the result sent once; a gateway killed while the Slurm job runs takes that same job up again
-after its restart (one submission, one result); an image that fails on its own gets the failure note and failed/
-with its job record. The images: grand-challenge-forge's object-CXR template (tests/external_images), as is, slowed
-down, and failing."""
+is submitted again and the result sent once, or, lost more often than the route allows, gets a failure note; a
+gateway killed while the Slurm job runs takes that same job up again after its restart (one submission, one
+result); an image that fails on its own gets the failure note and failed/ with its job record. The images:
+grand-challenge-forge's object-CXR template (tests/external_images), as is, slowed down, and failing."""
 
 from __future__ import annotations
 
@@ -27,13 +27,15 @@ IMAGE = "mc-test-h30-gwslurm"
 SLOW_SECONDS = 20  # long enough to cancel the job, or kill the gateway, while it runs
 ENTRYPOINTS = {"slow": ["sh", "-c", f"sleep {SLOW_SECONDS} && exec python inference.py"],
                "crash": ["sh", "-c", "echo 'the model file weights.onnx is missing' >&2; exit 1"]}
-ROUTES = {"LOCAL": (None, False), "SLURM": (None, True), "SLOW": ("slow", True), "CRASH": ("crash", True)}
+# body part: (image variant, the route's [route.slurm] keys; None: the local backend)
+ROUTES = {"LOCAL": (None, None), "SLURM": (None, ""), "SLOW": ("slow", ""), "CRASH": ("crash", ""),
+          "ONCE": ("slow", "max_resubmissions = 0\n")}
 
 
 @pytest.fixture(scope="module")
 def cluster(docker_images, slurm, studies, tmp_path_factory) -> SimpleNamespace:  # noqa: F811
     """The forge object-CXR image and its slow and failing variants, and a gateway configuration with a route per
-    body part: LOCAL (the local backend), SLURM, SLOW and CRASH (backend = "slurm")."""
+    body part (ROUTES): LOCAL on the local backend, the others on Slurm."""
     root = tmp_path_factory.mktemp("gateway-slurm")
     base = docker_images["forge-object-cxr"]
     images = {None: base}
@@ -43,8 +45,8 @@ def cluster(docker_images, slurm, studies, tmp_path_factory) -> SimpleNamespace:
                        text=True, input=f"FROM {base}\nENTRYPOINT {json.dumps(entrypoint)}\n")
     model = forge_model("object-cxr", root / "cxr-model.tar.gz")
     routes = "".join(image_route(f"cxr-{part.lower()}", ["CR", "DX"], [part], images[variant], "object-cxr", model)
-                     + ('backend = "slurm"\n[route.slurm]\ncpus = 1\n' if on_slurm else "")
-                     for part, (variant, on_slurm) in ROUTES.items())
+                     + (f'backend = "slurm"\n[route.slurm]\ncpus = 1\n{keys}' if keys is not None else "")
+                     for part, (variant, keys) in ROUTES.items())
     return SimpleNamespace(root=root, routes=routes, radiograph=studies["cxr"])
 
 
@@ -126,6 +128,22 @@ def test_a_slurm_job_cancelled_under_the_study_is_submitted_again_and_the_result
     assert record["submissions"][1]["slurm_job_id"] != first
     assert f"the cluster lost Slurm job {first} (cancelled)" in gateway.log.read_text()
     assert len(gateway.pacs.received) == 1
+
+
+def test_a_job_the_cluster_lost_more_often_than_the_route_allows_fails_with_a_note(cluster, gateway, tmp_path):
+    uid = send_study(cluster, gateway, "ONCE", tmp_path / "once")  # max_resubmissions = 0
+    record = wait_for(lambda: slurm_record(gateway.work, "running"), 120, "the study's Slurm job")
+    job = record["submissions"][0]["slurm_job_id"]
+    wait_for(lambda: slurm_state(job) == "RUNNING", 120, "the Slurm job running")
+    subprocess.run(["scancel", job], check=True)
+    wait_for(lambda: states(gateway.work)["failed"] == 1, 120, "the study failed")
+    (note,) = wait_for(lambda: received_for(gateway.pacs, uid), 60, "the failure note in the PACS")
+    assert read_failure_note(note).startswith("AI detector cxr-once could not process this study")
+    failed = next((gateway.work / "failed").iterdir())
+    assert "cxr-once: the cluster lost its job 1 time(s) (last: cancelled); not submitted again" in (
+        failed / "error.txt").read_text()
+    assert [s["end"] for s in json.loads((failed / "slurm.json").read_text())["submissions"]] == ["cancelled"]
+    assert not any((gateway.work / "cluster").iterdir())
 
 
 def test_a_gateway_restarted_while_the_slurm_job_runs_takes_up_the_same_job(cluster, gateway, tmp_path):

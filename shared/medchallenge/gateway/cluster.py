@@ -15,6 +15,7 @@ with a note; a job that failed on its own gets the detector's failure note, its 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import shutil
@@ -27,7 +28,6 @@ from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..phase.cases import Case
 from ..phase.hashes import sha256_file, sha256_json
-from ..phase.images import tag_digest
 from ..phase.layout import PhaseLayout
 from ..phase.plan import PhaseSettings, resources, task_spec, write_if_changed
 from ..phase.records import FINAL, is_final, read_result, read_state
@@ -35,8 +35,8 @@ from ..phase.slurm import SlurmBackend, active_jobs, job_end, lost_cause
 from ..phase.submissions import Submission
 from .audit import utc_now
 from .config import Route
-from .jobs import GatewayStopping
 from .image_routes import JOB_FOLDER, PreparedJob, job_datasets, prepare_job, write_results
+from .jobs import GatewayStopping
 
 log = logging.getLogger("medchallenge.gateway")
 
@@ -52,8 +52,8 @@ def check_cluster_routes(routes: tuple[Route, ...], config: Path) -> None:
     names = [route.name for route in routes if route.slurm is not None]
     missing = [command for command in CLUSTER_COMMANDS if shutil.which(command) is None]
     if names and missing:
-        raise InputError(f"{config}: route(s) {', '.join(names)}: backend = \"slurm\" needs Slurm's client commands on PATH "
-                         f"(missing: {', '.join(missing)})")
+        raise InputError(f"{config}: route(s) {', '.join(names)}: backend = \"slurm\" needs Slurm's client commands "
+                         f"on PATH (missing: {', '.join(missing)})")
 
 
 def cluster_layout(study: Path) -> PhaseLayout:
@@ -76,8 +76,7 @@ def write_task(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
     algorithm = AlgorithmSpec(image=route.image, inference_script="", case_patterns=(),
                               input_socket=value.socket, output_sockets=tuple(prepared.interface.outputs))
     spec = task_spec(layout, PhaseSettings(route.interface, ENGINE, limits, gpu), algorithm,
-                     Submission(route.name, route.image, None, route.model), tag_digest(ENGINE, route.image), None,
-                     limits, gpu, case)
+                     Submission(route.name, route.image, None, route.model), None, None, limits, gpu, case)
     write_if_changed(layout.task(spec["job_id"]), spec)
     return spec
 
@@ -118,8 +117,8 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
         if current is not None and current["end"] is None:
             current["end"] = (state.get("cause") or "engine") if state else lost_cause(job_end(current["slurm_job_id"]))
             write_json_atomic(study / RECORD, record)
-            log.warning("study %s: the cluster lost Slurm job %s (%s)", study.name, current["slurm_job_id"],
-                        current["end"])
+            log.warning("study %s: the cluster lost Slurm job %s (%s%s)", study.name, current["slurm_job_id"],
+                        current["end"], f": {state['error']}" if state and state.get("error") else "")
         lost = [s["end"] for s in submissions if s["end"] not in FINAL]
         if len(lost) > route.slurm.max_resubmissions:
             raise InputError(f"detector {route.name}: the cluster lost its job {len(lost)} time(s) (last: "
@@ -127,8 +126,9 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
         if not submissions:  # what an earlier study of this name may have left
             shutil.rmtree(layout.out, ignore_errors=True)
         spec = write_task(route, study, prepared, layout, disk_gb)
-        handle = backend.submit_task(f"gw-{route.name}", layout.task(spec["job_id"]),
-                                     resources(JobLimits(**spec["limits"]), spec["gpu"]))
+        shutil.rmtree(layout.job(spec["job_id"]), ignore_errors=True)  # the state of the attempt the cluster lost
+        asks = dataclasses.replace(resources(JobLimits(**spec["limits"]), spec["gpu"]), gpus=route.slurm.gpus)
+        handle = backend.submit_task(f"gw-{route.name}", layout.task(spec["job_id"]), asks)
         submissions.append({"slurm_job_id": handle.job_id, "submitted": utc_now(), "end": None})
         record["task"] = spec["job_id"]
         write_json_atomic(study / RECORD, record)  # before waiting: a restart waits for this same job
