@@ -61,7 +61,7 @@ def run_detector(route: Route, study: Path, stopping: threading.Event, disk_gb: 
     """The route's algorithm on the study's input/ into its output/, writing at most `disk_gb` (the job runner
     service's own configuration sets it for a route with an inbox)."""
     if route.slurm is not None:
-        from .cluster import run_on_cluster  # the phase's Slurm code, only for a route on a cluster
+        from .cluster import run_on_cluster  # here: cluster.py imports this module's GatewayStopping
 
         run_on_cluster(route, study, stopping, disk_gb)
     elif route.inbox is None:
