@@ -1,7 +1,8 @@
 """Running a route's algorithm on one study: `run_detector(route, study, stopping)` fills the study's output/ or
 raises (InputError: the job failed; subprocess.TimeoutExpired; GatewayStopping). One way: a grand-challenge job by
 the project's job runner (image_routes.py), run in this process, or, for a route with an `inbox`, handed through
-that folder to the job-runner service (job_runner.py), which holds the Docker socket the gateway never holds."""
+that folder to the job-runner service (job_runner.py), which holds the Docker socket the gateway never holds, or, for
+a route with backend = "slurm", submitted to the cluster (cluster.py)."""
 
 from __future__ import annotations
 
@@ -59,7 +60,11 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
 def run_detector(route: Route, study: Path, stopping: threading.Event, disk_gb: float = DEFAULT_DISK_GB) -> None:
     """The route's algorithm on the study's input/ into its output/, writing at most `disk_gb` (the job runner
     service's own configuration sets it for a route with an inbox)."""
-    if route.inbox is None:
+    if route.slurm is not None:
+        from .cluster import run_on_cluster  # here: cluster.py imports this module's GatewayStopping
+
+        run_on_cluster(route, study, stopping, disk_gb)
+    elif route.inbox is None:
         run_image_route(route, study, disk_gb)
     else:
         run_in_inbox(route, study, stopping)
