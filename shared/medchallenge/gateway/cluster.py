@@ -36,7 +36,7 @@ from ..phase.submissions import Submission
 from .audit import utc_now
 from .config import Route
 from .image_routes import JOB_FOLDER, PreparedJob, job_datasets, prepare_job, write_results
-from .jobs import GatewayStopping
+from .stopping import GatewayStopping
 
 log = logging.getLogger("medchallenge.gateway")
 

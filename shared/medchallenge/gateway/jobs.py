@@ -17,16 +17,13 @@ from pathlib import Path
 from ..errors import InputError
 from ..jobs.conditions import DEFAULT_DISK_GB
 from ..jobs.runner import TIME_LIMIT
+from .cluster import run_on_cluster
 from .config import Route
 from .image_routes import JOB_FOLDER, run_image_route
+from .stopping import GatewayStopping
 
 POLL_SECONDS = 0.5
 JOB_MARGIN_SECONDS = 300  # the job runner converts the study and starts the container before the job's time limit
-
-
-class GatewayStopping(Exception):
-    """The gateway is stopping while the job-runner service works on the study: it stays in running/ (and the job in
-    the inbox), and the next start takes it up again."""
 
 
 def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
@@ -61,8 +58,6 @@ def run_detector(route: Route, study: Path, stopping: threading.Event, disk_gb: 
     """The route's algorithm on the study's input/ into its output/, writing at most `disk_gb` (the job runner
     service's own configuration sets it for a route with an inbox)."""
     if route.slurm is not None:
-        from .cluster import run_on_cluster  # here: cluster.py imports this module's GatewayStopping
-
         run_on_cluster(route, study, stopping, disk_gb)
     elif route.inbox is None:
         run_image_route(route, study, disk_gb)
