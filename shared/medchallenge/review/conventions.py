@@ -25,7 +25,7 @@ from .geometry import Geometry
 MIN_GAIN = 0.2  # the metric must rise by this much, and at least double, for a transform to be named
 # An evaluator whose cases are costly (RibFrac: masks read, changed, written and matched again per transform) is
 # checked on its first cases only, the metric before recomputed on them: a convention mistake shows in any few.
-MAX_CHECKED_COSTLY_CASES = 16
+MAX_CHECKED_COSTLY_CASES = 8
 
 Box = tuple[int, ...]
 Transform = Callable[[Any, Mapping[str, Geometry], Path], Any]  # (cases, geometry, scratch folder)
@@ -40,7 +40,7 @@ class Finding:
     metric: str
     before: float
     after: float
-    scope: str = ""  # "the first 16 of 160 cases" where the check saw only those
+    scope: str = ""  # "the first 8 of 160 cases" where the check saw only those
 
     def line(self) -> str:
         return (f"your {self.what} match the ground truth if {self.description}: {self.metric} "
@@ -137,7 +137,7 @@ def _masks_changed(change: Callable[[np.ndarray], np.ndarray]) -> Transform:
             changed = sitk.GetImageFromArray(np.ascontiguousarray(change(sitk.GetArrayViewFromImage(original))))
             if changed.GetSize() == original.GetSize():
                 changed.CopyInformation(original)
-            target = folder / f"{len(sources):05d}.nii"  # uncompressed: read once, soon deleted
+            target = folder / f"{len(sources):05d}.nii.gz"
             sitk.WriteImage(changed, str(target))
             sources[case_id] = dataclasses.replace(source, pred_volume=target)
         return dataclasses.replace(cases, sources=sources)
