@@ -98,7 +98,7 @@ def test_missing_images_folder_is_a_note_not_a_failure(tb, tmp_path):
     assert "Convention check: no simple transform" not in page  # not claimed: nothing was tried
 
 
-def test_caption_review_without_images_draws_the_concepts_worst_first(tmp_path):
+def test_caption_review_asked_for_without_images_draws_the_concepts_worst_first(tmp_path):
     root = synthesized(tmp_path / "cap", "imageclef-caption-images", "--edition", "2022", "--images", "4",
                        "--seed", "2")
     with open(root / "ground_truth" / "concepts.tsv", newline="") as handle:
@@ -109,8 +109,11 @@ def test_caption_review_without_images_draws_the_concepts_worst_first(tmp_path):
     (run / "concepts.csv").write_text("".join(f"{i}|{'C9999999' if n == 1 else concepts[i]}\n"
                                               for n, i in enumerate(ids)))
     evaluator = importlib.import_module("medchallenge.evaluators.imageclef_caption").EVALUATOR
-    assert evaluator.main(["--edition", "2022", "--input", str(run), "--ground-truth", str(root / "ground_truth"),
-                           "--output", str(tmp_path / "out"), "--no-progress"]) == 0
+    argv = ["--edition", "2022", "--input", str(run), "--ground-truth", str(root / "ground_truth"), "--output",
+            str(tmp_path / "out"), "--no-progress"]
+    assert evaluator.main(argv) == 0
+    assert not (tmp_path / "out" / REVIEW_PAGE).exists()  # no case images, not asked for: no review, no cost
+    assert evaluator.main([*argv, "--review"]) == 0
     page = (tmp_path / "out" / REVIEW_PAGE).read_text()
     shown = figures(page)
     assert [case for case, _ in shown][0] == ids[1] and shown[0][1] == "concept_f1 0.000"

@@ -1,9 +1,9 @@
 """The evaluator's review: `review.html` beside metrics.json, one offline page (no script, the PNGs embedded) with
 the aggregates, the evaluator's notes, the convention check and the case figures, worst first, drawn by the same
-`review_jobs` as pre-flight's and a phase's reports. The case images come from `--images DIR`, else from an
-`images/` folder in the ground truth (where grand-challenge's evaluator, which gets no arguments, can find them);
-without them, what needs no image is drawn. The review is an aid: a failure to draw it is a logged warning, and it
-never changes metrics.json."""
+`review_jobs` as pre-flight's and a phase's reports. It is written when case images are given: `--images DIR`, or
+an `images/` folder in the ground truth (where grand-challenge's evaluator, which gets no arguments, finds them; an
+empty one asks for what needs no image); `--review` asks for it without images, `--no-review` never. The review is
+an aid: a failure to draw it is a logged warning, and it never changes metrics.json."""
 
 from __future__ import annotations
 
@@ -26,10 +26,22 @@ NO_IMAGES = (f"no case images (--images DIR, or an {IMAGES_FOLDER}/ folder in th
 
 def add_review_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--images", type=Path, default=None, metavar="DIR",
-                        help=f"the case images, for the figures of {REVIEW_PAGE} (default: the ground truth's "
-                             f"{IMAGES_FOLDER}/ folder where there is one)")
-    parser.add_argument("--no-review", action="store_true",
-                        help=f"do not write {REVIEW_PAGE} (the case figures and the convention check)")
+                        help=f"the case images: write {REVIEW_PAGE} (the case figures and the convention check) "
+                             f"with them (default: the ground truth's {IMAGES_FOLDER}/ folder where there is one)")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--review", dest="review", action="store_const", const=True, default=None,
+                        help=f"write {REVIEW_PAGE} also without case images (what needs none: caption concepts, "
+                             "RibFrac masks)")
+    choice.add_argument("--no-review", dest="review", action="store_const", const=False,
+                        help=f"do not write {REVIEW_PAGE}, even with case images")
+
+
+def review_wanted(args: argparse.Namespace) -> bool:
+    """--review or --no-review where given, else whether there are case images (--images, the ground truth's
+    IMAGES_FOLDER)."""
+    if args.review is not None:
+        return args.review
+    return args.images is not None or (args.ground_truth / IMAGES_FOLDER).is_dir()
 
 
 def case_images(images: Path | None, ground_truth: Path) -> tuple[list[Path], list[str]]:
