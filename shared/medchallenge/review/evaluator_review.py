@@ -53,9 +53,9 @@ def case_images(images: Path | None, ground_truth: Path) -> tuple[list[Path], li
     try:
         entries = sorted(folder.iterdir())
     except OSError as exc:
-        log.warning("warning: --images %s: cannot be listed (%s); %s is drawn without images", folder,
+        log.warning("warning: %s: the case images cannot be listed (%s); %s is drawn without them", folder,
                     exc.strerror or exc, REVIEW_PAGE)
-        return [], [f"--images {folder}: cannot be listed ({exc.strerror or exc}); {NO_IMAGES}"]
+        return [], [f"{folder}: the case images cannot be listed ({exc.strerror or exc}); {NO_IMAGES}"]
     files = [path for path in entries if not path.name.startswith(".") and stat.S_ISREG(path.lstat().st_mode)]
     skipped = len(entries) - len(files)
     return files, [f"{folder}: {skipped} entries skipped (hidden, links or not regular files)"] if skipped else []
