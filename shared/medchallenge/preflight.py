@@ -90,7 +90,7 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path,
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
-            str(evaluation), "--no-progress", "--bootstrap", str(args.bootstrap),
+            str(evaluation), "--no-progress", "--no-review", "--bootstrap", str(args.bootstrap),
             "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level)]
     failed = [job.case.name for job in jobs if not job.result.succeeded]
     section: dict[str, Any] = {"evaluator": CHALLENGES[args.challenge].evaluator_module, "edition": args.edition,

@@ -4,25 +4,19 @@ escaped."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-STYLE = """
-body { font-family: sans-serif; margin: 24px; color: #1b1b1b; max-width: 1200px; }
-table { border-collapse: collapse; margin: 8px 0 20px; }
-th, td { border: 1px solid #c8c8c8; padding: 4px 8px; text-align: left; vertical-align: top; font-size: 14px; }
-th { background: #eef1f5; }
-td.number { text-align: right; font-variant-numeric: tabular-nums; }
+from .review.page import BASE_STYLE, review_section
+from .review.page import STYLE as REVIEW_STYLE
+
+STYLE = BASE_STYLE + """
 .succeeded { background: #dff3e3; }
 .failed { background: #f9dcdc; }
 .verdict { font-size: 20px; padding: 8px 12px; display: inline-block; }
 pre { background: #f6f6f6; padding: 8px; font-size: 12px; overflow-x: auto; }
-figure { display: inline-block; margin: 4px 8px 8px 0; vertical-align: top; }
-figcaption { font-size: 12px; max-width: 320px; overflow-wrap: anywhere; }
-.convention { background: #fff4d6; padding: 6px 10px; }
-"""
+""" + REVIEW_STYLE
 
 
 def _text(value: Any) -> str:
@@ -82,24 +76,6 @@ def evaluation_section(evaluation: dict[str, Any] | None) -> str:
             f"{''.join(rows)}</table>" + (f"<ul>{notes}</ul>" if notes else ""))
 
 
-def review_section(evaluation: dict[str, Any] | None, figures: Mapping[str, bytes]) -> str:
-    """The convention check's lines and the case figures (PNG data URIs: the page stays one offline file)."""
-    review = (evaluation or {}).get("review")
-    if not review:
-        return ""
-    findings = "".join(f'<p class="convention">{escape(line)}</p>' for line in review["conventions"])
-    tried = ", ".join(escape(t) for t in review["transforms_tried"])
-    checked = (f"<p>Convention check: no simple transform ({tried}) scores far better.</p>" if tried and not findings
-               else "")
-    shown = "".join(f'<figure><img alt="{escape(entry["case"])}" src="data:image/png;base64,'
-                    f'{base64.b64encode(figures[entry["file"]]).decode()}"><figcaption>{escape(entry["case"])}: '
-                    f'{escape(entry["caption"])}</figcaption></figure>'
-                    for entry in review["figures"] if entry["file"] in figures)
-    notes = "".join(f"<li>{escape(n)}</li>" for n in review["notes"])
-    return ("<h2>What the algorithm did (worst-scoring cases first; green: ground truth, red: predictions)</h2>"
-            f"{findings}{checked}<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
-
-
 def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None) -> str:
     """The page of a pre-flight, or of a phase's submission (`data["team"]`: a report of its jobs, not advice), with
     the review's figures (`figures`: their bytes by file name)."""
@@ -133,7 +109,7 @@ limits {limits['memory_gb']:g} GB and {limits['time_limit_s']:g} s per job (gran
 <th>output sockets</th><th>error (grand-challenge's words)</th></tr>{job_rows(data)}</table>
 {job_logs(data)}
 {evaluation_section(data['evaluation'])}
-{review_section(data['evaluation'], figures or {})}
+{review_section((data['evaluation'] or {}).get('review'), figures or {})}
 <h2>Conditions the jobs ran under</h2>
 <table id="conditions"><tr><th>condition</th><th>as grand-challenge</th><th>source</th></tr>{conditions}</table>
 <p>{escape(data['tool'])}</p>

@@ -252,7 +252,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         "tb-caverns", "ImageCLEF 2022 TB caverns", TB_CAVERNS_INTERFACE,
         demo_size=("--cases", "8"), test_size=("--cases", "3", "--shape", "192", "192", "48"),
         evaluator_description="ImageCLEF 2022 TB caverns detection: official mAP over IoU 0.40-0.75",
-        evaluator_extras=(),
+        evaluator_extras=("ct", "plots"),  # SimpleITK and matplotlib: review.html's figures
         submissions=(SubmissionFormat("", ("submission.txt",), "the official run file, no header, one line per box: "
                                       "`TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2` (integer voxel indices, X1<X2, Y1<Y2, "
                                       "Z1<Z2); cases without caverns are left out", "map"),),

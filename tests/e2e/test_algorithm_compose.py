@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -29,7 +31,8 @@ RUN_FILES = {"tb-caverns": {"submission.txt"}, "ribfrac": {"ribfrac-predictions.
 
 @pytest.fixture(scope="module", params=WITH_ALGORITHM, ids=[c.algorithm_service.name for c in WITH_ALGORITHM])
 def setup(request, docker_compose, tmp_path_factory) -> tuple[Configuration, Path]:
-    """The configuration's algorithm and evaluator images built, and a synthetic cohort of its algorithm's inputs."""
+    """The configuration's algorithm and evaluator images built, and a synthetic cohort of its algorithm's inputs
+    (also in the ground truth's images/ folder, where the evaluator finds the case images of its review.html)."""
     configuration: Configuration = request.param
     challenge = configuration.challenge
     docker_compose("build", configuration.algorithm_service.name, configuration.service.name)
@@ -37,6 +40,7 @@ def setup(request, docker_compose, tmp_path_factory) -> tuple[Configuration, Pat
     subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.input_generator, "--out", str(root),
                     *challenge.input_generator_size(demo=False), *configuration.edition.synth_arguments,
                     "--seed", "11"], check=True)
+    shutil.copytree(root / "input", root / "ground_truth" / "images")
     return configuration, readable(root)
 
 
@@ -70,6 +74,10 @@ def test_one_compose_run_goes_from_inputs_to_metrics(setup, docker_compose, tmp_
                     str(predictions), "--ground-truth", str(cohort / "ground_truth"), "--output", str(local),
                     "--no-progress"], check=True, env={**os.environ, **configuration.edition.build_args})
     assert json.loads((local / "metrics.json").read_text())["aggregates"] == metrics["aggregates"]
+    # review.html drawn inside the image as without Docker (its figures need the image's SimpleITK and matplotlib)
+    drawn = [len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', (folder / "review.html").read_text()))
+             for folder in (metrics_dir, local)]
+    assert drawn[0] == drawn[1] > 0
 
 
 @pytest.mark.parametrize("setup", ON_GRAND_CHALLENGE, ids=[c.algorithm_service.name for c in ON_GRAND_CHALLENGE],
