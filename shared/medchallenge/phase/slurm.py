@@ -129,6 +129,14 @@ def job_end(job_id: str) -> TaskEnd | None:
     return next((_task_end(job) for job in _shown_jobs(job_id) if job.get("JobId") == job_id), None)
 
 
+def jobs_named(name: str) -> list[str]:
+    """The ids of the jobs slurmctld knows (pending, running, or over within MinJobAge) that `submit_task(name, ...)`
+    would have named so, oldest first."""
+    shown = parse_scontrol(_slurm("scontrol", "show", "job", "--oneliner", check=False).stdout)
+    named = [job["JobId"] for job in shown if job.get("JobName") == f"mc-{name}" and job.get("JobId", "").isdigit()]
+    return sorted(named, key=int)
+
+
 def lost_cause(end: TaskEnd | None) -> str:
     """Why a task ended without a result, in the phase's words (CAUSES), from Slurm's final state of it."""
     if end is None:
