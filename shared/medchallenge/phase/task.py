@@ -37,6 +37,9 @@ from .records import failed_before_running, write_result, write_state
 log = logging.getLogger("medchallenge.phase")
 OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
 NAME_PREFIX = "medchallenge-phase"  # the job's container is named NAME_PREFIX-<job_id>
+# what state.json keeps of the job's result (JobResult.to_json), beside the task's own time, host and times
+STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "gpu_seconds", "peak_memory_bytes",
+                "gpu_passed", "used_gpu")
 
 
 class GuardedLauncher:
@@ -159,12 +162,11 @@ def main(argv: list[str] | None = None) -> int:
         layout.running(job_id).unlink(missing_ok=True)
         raise
     write_result(folder, result)
+    job = result.to_json()
     write_state(layout, job_id, {
-        "status": result.status, "error": result.error, "cause": _cause(result.error),
-        "exit_code": result.exit_code, "wall_seconds": round(result.wall_seconds, 3),
-        "task_seconds": round(time.perf_counter() - clock, 3), "peak_memory_bytes": result.peak_memory_bytes,
-        "gpu_passed": result.gpu_passed, "used_gpu": result.used_gpu, "host": socket.gethostname(),
-        "started": started, "finished": _now()})
+        **{key: job[key] for key in STATE_FIELDS}, "cause": _cause(result.error),
+        "task_seconds": round(time.perf_counter() - clock, 3), "host": socket.gethostname(), "started": started,
+        "finished": _now()})
     layout.running(job_id).unlink(missing_ok=True)
     log.info("job %s: %s%s", job_id, result.status, f": {result.error}" if result.error else "")
     return 0
