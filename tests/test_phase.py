@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from medchallenge.errors import InputError
-from medchallenge.jobs import JobLimits
+from medchallenge.jobs import EmulationError, JobLimits
 from medchallenge.phase import status as phase_status
 from medchallenge.phase.backend import Resources, open_backend
 from medchallenge.phase.evaluate import evaluation_fingerprint
@@ -26,6 +26,7 @@ from medchallenge.phase.layout import PhaseLayout
 from medchallenge.phase.local import LocalBackend, Work
 from medchallenge.phase.plan import job_id
 from medchallenge.phase.submissions import read_submissions
+from medchallenge.phase.task import GuardedLauncher
 
 HEX = "ab" * 32
 
@@ -269,6 +270,37 @@ def test_phase_status_adds_up_what_finished_jobs_used_per_submission_and_once_pe
     assert "    2 finished job(s) used: wall 70.2 s, CPU 4.5 s, GPU 60.2 s, peak memory 300 MiB" in text
     assert "phase: 3 finished job(s) used: wall 72.2 s, CPU 5.8 s, GPU 62.2 s, peak memory 300 MiB (a job two " \
            "submissions share counted once)" in text
+
+
+class CountingImage:
+    """A launcher's image checks, counted; `refusal`: they refuse the image."""
+
+    description = "counted image"
+
+    def __init__(self, refusal: str | None = None):
+        self.refusal = refusal
+        self.checks = 0
+
+    def check(self) -> list[str]:
+        self.checks += 1
+        if self.refusal:
+            raise EmulationError(self.refusal)
+        return ["the image sets GRAND_CHALLENGE_X"]
+
+
+def test_an_images_upload_checks_once_passed_are_not_done_again_by_the_phases_other_tasks(tmp_path):
+    layout = PhaseLayout.of(tmp_path)
+    first, second, other = CountingImage(), CountingImage(), CountingImage()
+    for image in (first, second):
+        assert GuardedLauncher(image, False, layout.image_check(f"sha256:{HEX}")).check() == \
+            ["the image sets GRAND_CHALLENGE_X"]
+    GuardedLauncher(other, False, layout.image_check(f"sha256:{'cd' * 32}")).check()
+    assert (first.checks, second.checks, other.checks) == (1, 0, 1)  # by digest: another image is checked
+    refused = [CountingImage("image x: The container runs as root") for _ in range(2)]
+    for image in refused:  # a refusal is not kept (it may be the engine failing): each task checks again
+        with pytest.raises(EmulationError, match="runs as root"):
+            GuardedLauncher(image, False, layout.image_check(f"sha256:{'ef' * 32}")).check()
+    assert [image.checks for image in refused] == [1, 1]
 
 
 def test_a_second_phase_run_on_the_same_folder_is_refused_in_one_line(tmp_path, capsys):

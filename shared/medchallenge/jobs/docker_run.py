@@ -43,6 +43,7 @@ NOT_STARTED = (126, 127)
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
 ENGINES = ("docker", "podman")
+NAME_IN_USE = "already in use"  # both engines' words when a container of the name exists
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 
 
@@ -428,11 +429,14 @@ class DockerImage:
         """Run the container to its end or its time limit, measuring its memory peak, CPU time (its cgroup, read every
         POLL_S while it runs) and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
-        self._cli("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         quota = DiskQuota(folders, limits.disk_bytes)
         started = time.perf_counter()
         # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
         run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
+        if run.returncode != 0 and NAME_IN_USE in run.stderr:  # left by a runner killed during this job (its pk)
+            self._cli("rm", "--force", name, check=False)
+            started = time.perf_counter()
+            run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
         if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
             self._cli("rm", "--force", name, check=False)
             return Execution(exit_code=run.returncode, wall_seconds=time.perf_counter() - started,

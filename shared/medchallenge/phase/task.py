@@ -44,15 +44,26 @@ STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "
 
 class GuardedLauncher:
     """A launcher whose failures to start or follow the container are the engine's (EngineError), not the job's;
-    and a GPU asked for but absent on this node is the node's."""
+    a GPU asked for but absent on this node is the node's; and an image's upload checks, once passed, are not done
+    again by the phase's other tasks (`checked`: where their notes are kept)."""
 
-    def __init__(self, launcher: DockerImage, gpu: bool):
+    def __init__(self, launcher: DockerImage, gpu: bool, checked: Path):
         self.launcher = launcher
         self.description = launcher.description
         self.gpu = gpu
+        self.checked = checked
 
     def check(self) -> list[str]:
-        return self.launcher.check()
+        try:
+            notes = json.loads(self.checked.read_text())["notes"]
+            if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
+                return notes
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        notes = self.launcher.check()  # a refusal is not kept: it may be the engine's failure, not the image's
+        self.checked.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.checked, {"notes": notes})
+        return notes
 
     def gpu_available(self) -> bool:
         available = self.launcher.gpu_available()
@@ -111,7 +122,8 @@ def run_task(spec: dict[str, Any]) -> JobResult:
                           image_file=Path(v["image_file"])) for v in spec["inputs"]]
     limits = JobLimits(**spec["limits"])
     try:
-        guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"])
+        guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"],
+                                  layout.image_check(spec["image"]["digest"]))
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
                        gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
