@@ -38,6 +38,11 @@ def backend_notes(state: dict[str, Any]) -> list[str]:
         notes.append(f"ended by {state['cause']}")
     if state.get("requeued"):
         notes.append(f"requeued {state['requeued']} time(s) by the scheduler")
+    if state.get("slurm_cpu_seconds") is not None or state.get("slurm_max_rss_bytes") is not None:
+        cpu, rss = state.get("slurm_cpu_seconds"), state.get("slurm_max_rss_bytes")
+        notes.append("Slurm's accounting of the task (its runner: the container is not in the Slurm step): CPU "
+                     + ("–" if cpu is None else f"{cpu:.1f} s") + ", MaxRSS "
+                     + ("–" if rss is None else f"{rss / (1 << 20):.0f} MiB"))
     return notes
 
 
