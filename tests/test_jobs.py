@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from helpers import InProcessAlgorithm
-from medchallenge.jobs import (DockerImage, EmulationError, JobFolders, JobLimits, LocalProcess, SocketValue,
-                               extract_model, resolve_gpu, run_job)
-from medchallenge.jobs.docker_run import _read_cpu_seconds, container_of, host_path, written_outside
+from medchallenge.jobs import (DockerImage, EmulationError, Execution, JobFolders, JobLimits, LocalProcess,
+                               SocketValue, extract_model, resolve_gpu, run_job)
+from medchallenge.jobs.docker_run import _read_cpu_seconds, container_of, gpu_count, host_path, written_outside
 from medchallenge.sockets import Socket
 
 SCORE = Socket("score", "Float", "Value", "score.json")
@@ -242,6 +242,32 @@ def test_the_docker_command_carries_grand_challenge_s_conditions_and_the_gpu_whe
     gpu_command = image.command(folders, JobLimits(memory_gb=16), gpu=True, name="job")
     assert ("--gpus", "1") in set(zip(gpu_command, gpu_command[1:]))
     assert ("--cpus", f"{min(4, os.cpu_count())}") in set(zip(gpu_command, gpu_command[1:]))  # ml.g4dn.xlarge
+
+
+class GpuLauncher:
+    """A launcher with GPUs: its job takes 3 s with the GPUs DockerImage gives a job."""
+
+    description = "GPU test launcher"
+
+    def check(self) -> list[str]:
+        return []
+
+    def gpu_available(self) -> bool:
+        return True
+
+    def launch(self, folders, limits, gpu, name):
+        (folders.output / "score.json").write_text("1")
+        return Execution(exit_code=0, wall_seconds=3.0, gpus=gpu_count(gpu))
+
+
+@pytest.mark.parametrize("given, gpu, seconds", [("", "on", 3.0), ("0,1", "on", 6.0), ("2", "on", 3.0),
+                                                 ("0,1", "off", 0.0)])
+def test_a_job_s_gpu_seconds_are_its_wall_seconds_times_the_gpus_slurm_or_cuda_gave_it(tmp_path, monkeypatch,
+                                                                                        given, gpu, seconds):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("SLURM_JOB_GPUS", given)
+    result = run_job(GpuLauncher(), [], [SCORE], tmp_path / "job", gpu=gpu)
+    assert result.succeeded and result.gpu_seconds == seconds and result.to_json()["gpu_seconds"] == seconds
 
 
 def test_gpu_on_without_a_gpu_is_refused_before_the_job_and_auto_runs_without(tmp_path):

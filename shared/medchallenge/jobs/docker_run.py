@@ -72,6 +72,11 @@ def gpu_devices() -> list[str]:
     return [d.strip() for d in given.split(",") if d.strip()]
 
 
+def gpu_count(gpu: bool) -> int:
+    """The GPUs a job is given: those named for the runner's job (gpu_devices), else one; none without `gpu`."""
+    return (len(gpu_devices()) or 1) if gpu else 0
+
+
 def engine_differences(engine: str, gpu: bool) -> list[str]:
     """The options of `ENGINE run` where Podman differs from Docker. Podman asks the kernel for its own default
     open-files and processes limits, above what an unprivileged host (or a Slurm step) allows: "error setting rlimit
@@ -492,7 +497,7 @@ class DockerImage:
         diff = self._cli("diff", name, check=False).stdout
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
                          disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
-                         cpu_seconds=cpu, gpus=(len(gpu_devices()) or 1) if gpu else 0,
+                         cpu_seconds=cpu, gpus=gpu_count(gpu),
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff, self.engine))
