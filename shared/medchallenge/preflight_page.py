@@ -27,6 +27,10 @@ def _mib(value: int | None) -> str:
     return "–" if value is None else f"{value / (1 << 20):.0f} MiB"
 
 
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
+
+
 def _gpu(job: dict[str, Any]) -> str:
     if not job["gpu_passed"]:
         return "not passed"
@@ -40,6 +44,8 @@ def job_rows(data: dict[str, Any]) -> str:
                               for o in job["outputs"]) or "–"
         rows.append(f'<tr class="{job["status"]}"><td>{escape(job["case"])}</td><td>{job["status"]}</td>'
                     f'<td class="number">{job["wall_seconds"]:.2f}</td>'
+                    f'<td class="number">{_seconds(job["cpu_seconds"])}</td>'
+                    f'<td class="number">{_seconds(job["gpu_seconds"])}</td>'
                     f'<td class="number">{_mib(job["peak_memory_bytes"])}</td><td>{_gpu(job)}</td>'
                     f'<td>{outputs}</td><td>{_text(job["error"])}</td></tr>')
     return "".join(rows)
@@ -100,12 +106,14 @@ def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None
 <h1>{title} for {escape(data['challenge'])}</h1>
 <p class="verdict {'succeeded' if data['ready'] else 'failed'}">{verdict}</p>
 <p>{summary['num_succeeded']} of {summary['num_jobs']} jobs succeeded; {summary['total_wall_seconds']:.1f} s in all,
-{summary['max_wall_seconds']:.1f} s the longest; peak memory {_mib(summary['max_peak_memory_bytes'])};
+{summary['max_wall_seconds']:.1f} s the longest; CPU {_seconds(summary['total_cpu_seconds'])} s, GPU
+{_seconds(summary['total_gpu_seconds'])} s in all; peak memory {_mib(summary['max_peak_memory_bytes'])};
 limits {limits['memory_gb']:g} GB and {limits['time_limit_s']:g} s per job (grand-challenge's instance
 {escape(limits['gc_instance'])}, {limits['gc_instance_vcpus']} vCPUs); model {_text(data['model'])}.</p>
 {f'<ul>{image_notes}</ul>' if image_notes else ''}
 <h2>Jobs</h2>
-<table id="jobs"><tr><th>case</th><th>status</th><th>seconds</th><th>peak memory</th><th>GPU</th>
+<table id="jobs"><tr><th>case</th><th>status</th><th>seconds</th><th>CPU seconds</th><th>GPU seconds</th>
+<th>peak memory</th><th>GPU</th>
 <th>output sockets</th><th>error (grand-challenge's words)</th></tr>{job_rows(data)}</table>
 {job_logs(data)}
 {evaluation_section(data['evaluation'])}
