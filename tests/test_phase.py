@@ -18,7 +18,8 @@ import pytest
 from medchallenge.errors import InputError
 from medchallenge.jobs import EmulationError, JobLimits
 from medchallenge.phase import status as phase_status
-from medchallenge.phase.backend import Resources, open_backend
+from medchallenge.phase.backend import Resources
+from medchallenge.phase.run import open_backend
 from medchallenge.phase.evaluate import evaluation_fingerprint
 from medchallenge.phase.hashes import HashCache, sha256_file
 from medchallenge.phase.images import archive_digest

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..phase.backend import BACKENDS
 from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
@@ -314,7 +315,6 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
               "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm"}
 SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
-BACKENDS = ("local", "slurm")
 
 
 def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:

@@ -94,8 +94,6 @@ def _points_changed(change: Callable[[np.ndarray, np.ndarray, Geometry], tuple[n
     """object-CXR: every point of an image whose geometry is known, changed by `change`; the hit tests redone."""
 
     def transform(cases: Any, geometry: Mapping[str, Geometry], scratch: Path) -> Any:
-        from ..evaluators.object_cxr import prepare_hit_tests
-
         submission = cases.submission
         x, y = submission.x.copy(), submission.y.copy()
         for index, path in enumerate(cases.gt.image_paths):
@@ -103,9 +101,7 @@ def _points_changed(change: Callable[[np.ndarray, np.ndarray, Geometry], tuple[n
             chosen = submission.point_image == index
             if image is not None and chosen.any():
                 x[chosen], y[chosen] = change(submission.x[chosen], submission.y[chosen], image)
-        changed = dataclasses.replace(submission, x=x, y=y)
-        return dataclasses.replace(cases, submission=changed,
-                                   sources=prepare_hit_tests(cases.gt, changed, cases.polygon_rule))
+        return cases.with_points(x, y)  # evaluators/object_cxr.py's PointCases
 
     return transform
 
