@@ -23,7 +23,7 @@ from ..io import write_json_atomic, write_text_atomic
 from ..jobs import JobLimits
 from ..logs import setup_logging
 from ..preflight import REVIEW_FOLDER, report, review_figures, score_jobs
-from ..preflight_page import render_page
+from ..preflight.page import render_page
 from .hashes import sha256_json
 from .layout import PhaseLayout
 from .records import BACKEND_FIELDS, backend_notes, is_final, read_result, read_state

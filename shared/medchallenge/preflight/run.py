@@ -22,24 +22,23 @@ import argparse
 import importlib
 import logging
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from . import bootstrap as boot
-from .errors import InputError, report_errors
-from .evaluator import build_parser, score, write_results
-from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from .io import atomic_output, write_json_atomic, write_text_atomic
-from .jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
-from .jobs.conditions import add_limit_arguments
-from .jobs.usage import usage_totals
-from .leaderboard import edition_environment
-from .logs import setup_logging
-from .preflight_page import render_page
-from .registry import CHALLENGES
-from .review import review_jobs
+from .. import __version__
+from .. import bootstrap as boot
+from ..errors import InputError, report_errors
+from ..evaluator import build_parser, score, write_results
+from ..gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
+from ..io import atomic_output, write_json_atomic, write_text_atomic
+from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
+from ..jobs.conditions import add_limit_arguments
+from ..jobs.usage import usage_totals
+from ..leaderboard import edition_environment
+from ..logs import setup_logging
+from ..registry import CHALLENGES
+from ..review import review_jobs
+from .page import render_page
 
 log = logging.getLogger("medchallenge.preflight")
 REPORT_FILES = ("preflight.json", "preflight.html")
@@ -216,6 +215,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {args.output / 'preflight.html'}")
     return 0 if data["ready"] else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-from .review.page import BASE_STYLE, review_section
-from .review.page import STYLE as REVIEW_STYLE
+from ..review.page import BASE_STYLE, review_section
+from ..review.page import STYLE as REVIEW_STYLE
 
 STYLE = BASE_STYLE + """
 .succeeded { background: #dff3e3; }
