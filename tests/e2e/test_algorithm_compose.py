@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import open_dir, readable
-from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, image_launcher
+from medchallenge.grand_challenge.emulator import ALGORITHMS, emulate, find_cases, image_launcher
 from medchallenge.registry import CONFIGURATIONS_WITH_DATA, SERVICES, Configuration
 
 # every configuration with an algorithm service of its own (caption: one per edition)

@@ -24,7 +24,7 @@ import threading
 from pathlib import Path
 
 from ..errors import InputError
-from ..gc_emulator import AlgorithmSpec
+from ..grand_challenge.emulator import AlgorithmSpec
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..phase.cases import Case

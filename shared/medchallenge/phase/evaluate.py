@@ -18,7 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import InputError, report_errors
-from ..gc_emulator import ALGORITHMS, CaseJob
+from ..grand_challenge.emulator import ALGORITHMS, CaseJob
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs import JobLimits
 from ..logs import setup_logging

@@ -19,7 +19,7 @@ from typing import Any
 
 from .. import bootstrap as boot
 from ..errors import InputError
-from ..gc_emulator import ALGORITHMS, find_cases
+from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments

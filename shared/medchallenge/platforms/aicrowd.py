@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, report_errors
-from ..gc_pack import check_ground_truth
+from ..grand_challenge.pack import check_ground_truth
 from ..io import write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..registry import CONFIGURATIONS, Configuration

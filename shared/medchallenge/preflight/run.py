@@ -29,7 +29,7 @@ from .. import __version__
 from .. import bootstrap as boot
 from ..errors import InputError, report_errors
 from ..evaluator import build_parser, score, write_results
-from ..gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
+from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from ..io import atomic_output, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
 from ..jobs.conditions import add_limit_arguments
