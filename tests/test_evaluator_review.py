@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from medchallenge.review import evaluator_review
 from medchallenge.review.evaluator_review import IMAGES_FOLDER, REVIEW_PAGE
 from medchallenge.review.geometry import read_geometry
 from test_review import synthesized, tb_boxes, write_tb_run
@@ -87,6 +88,24 @@ def test_cli_names_flipped_boxes_and_escapes_participant_text(tb, tmp_path):
     metrics = (tmp_path / "out" / "metrics.json").read_bytes()
     run_in_process(run, ground_truth, tmp_path / "plain", "--no-review")
     assert (tmp_path / "plain" / "metrics.json").read_bytes() == metrics
+
+
+def test_the_mounted_images_folder_is_the_default_and_its_absence_is_no_review(tb, tmp_path, monkeypatch):
+    """compose.yaml mounts the challenge's input/ at EVALUATOR_IMAGES: review.html is drawn from it. Grand-challenge
+    mounts nothing there, and an empty mount is a compose run without images: no review.html, not a word."""
+    ground_truth = tmp_path / "ground_truth"  # without images/
+    shutil.copytree(tb / "ground_truth", ground_truth, ignore=shutil.ignore_patterns(IMAGES_FOLDER))
+    run = write_tb_run(tmp_path / "run", tb_boxes(tb))
+    monkeypatch.setattr(evaluator_review, "MOUNTED_IMAGES", tb / "input")
+    run_in_process(run, ground_truth, tmp_path / "mounted")
+    assert len(figures((tmp_path / "mounted" / REVIEW_PAGE).read_text())) == 4
+    (tmp_path / "empty").mkdir()
+    for mounted in (tmp_path / "absent", tmp_path / "empty"):
+        monkeypatch.setattr(evaluator_review, "MOUNTED_IMAGES", mounted)
+        run_in_process(run, ground_truth, tmp_path / mounted.name)
+        assert sorted(p.name for p in (tmp_path / mounted.name).iterdir()) == ["metrics.json"]
+        metrics = (tmp_path / mounted.name / "metrics.json").read_bytes()
+        assert metrics == (tmp_path / "mounted" / "metrics.json").read_bytes()
 
 
 def test_missing_images_folder_is_a_note_not_a_failure(tb, tmp_path):

@@ -30,7 +30,7 @@ from .evaluation import check_regular_files, compute_records, input_fingerprint,
 from .io import write_json_atomic, write_metrics
 from .logs import setup_logging
 from .registry import CHALLENGES
-from .review.evaluator_review import REVIEW_PAGE, add_review_arguments, review_wanted, write_review
+from .review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
 
 log = logging.getLogger("medchallenge.evaluator")
 
@@ -284,7 +284,7 @@ def write_results(evaluator: Evaluator, args: argparse.Namespace, scored: Scored
         if evaluator.write_figures is not None and not args.no_plots:
             evaluator.write_figures(args.output, scored.cases, scored.records, scored.summary)
         if review_wanted(args):
-            write_review(evaluator, scored, args.images, args.ground_truth, args.output)
+            write_review(evaluator, scored, images_folder(args), args.output)
         if args.scores is not None:
             write_json_atomic(args.scores, scored.summary.aggregates)
         # last: metrics.json present = the run succeeded

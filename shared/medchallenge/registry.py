@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .contract import EVALUATOR_IMAGES
 from .platforms.submissions import SubmissionFormat
 from .sockets import CAPTION_INTERFACE, OBJECT_CXR_INTERFACE, RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface
 
@@ -37,7 +38,7 @@ def _variable_prefix(name: str) -> str:
 @dataclass(frozen=True)
 class Mount:
     """A folder of a compose service: the host folder is `$variable`, else `default`; `role` says what it holds
-    (input, predictions, ground_truth, metrics, model)."""
+    (input, predictions, ground_truth, images, metrics, model)."""
 
     role: str
     variable: str
@@ -240,6 +241,8 @@ class Configuration:
             mounts=(Mount("predictions", f"{data.variable_prefix}_PREDICTIONS", f"{folder}/predictions", "/input:ro"),
                     Mount("ground_truth", f"{data.variable_prefix}_GROUND_TRUTH", f"{folder}/ground_truth",
                           f"{GROUND_TRUTH_TARGET}:ro"),
+                    # the test images (the algorithm's input, the same variable) for review.html
+                    Mount("images", f"{data.variable_prefix}_INPUT", f"{folder}/input", f"{EVALUATOR_IMAGES}:ro"),
                     Mount("metrics", f"{self.variable_prefix}_METRICS", f"{folder}/{metrics}", "/output")),
             build_args=({**self.edition.build_args, "IMAGE_TITLE": f"{IMAGE_NAMESPACE}-{self.name}-evaluator"}
                         if self.edition.build_args else {}),

@@ -8,7 +8,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -32,7 +31,7 @@ RUN_FILES = {"tb-caverns": {"submission.txt"}, "ribfrac": {"ribfrac-predictions.
 @pytest.fixture(scope="module", params=WITH_ALGORITHM, ids=[c.algorithm_service.name for c in WITH_ALGORITHM])
 def setup(request, docker_compose, tmp_path_factory) -> tuple[Configuration, Path]:
     """The configuration's algorithm and evaluator images built, and a synthetic cohort of its algorithm's inputs
-    (also in the ground truth's images/ folder, where the evaluator finds the case images of its review.html)."""
+    (compose.yaml mounts them into the evaluator too, where it finds the case images of its review.html)."""
     configuration: Configuration = request.param
     challenge = configuration.challenge
     docker_compose("build", configuration.algorithm_service.name, configuration.service.name)
@@ -40,7 +39,6 @@ def setup(request, docker_compose, tmp_path_factory) -> tuple[Configuration, Pat
     subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.input_generator, "--out", str(root),
                     *challenge.input_generator_size(demo=False), *configuration.edition.synth_arguments,
                     "--seed", "11"], check=True)
-    shutil.copytree(root / "input", root / "ground_truth" / "images")
     return configuration, readable(root)
 
 
@@ -72,9 +70,11 @@ def test_one_compose_run_goes_from_inputs_to_metrics(setup, docker_compose, tmp_
     local = tmp_path / "local"
     subprocess.run([sys.executable, str(repo / "evaluators" / challenge.module / "evaluate.py"), "--input",
                     str(predictions), "--ground-truth", str(cohort / "ground_truth"), "--output", str(local),
-                    "--no-progress"], check=True, env={**os.environ, **configuration.edition.build_args})
+                    "--images", str(cohort / "input"), "--no-progress"], check=True,
+                   env={**os.environ, **configuration.edition.build_args})
     assert json.loads((local / "metrics.json").read_text())["aggregates"] == metrics["aggregates"]
-    # review.html drawn inside the image as without Docker (its figures need the image's SimpleITK and matplotlib)
+    # review.html drawn inside the image from the mounted inputs as without Docker from --images (its figures need
+    # the image's SimpleITK and matplotlib)
     drawn = [len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', (folder / "review.html").read_text()))
              for folder in (metrics_dir, local)]
     assert drawn[0] == drawn[1] > 0
