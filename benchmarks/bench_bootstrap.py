@@ -21,8 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from medchallenge import bootstrap
-from medchallenge.evaluator import build_parser
+from medchallenge.evaluation import bootstrap, build_parser
 from medchallenge.leaderboard import main as leaderboard_main
 from medchallenge.registry import CHALLENGES
 from medchallenge.synth.__main__ import main as synth_main

@@ -12,8 +12,7 @@ import pytest
 from scipy import stats
 from helpers import evaluator
 
-from medchallenge import bootstrap
-from medchallenge.evaluator import build_parser
+from medchallenge.evaluation import bootstrap, build_parser
 from medchallenge.registry import CHALLENGES
 
 TESTS = Path(__file__).parent

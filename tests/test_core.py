@@ -13,7 +13,7 @@ from medchallenge.contract import (
     strip_image_suffix,
 )
 from medchallenge.errors import InputError
-from medchallenge.evaluation import compute_records, parse_shard
+from medchallenge.evaluation.records import compute_records, parse_shard
 from medchallenge.io import atomic_output, write_json_atomic, write_metrics
 
 

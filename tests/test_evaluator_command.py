@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from helpers import evaluator, evaluator_argv, one_error_line
-from medchallenge.evaluator import META_KEYS, build_parser, default_workers
+from medchallenge.evaluation.command import META_KEYS, build_parser, default_workers
 from medchallenge.registry import CHALLENGES
 
 TESTS = Path(__file__).parent
@@ -75,7 +75,7 @@ def test_a_bad_workers_variable_is_one_error_line(inputs, tmp_path, monkeypatch,
                                               ("imageclef-caption", True), ("ribfrac", False)])
 def test_cheap_cases_run_in_this_process_unless_workers_are_asked_for(inputs, tmp_path, monkeypatch, name,
                                                                      in_process):
-    import medchallenge.evaluator as command
+    import medchallenge.evaluation.command as command
 
     asked = []
     real = command.compute_records

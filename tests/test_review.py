@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from medchallenge.evaluator import build_parser, score
+from medchallenge.evaluation import build_parser, score
 from medchallenge.review import conventions, review_jobs
 from medchallenge.review.geometry import read_geometry
 

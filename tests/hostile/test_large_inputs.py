@@ -70,7 +70,7 @@ def test_every_evaluator_refuses_a_run_file_over_a_limit_in_one_line(inputs, tmp
 def test_a_million_doubtful_lines_are_not_a_million_warnings(inputs, tmp_path, caplog):
     import json
 
-    from medchallenge.evaluator import MAX_WARNINGS_SHOWN
+    from medchallenge.evaluation.command import MAX_WARNINGS_SHOWN
 
     predictions = tmp_path / "predictions"
     shutil.copytree(inputs["tb-caverns"][0], predictions)

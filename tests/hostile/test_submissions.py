@@ -46,7 +46,7 @@ def test_a_failed_run_leaves_no_old_metrics(inputs, tmp_path, capsys):
 def test_output_that_is_a_file_or_cannot_be_written_is_one_line(inputs, tmp_path, capsys, monkeypatch):
     import errno
 
-    import medchallenge.evaluator as command
+    import medchallenge.evaluation.command as command
 
     a_file = tmp_path / "taken"
     a_file.write_text("x")

@@ -24,11 +24,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..bootstrap import resampled_ids
 from ..contract import GC_LAYOUT, match_jobs, read_json_file, read_predictions_json
 from ..errors import InputError
-from ..evaluation import input_state
-from ..evaluator import OMITTED, CaseRecord, Cases, Evaluator, Omitted, Summary
+from ..evaluation import OMITTED, CaseRecord, Cases, Evaluator, Omitted, Summary, input_state, resampled_ids
 from ..formats import imageclef_caption as fmt
 from ..metrics import imageclef_caption as metric
 from ..sockets import CAPTION, MEDICAL_IMAGE, UMLS_CONCEPTS

@@ -17,10 +17,9 @@ from pathlib import Path, PurePosixPath
 
 import numpy as np
 
-from ..bootstrap import resampled_ids
 from ..contract import GC_LAYOUT, GCJob, match_jobs, name_list, read_json_file, read_predictions_json
 from ..errors import InputError, note_or_refuse
-from ..evaluator import CaseRecord, Cases, Evaluator, Summary
+from ..evaluation import CaseRecord, Cases, Evaluator, Summary, resampled_ids
 from ..formats.object_cxr import (
     Classification, GroundTruth, Localization, read_classification, read_ground_truth, read_localization,
 )

@@ -21,8 +21,7 @@ import numpy as np
 
 from ..contract import GC_LAYOUT, match_jobs, name_list, read_json_file, read_predictions_json
 from ..errors import InputError, note_or_refuse
-from ..bootstrap import resampled_ids
-from ..evaluator import CaseRecord, Cases, Evaluator, Summary
+from ..evaluation import CaseRecord, Cases, Evaluator, Summary, resampled_ids
 from ..formats import ribfrac as formats
 from ..imaging import nifti_non_finite_voxels
 from ..metrics import ribfrac as metrics

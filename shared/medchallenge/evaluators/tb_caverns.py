@@ -16,10 +16,9 @@ from typing import TypedDict
 
 import numpy as np
 
-from ..bootstrap import resampled_ids
 from ..contract import GC_LAYOUT, match_jobs, read_predictions_json
 from ..errors import InputError
-from ..evaluator import CaseRecord, Cases, Evaluator, Summary
+from ..evaluation import CaseRecord, Cases, Evaluator, Summary, resampled_ids
 from ..formats.tb_caverns import (
     Box, RunFile, byte_order_mark_warning, read_all_ids, read_box_json, read_gt_boxes, read_run_file,
 )

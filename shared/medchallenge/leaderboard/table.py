@@ -32,9 +32,9 @@ from typing import Any
 
 import numpy as np
 
-from .. import bootstrap as boot
 from ..errors import InputError, report_errors
-from ..evaluator import Evaluator, Scored, build_parser, score, write_results
+from ..evaluation import Evaluator, Scored, build_parser, score, write_results
+from ..evaluation import bootstrap as boot
 from ..io import write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..registry import CHALLENGES

@@ -17,8 +17,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import bootstrap as boot
 from ..errors import InputError
+from ..evaluation import bootstrap as boot
 from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
-from .. import bootstrap as boot
 from ..errors import InputError, report_errors
-from ..evaluator import build_parser, score, write_results
+from ..evaluation import bootstrap as boot
+from ..evaluation import build_parser, score, write_results
 from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
 from ..io import atomic_output, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules

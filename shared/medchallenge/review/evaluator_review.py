@@ -90,7 +90,7 @@ def case_images(folder: Path | None) -> tuple[list[Path], list[str]]:
 
 
 def write_review(evaluator: Any, scored: Any, images: Path | None, output: Path) -> Path | None:
-    """review.html in `output` for `scored` (medchallenge.evaluator.Scored) with the case images in `images`
+    """review.html in `output` for `scored` (medchallenge.evaluation.Scored) with the case images in `images`
     (images_folder); None where it could not be drawn."""
     try:
         files, notes = case_images(images)

@@ -169,7 +169,7 @@ def uploaded_case_id(name: str) -> str:
 
 
 def review_jobs(challenge: str, evaluator: Any, scored: Any, case_files: list[Path]) -> Review:
-    """The review of `scored` (medchallenge.evaluator.Scored of the jobs' predictions), whose cases were uploaded
+    """The review of `scored` (medchallenge.evaluation.Scored of the jobs' predictions), whose cases were uploaded
     from `case_files`. A case whose image cannot be read gets a note instead of a figure."""
     files = {uploaded_case_id(path.name): path for path in case_files}
     review = Review(tried=checked_transforms(challenge))

@@ -18,16 +18,16 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .errors import InputError
+from ..errors import InputError
 
-log = logging.getLogger("medchallenge.bootstrap")
+log = logging.getLogger("medchallenge.evaluation.bootstrap")
 
 DEFAULT_LEVEL = 0.95
 DEFAULT_SEED = 0
 
 
 class Aggregated(Protocol):
-    """What a challenge's aggregate step gives, as far as the bootstrap reads it (evaluator.Summary)."""
+    """What a challenge's aggregate step gives, as far as the bootstrap reads it (command.Summary)."""
 
     @property
     def aggregates(self) -> dict[str, float]: ...
@@ -35,7 +35,7 @@ class Aggregated(Protocol):
 
 class Resampled(Protocol):
     """What the bootstrap needs of a challenge's evaluator: its resampling steps and its aggregate.
-    medchallenge.evaluator.Evaluator is one; declared here so that the bootstrap does not depend on the
+    command.Evaluator is one; declared here so that the bootstrap does not depend on the
     evaluator command (which depends on the bootstrap)."""
 
     @property

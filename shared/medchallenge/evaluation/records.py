@@ -2,7 +2,7 @@
 
 Stage 1 turns each case into a plain JSON-serialisable record; records can be cached in a folder, so a run
 resumes after a failure and shards (`--shard K/N`) can run on different machines. Stage 2 aggregates all records.
-The evaluator command (medchallenge.evaluator) runs both stages.
+The evaluator command (command.py) runs both stages.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 
-from .contract import name_list
-from .errors import InputError
-from .io import write_json_atomic, write_text_atomic
-from .limits import check_text_size
+from ..contract import name_list
+from ..errors import InputError
+from ..io import write_json_atomic, write_text_atomic
+from ..limits import check_text_size
 
 
 def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | None:

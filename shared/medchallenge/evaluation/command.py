@@ -2,7 +2,7 @@
 
 A challenge plugs in an `Evaluator`: its extra arguments, a reader (inputs -> `Cases`: the case ids in scoring
 order and what scoring one case needs), a per-case step returning a typed `CaseRecord`, an aggregate step
-(records -> `Summary`) and its figures. Stage 1 runs through evaluation.compute_records (worker processes,
+(records -> `Summary`) and its figures. Stage 1 runs through records.compute_records (worker processes,
 --records cache and resume, --shard); stage 2 aggregates every record. metrics.json is
 `{"aggregates", "case", "meta"}` with the same `meta` keys for every challenge (META_KEYS).
 """
@@ -22,17 +22,17 @@ from typing import Any, Generic, Self, TypeVar
 
 import numpy as np
 
-from . import __version__
+from .. import __version__
+from ..contract import add_path_arguments
+from ..errors import InputError, report_errors
+from ..io import write_json_atomic, write_metrics
+from ..logs import setup_logging
+from ..registry import CHALLENGES
+from ..review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
 from .bootstrap import DEFAULT_LEVEL, DEFAULT_SEED, bootstrap, check_level
-from .contract import add_path_arguments
-from .errors import InputError, report_errors
-from .evaluation import check_regular_files, compute_records, input_fingerprint, parse_shard
-from .io import write_json_atomic, write_metrics
-from .logs import setup_logging
-from .registry import CHALLENGES
-from .review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
+from .records import check_regular_files, compute_records, input_fingerprint, parse_shard
 
-log = logging.getLogger("medchallenge.evaluator")
+log = logging.getLogger("medchallenge.evaluation.command")
 
 # --workers' default, first set first: grand-challenge's evaluation templates read the first.
 WORKER_VARIABLES = ("GRAND_CHALLENGE_MAX_WORKERS", "EVAL_MAX_WORKERS")
@@ -128,7 +128,7 @@ class Evaluator(Generic[CasesT, RecordT]):
     cheap_cases: bool = False
     # --bootstrap: the units a resample draws (the ids of what the metric calls a case), the cases and records of a
     # drawn list of unit indices (re-keyed: a unit drawn twice is two cases), and optionally every resample's
-    # aggregates at once (the same numbers as aggregate(resample(...)), faster). See medchallenge.bootstrap.
+    # aggregates at once (the same numbers as aggregate(resample(...)), faster). See bootstrap.py.
     bootstrap_units: Callable[[CasesT], list[str]] = case_ids
     bootstrap_unit: str = ""  # what a unit is, where it is not `unit` (object-CXR: images, its cases are blocks)
     resample: Callable[[CasesT, dict[str, RecordT], np.ndarray], tuple[CasesT, dict[str, RecordT]]] | None = None
