@@ -9,7 +9,8 @@ import os
 import pytest
 
 from medchallenge.errors import InputError
-from medchallenge.evaluation.records import compute_records, input_fingerprint, input_state
+from medchallenge.evaluation.inputs import input_fingerprint, input_state
+from medchallenge.evaluation.records import compute_records
 
 
 def test_fingerprint_and_state_see_an_edit_in_the_middle_of_a_large_file(tmp_path):

@@ -1,14 +1,16 @@
 """The one evaluator command every challenge's evaluator runs, and the machinery under it.
 
 command.py: the command (`evaluators/<challenge>/evaluate.py`, `medchallenge evaluate`): the `Evaluator` a challenge
-plugs in, with the base types its steps give (`Cases`, `CaseRecord`, `Summary`), flags, workers and metrics.json;
-records.py: stage 1, the per-case records (worker processes, the --records cache tied to a fingerprint of the
-inputs, --shard); bootstrap.py: the percentile bootstrap intervals of --bootstrap and the leaderboard.
+plugs in, flags, workers, metrics.json; cases.py: the types a challenge's steps give (`Cases`, `CaseRecord`,
+`Summary`); inputs.py: the checks of the submission's files and the fingerprint of the inputs; records.py: stage 1,
+the per-case records (worker processes, the --records cache, --shard); bootstrap.py: the percentile bootstrap
+intervals of --bootstrap, the leaderboard and the phase.
 """
 
 from .bootstrap import resampled_ids
-from .command import OMITTED, CaseRecord, Cases, Evaluator, Omitted, Scored, Summary, build_parser, score, write_results
-from .records import input_state
+from .cases import OMITTED, CaseRecord, Cases, Omitted, Summary
+from .command import Evaluator, Scored, build_parser, score, write_results
+from .inputs import input_state
 
 __all__ = ["OMITTED", "CaseRecord", "Cases", "Evaluator", "Omitted", "Scored", "Summary", "build_parser",
            "input_state", "resampled_ids", "score", "write_results"]

@@ -27,7 +27,7 @@ DEFAULT_SEED = 0
 
 
 class Aggregated(Protocol):
-    """What a challenge's aggregate step gives, as far as the bootstrap reads it (command.Summary)."""
+    """What a challenge's aggregate step gives, as far as the bootstrap reads it (cases.Summary)."""
 
     @property
     def aggregates(self) -> dict[str, float]: ...

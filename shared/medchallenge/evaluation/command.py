@@ -2,23 +2,22 @@
 
 A challenge plugs in an `Evaluator`: its extra arguments, a reader (inputs -> `Cases`: the case ids in scoring
 order and what scoring one case needs), a per-case step returning a typed `CaseRecord`, an aggregate step
-(records -> `Summary`) and its figures. Stage 1 runs through records.compute_records (worker processes,
---records cache and resume, --shard); stage 2 aggregates every record. metrics.json is
+(records -> `Summary`) and its figures (those types: cases.py). Stage 1 runs through records.compute_records
+(worker processes, --records cache and resume, --shard); stage 2 aggregates every record. metrics.json is
 `{"aggregates", "case", "meta"}` with the same `meta` keys for every challenge (META_KEYS).
 """
 
 from __future__ import annotations
 
 import argparse
-import enum
 import functools
 import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, Self, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 
@@ -30,7 +29,9 @@ from ..logs import setup_logging
 from ..registry import CHALLENGES
 from ..review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
 from .bootstrap import DEFAULT_LEVEL, DEFAULT_SEED, bootstrap, check_level
-from .records import check_regular_files, compute_records, input_fingerprint, parse_shard
+from .cases import CaseRecord, Cases, Summary
+from .inputs import check_regular_files, input_fingerprint
+from .records import compute_records, parse_shard
 
 log = logging.getLogger("medchallenge.evaluation.command")
 
@@ -38,61 +39,6 @@ log = logging.getLogger("medchallenge.evaluation.command")
 WORKER_VARIABLES = ("GRAND_CHALLENGE_MAX_WORKERS", "EVAL_MAX_WORKERS")
 MAX_WARNINGS_SHOWN = 20
 META_KEYS = ("challenge", "evaluator", "evaluator_version", "layout", "options", "notes", "warnings", "details")
-
-
-class Omitted(enum.Enum):
-    """A record field the case took no part in (a subtask without predictions): left out of the record's JSON."""
-
-    OMITTED = "omitted"
-
-
-OMITTED = Omitted.OMITTED
-
-
-@dataclass
-class CaseRecord:
-    """Base of the per-case records: a dataclass of JSON values that round-trips through `to_json`/`from_json`
-    (stored in --records folders and written to metrics.json `case`)."""
-
-    def to_json(self) -> dict[str, Any]:
-        return {f.name: value for f in fields(self) if (value := getattr(self, f.name)) is not OMITTED}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Self:
-        try:
-            return cls(**data)
-        except TypeError as exc:
-            raise InputError(f"a per-case record is not a {cls.__name__} ({exc}); records of another evaluator "
-                             "version? use an empty --records folder") from None
-
-
-@dataclass(kw_only=True)
-class Cases:
-    """What a challenge's reader found: the case ids in scoring order, `sources` (what its per-case step needs,
-    sent to the worker processes), the layout read, and notes and warnings on how the inputs were taken. A
-    challenge subclasses it with what its aggregate step needs besides the records."""
-
-    ids: list[str]
-    sources: Any
-    layout: str
-    notes: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
-
-    def options(self) -> dict[str, Any]:
-        """The challenge's scoring options as resolved (metrics.json `meta.options`, with `strict`)."""
-        return {}
-
-
-@dataclass(kw_only=True)
-class Summary:
-    """What a challenge's aggregate step gives: the aggregates, `details` for `meta.details`, notes, and the
-    `case` section where it is not the records themselves (object-CXR: per image, its records are per block)."""
-
-    aggregates: dict[str, float]
-    details: dict[str, Any] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-    case: dict[str, dict[str, Any]] | None = None
-
 
 CasesT = TypeVar("CasesT", bound=Cases)
 RecordT = TypeVar("RecordT", bound=CaseRecord)
