@@ -40,7 +40,8 @@ class Route:
     as DICOM objects in the study. The job launches `image`, a Docker image run as grand-challenge runs it, or
     `command`, the algorithm's entry as a process on this host (jobs.process_run: installs without Docker, tests);
     its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
-    "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py), else the gateway."""
+    "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py), else the gateway; up
+    to `max_parallel_jobs` studies' jobs at once."""
 
     name: str
     modalities: tuple[str, ...]
@@ -55,6 +56,7 @@ class Route:
     gpu: str = "off"
     input_socket: str | None = None  # interface "generic": the input socket's slug
     outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
+    max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route: 1)
 
     @property
     def algorithm(self) -> str:
@@ -295,7 +297,23 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
-              "model", "memory_gb", "gpu", "input", "outputs"}
+              "model", "memory_gb", "gpu", "input", "outputs", "max_parallel_jobs"}
+MAX_PARALLEL_JOBS = 64
+
+
+def _max_parallel_jobs(table: dict, where: str, gpu: str) -> int:
+    """A route's `max_parallel_jobs` (default 1: one study at a time), 1 to MAX_PARALLEL_JOBS; a GPU route's
+    (`gpu` "on" or "auto") is clipped to 1, with one line: each of its jobs is given the same GPU (`--gpus 1`), and
+    one job per GPU is what a GPU can hold."""
+    value = _take(table, "max_parallel_jobs", int, where, 1)
+    if not 1 <= value <= MAX_PARALLEL_JOBS:
+        raise InputError(f"{where}: max_parallel_jobs = {value}: expected 1 to {MAX_PARALLEL_JOBS}")
+    if value > 1 and gpu != "off":
+        log.warning("%s: max_parallel_jobs = %d clipped to 1: a route with gpu = %r runs one job at a time (each "
+                    "job is given the same GPU); set gpu = \"off\" to run its jobs in parallel on the CPU",
+                    where, value, gpu)
+        return 1
+    return value
 
 
 def _route(table: dict, where: str) -> Route:
@@ -319,7 +337,8 @@ def _route(table: dict, where: str) -> Route:
         image=_take(table, "image", str, where) if "image" in table else None,
         command=_strings(table, "command", where, required=True) if "command" in table else (),
         inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
-        model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu)
+        model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu,
+        max_parallel_jobs=_max_parallel_jobs(table, where, gpu))
     if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
         outputs = _take(table, "outputs", list, where)
         if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and

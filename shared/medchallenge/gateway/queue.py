@@ -63,7 +63,9 @@ class WorkQueue:
         self.ledger = root / SENT_LEDGER
         self.ledger.touch()
         self.sent = set(self.ledger.read_text().split())
+        self.ledger_lock = threading.Lock()
         self.lock = threading.Lock()  # between the storage handler (network threads) and the worker
+        self.changed = threading.Event()  # set by each instance stored (and the worker's own news): it looks again
         self.bytes_held = folder_bytes(root)  # recounted by the worker (`recount`); added to by `store`
         self.study_bytes = {p.name: folder_bytes(p) for p in (root / "incoming").iterdir()}  # by study UID
 
@@ -131,6 +133,7 @@ class WorkQueue:
             os.utime(folder)  # the study's last arrival
             self.study_bytes[study_uid] = self.study_bytes.get(study_uid, 0) + size
             self.bytes_held += size
+        self.changed.set()
 
     def mark(self, study_uid: str, marker: str) -> None:
         """Put a marker on a study still being received (if it is)."""
@@ -146,14 +149,15 @@ class WorkQueue:
             self.bytes_held = held
 
     def sent_uids(self) -> set[str]:
-        return set(self.sent)
+        with self.ledger_lock:
+            return set(self.sent)
 
     def record_sent(self, sop_uid: str) -> None:
-        with open(self.ledger, "a") as handle:
+        with self.ledger_lock, open(self.ledger, "a") as handle:  # the worker's job threads send at once
             handle.write(sop_uid + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        self.sent.add(sop_uid)
+            self.sent.add(sop_uid)
 
     def processed_instances(self, study_uid: str) -> set[str]:
         """The instances of the study that were run before, whether its results were sent or it failed (a failed

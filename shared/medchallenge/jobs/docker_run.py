@@ -441,7 +441,10 @@ class DockerImage:
                 self._cli("kill", name, check=False)
                 waiter.wait()
                 break
-            time.sleep(POLL_S)
+            try:  # the container's end ends the wait at once
+                waiter.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
         wall = time.perf_counter() - started
         quota.exceeded(final=True)
         state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
