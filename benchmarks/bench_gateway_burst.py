@@ -4,19 +4,22 @@
 `medchallenge gateway` and its job-runner service (`--job-runner`) as compose.hospital.yaml deploys them: the
 object-CXR route runs the project's algorithm image `medchallenge/object-cxr-algorithm:$MEDCHALLENGE_VERSION` as a
 grand-challenge job, handed through the route's inbox to the job runner. A PACS stand-in (pynetdicom) receives the
-results. The studies are sent at once (one association, as a PACS forwards a burst), once with max_parallel_jobs 1
-(one job at a time) and once with $GATEWAY_BURST_PARALLEL (4), each on a fresh gateway. Reported per value:
-studies per minute (the burst's studies over the time from its first C-STORE to its last result in the PACS, the
-issue's measure, the quiet period included), the same after the quiet period (from the first study complete), the
-latency of each study's result (from the first C-STORE) p50/p90/max, and where a study's time goes (means over the
-burst from the job records: the job in the job runner, the result sent to the PACS, the rest: routing, queue moves,
-the hand-over). The 1-minute load average is reported: on a shared machine the times depend on it.
+results. The studies are sent at once (one association, as a PACS forwards a burst), with max_parallel_jobs 1 (one
+job at a time) and each value of $GATEWAY_BURST_PARALLEL ("2 4"), each on a fresh gateway and job runner. Reported
+per value: studies per minute (the burst's studies over the time from its first C-STORE to its last result in the
+PACS, the issue's measure, the quiet period included), the same after the quiet period, the latency of each study's
+result (from the first C-STORE) p50/p90/max, and where a study's time goes (means over the burst, from the job
+records): the job as the gateway waited for it (hand-over, the job runner's conversion, `docker run` and its
+bookkeeping, the container, the results written as DICOM), of which the container (from `docker run` to its end) and
+the rest, the job runner's own; the result sent to the PACS; and the time queued (behind other studies). The 1-minute
+load average is reported: on a shared machine the times depend on it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -104,7 +107,9 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         if len(firsts) < len(files):
             raise RuntimeError(f"{len(firsts)} of {len(files)} results: "
                                f"{(tmp / f'gateway-{parallel}.log').read_text()[-2000:]}")
-        jobs = [json.loads(p.read_text()) for p in (tmp / f"p{parallel}" / "work" / "sent").glob("*/job.json")]
+        sent = tmp / f"p{parallel}" / "work" / "sent"
+        jobs = [json.loads(p.read_text()) for p in sent.glob("*/job.json")]
+        containers = [json.loads(p.read_text())["wall_seconds"] for p in sent.glob("*/job/result.json")]
     finally:
         for process in processes:
             process.terminate()
@@ -116,6 +121,7 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     key = f"parallel_{parallel}"
     detector = statistics.mean(j["detector_seconds"] for j in jobs)
     send = statistics.mean(j["send_seconds"] for j in jobs)
+    container = statistics.mean(containers)
     return {
         f"{key}_studies_per_minute": round(60 * len(files) / last, 1),
         f"{key}_studies_per_minute_after_quiet_period": round(60 * len(files) / (last - QUIET_SECONDS), 1),
@@ -123,7 +129,10 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         f"{key}_latency_p90_seconds": round(_percentile(latencies, 0.9), 2),
         f"{key}_latency_max_seconds": round(last, 2),
         f"{key}_job_mean_seconds": round(detector, 2),
+        f"{key}_container_mean_seconds": round(container, 2),
+        f"{key}_job_runner_own_mean_seconds": round(detector - container, 2),
         f"{key}_send_mean_seconds": round(send, 3),
+        f"{key}_queued_mean_seconds": round(statistics.mean(latencies) - QUIET_SECONDS - detector - send, 2),
         f"{key}_results_received": len(received),
         f"{key}_load_average_1min": round(os.getloadavg()[0], 2),
     }
@@ -132,17 +141,19 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
 def run() -> dict:
     count = int(os.environ.get("GATEWAY_BURST_STUDIES", "20"))
     size = int(os.environ.get("GATEWAY_BENCH_RADIOGRAPH", "2048"))
-    parallel = int(os.environ.get("GATEWAY_BURST_PARALLEL", "4"))
+    parallel = [int(value) for value in os.environ.get("GATEWAY_BURST_PARALLEL", "2 4").split()]
     image = _image()
+    if shutil.which("docker") is None or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
+        return {"skipped": "no Docker engine"}
     if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode != 0:
-        raise RuntimeError(f"{image} is not built: run `make images` first")
+        return {"skipped": f"{image} is not built (make images)"}
     result: dict = {"gateway_burst_studies": count, "gateway_burst_radiograph_longer_side": size,
                     "gateway_burst_quiet_period_seconds": QUIET_SECONDS, "gateway_burst_image": image,
                     "gateway_burst_cpus": len(os.sched_getaffinity(0))}
     with tempfile.TemporaryDirectory(prefix="bench_gateway_burst_") as tmp:
         tmp = Path(tmp)
         files = _studies(tmp / "studies", count, size)
-        for value in sorted({1, parallel}):
+        for value in sorted({1, *parallel}):
             result.update(_burst(tmp, files, value))
     return result
 
