@@ -1,5 +1,5 @@
-"""Write shared/medchallenge/data/decimal_digits.json: which characters `int()` and `float()` of the official
-interpreters read as decimal digits and as whitespace (medchallenge/official_numbers.py).
+"""Write shared/medchallenge/official/data/decimal_digits.json: which characters `int()` and `float()` of the official
+interpreters read as decimal digits and as whitespace (medchallenge/official/numbers.py).
 
     python tools/make_decimal_digits_table.py --official PYTHON3.9 --official PYTHON3.7
 
@@ -11,7 +11,7 @@ the interpreter's Unicode version (Python 3.11 reads the Tangsa digits U+16AC0..
 not). Each official interpreter runs this file with `--dump` (standard library only; Python 3.7 syntax) and probes its
 own `int()` and `float()` on every non-ASCII code point: `int(ch)` gives the digit, `int(ch + "1" + ch) == 1` marks
 whitespace; the same with `float()`, and `unicodedata.decimal()` and `str.isspace()`, must agree, or the dump stops.
-The table is keyed by the interpreter's Unicode version, as medchallenge/data/unicode13.json is.
+The table is keyed by the interpreter's Unicode version, as medchallenge/official/data/unicode13.json is.
 tests/reference/test_official_numbers_reference.py regenerates it in the reference environments and requires it to
 equal the shipped one.
 """
@@ -23,7 +23,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-TABLE = Path(__file__).resolve().parents[1] / "shared" / "medchallenge" / "data" / "decimal_digits.json"
+TABLE = Path(__file__).resolve().parents[1] / "shared" / "medchallenge" / "official" / "data" / "decimal_digits.json"
 
 
 def _reads(parse, text):
@@ -87,7 +87,7 @@ def table(officials):
     """The whole file: one entry per official interpreter, keyed by its Unicode version."""
     return {"about": "non-ASCII characters that int() and float() of the official interpreters read as decimal digits "
                      "and as whitespace; written by tools/make_decimal_digits_table.py, read by "
-                     "medchallenge/official_numbers.py",
+                     "medchallenge/official/numbers.py",
             "interpreters": {facts["unidata_version"]: entry(facts) for facts in officials}}
 
 

@@ -1,5 +1,6 @@
-"""Write shared/medchallenge/data/unicode13.json: where Python 3.9's text behaviour (Unicode 13.0) differs from that of
-newer interpreters, for every operation the ImageCLEFmed Caption evaluators perform (medchallenge/unicode13.py).
+"""Write shared/medchallenge/official/data/unicode13.json: where Python 3.9's text behaviour (Unicode 13.0) differs
+from that of newer interpreters, for every operation the ImageCLEFmed Caption evaluators perform
+(medchallenge/official/unicode13.py).
 
     python tools/make_unicode13_table.py --reference PYTHON3.9 --runtime PYTHON [--runtime PYTHON ...]
 
@@ -22,7 +23,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
-TABLE = Path(__file__).resolve().parents[1] / "shared" / "medchallenge" / "data" / "unicode13.json"
+TABLE = Path(__file__).resolve().parents[1] / "shared" / "medchallenge" / "official" / "data" / "unicode13.json"
 REFERENCE_UNIDATA = "13.0.0"
 SIGMA = "\u03a3"
 
@@ -117,7 +118,7 @@ def table(reference, runtimes):
                          % (reference["unidata_version"], REFERENCE_UNIDATA))
     return {
         "about": "Python 3.9 (Unicode 13.0) text behaviour where newer interpreters differ; written by "
-                 "tools/make_unicode13_table.py, read by medchallenge/unicode13.py",
+                 "tools/make_unicode13_table.py, read by medchallenge/official/unicode13.py",
         "reference": {"python": reference["python"], "unidata_version": reference["unidata_version"],
                       "ignorecase": reference["ignorecase"]},
         "runtimes": {runtime["unidata_version"]: runtime_entry(reference, runtime) for runtime in runtimes},

@@ -13,20 +13,48 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from .errors import InputError
 
-if TYPE_CHECKING:
-    from .evaluator import Evaluator
-
 log = logging.getLogger("medchallenge.bootstrap")
 
 DEFAULT_LEVEL = 0.95
 DEFAULT_SEED = 0
+
+
+class Aggregated(Protocol):
+    """What a challenge's aggregate step gives, as far as the bootstrap reads it (evaluator.Summary)."""
+
+    @property
+    def aggregates(self) -> dict[str, float]: ...
+
+
+class Resampled(Protocol):
+    """What the bootstrap needs of a challenge's evaluator: its resampling steps and its aggregate.
+    medchallenge.evaluator.Evaluator is one; declared here so that the bootstrap does not depend on the
+    evaluator command (which depends on the bootstrap)."""
+
+    @property
+    def challenge(self) -> str: ...
+
+    @property
+    def resampling_unit(self) -> str: ...
+
+    @property
+    def bootstrap_units(self) -> Callable[[Any], list[str]]: ...
+
+    @property
+    def resample(self) -> Callable[[Any, dict[str, Any], np.ndarray], tuple[Any, dict[str, Any]]] | None: ...
+
+    @property
+    def fast_bootstrap(self) -> Callable[[Any, dict[str, Any], np.ndarray], dict[str, np.ndarray]] | None: ...
+
+    @property
+    def aggregate(self) -> Callable[[Any, dict[str, Any]], Aggregated]: ...
 
 
 def draw_resamples(num_units: int, num_resamples: int, seed: int) -> np.ndarray:
@@ -61,7 +89,7 @@ def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, fl
     return linear_quantile(replicates, alpha), linear_quantile(replicates, 1 - alpha)
 
 
-def replicates(evaluator: Evaluator, cases: Any, records: dict[str, Any], draws: np.ndarray) -> dict[str, np.ndarray]:
+def replicates(evaluator: Resampled, cases: Any, records: dict[str, Any], draws: np.ndarray) -> dict[str, np.ndarray]:
     """Each aggregate on each resample (rows of `draws`): float64 arrays, NaN where a resample leaves the
     aggregate undefined (the challenge's aggregate refuses it, or the aggregate is missing from it)."""
     if evaluator.fast_bootstrap is not None:
@@ -94,7 +122,7 @@ def intervals(values: dict[str, np.ndarray], level: float, seed: int) -> dict[st
     return result
 
 
-def bootstrap(evaluator: Evaluator, cases: Any, records: dict[str, Any], num_resamples: int, seed: int,
+def bootstrap(evaluator: Resampled, cases: Any, records: dict[str, Any], num_resamples: int, seed: int,
               level: float) -> dict[str, dict[str, float | int]]:
     """The intervals of every aggregate from `num_resamples` resamples of the evaluator's units."""
     started = time.perf_counter()

@@ -18,10 +18,12 @@ from types import SimpleNamespace
 
 import pytest
 from e2e.test_phase import ground_truth_boxes, model_tarball
+from gateway_helpers import wait_for
 
 IMAGE = "mc-test-h30s"
 MEMORY_KILLED = r"The container was killed as it exceeded its memory limit \(1\.5 GB\)"
 CRASH = "The algorithm exited with status 1: RuntimeError: the model file weights.onnx is missing"
+SLURM_WAIT = 300  # seconds for Slurm to queue, start or requeue a task
 
 
 def submission(team: str, image: str, model: str | None = None) -> str:
@@ -99,16 +101,6 @@ def cancel_jobs_of(out: Path) -> None:
             subprocess.run(["scancel", job.split("_")[0]], check=False)
 
 
-def wait_for(condition, what: str, seconds: float = 300):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = condition()
-        if found:
-            return found
-        time.sleep(0.5)
-    raise AssertionError(f"waited {seconds:g} s for {what}")
-
-
 def comparable(board: dict) -> dict:
     """A leaderboard.json without the time its bootstrap took."""
     return {**board, "bootstrap": {k: v for k, v in board["bootstrap"].items() if k != "seconds"}}
@@ -146,9 +138,11 @@ def test_a_task_cancelled_while_it_runs_is_noted_and_the_next_run_finishes_witho
     running = subprocess.Popen(phase_command(phase, out, "slow.toml", "--time-limit", "8", "--backend", "slurm"),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        task = wait_for(lambda: squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i"), "a running task")[0]
+        task = wait_for(lambda: squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i"), SLURM_WAIT,
+                        "a running task")[0]
         job_id = wait_for(lambda: [p.parent.name for p in out.glob("jobs/*/running.json")
-                                   if p.parent.name in team_jobs(out, "sloth")], "the task's job to start")[0]
+                                   if p.parent.name in team_jobs(out, "sloth")], SLURM_WAIT,
+                           "the task's job to start")[0]
         time.sleep(2)  # the container runs
         subprocess.run(["scancel", task], check=True)
         output, _ = running.communicate(timeout=600)
@@ -186,7 +180,8 @@ def test_tasks_queued_on_a_node_set_down_complete_once_it_is_resumed(phase):
         running = subprocess.Popen(phase_command(phase, out, "alpha.toml", "--time-limit", "120", "--backend",
                                                  "slurm"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         try:
-            wait_for(lambda: squeue("--name=mc-alpha", "--states=PENDING", "--format=%i"), "alpha's array queued")
+            wait_for(lambda: squeue("--name=mc-alpha", "--states=PENDING", "--format=%i"), SLURM_WAIT,
+                     "alpha's array queued")
             time.sleep(5)
             assert squeue("--name=mc-alpha", "--states=RUNNING", "--format=%i") == [] and states(out) == {}
             reasons = squeue("--name=mc-alpha", "--format=%r")
@@ -208,7 +203,7 @@ def test_tasks_running_on_a_node_set_down_are_requeued_run_again_and_counted(pha
     running = subprocess.Popen(phase_command(phase, out, "sloth.toml", "--time-limit", "8", "--backend", "slurm"),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        wait_for(lambda: len(list(out.glob("jobs/*/running.json"))) == 2, "two tasks' jobs to start")
+        wait_for(lambda: len(list(out.glob("jobs/*/running.json"))) == 2, SLURM_WAIT, "two tasks' jobs to start")
         time.sleep(2)  # their containers run
         tasks = squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i")
         set_node("DOWN")
@@ -216,7 +211,7 @@ def test_tasks_running_on_a_node_set_down_are_requeued_run_again_and_counted(pha
             for task in tasks:
                 wait_for(lambda: re.search(r"JobState=PENDING .*Restarts=1", subprocess.run(
                     ["scontrol", "show", "job", "--oneliner", task], capture_output=True, text=True).stdout),
-                    f"task {task} requeued")
+                    SLURM_WAIT, f"task {task} requeued")
         finally:
             set_node("RESUME")
         for task in tasks:  # Slurm holds a requeued task back two minutes (BeginTime); an administrator's release

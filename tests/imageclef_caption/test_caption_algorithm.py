@@ -96,13 +96,18 @@ def test_an_unreadable_figure_is_an_input_error_naming_it(tmp_path):
         read_figure(tmp_path / "broken.jpg")
 
 
-def test_concepts_above_their_thresholds_most_probable_first_else_the_best_one():
+def test_concepts_above_their_thresholds_in_vocabulary_order_else_the_best_one():
     concepts = ["C1", "C2", "C3"]
-    assert select_concepts(np.array([0.6, 0.9, 0.2]), np.array([0.5, 0.5, 0.5]), concepts) == ["C2", "C1"]
+    assert select_concepts(np.array([0.6, 0.9, 0.2]), np.array([0.5, 0.5, 0.5]), concepts) == ["C1", "C2"]
+    # probabilities that differ by float noise between devices give the same line
+    assert (select_concepts(np.array([0.7, 0.7 + 1e-7, 0.2]), np.full(3, 0.5), concepts)
+            == select_concepts(np.array([0.7 + 1e-7, 0.7, 0.2]), np.full(3, 0.5), concepts) == ["C1", "C2"])
     assert select_concepts(np.array([0.6, 0.9, 0.2]), np.array([0.7, 0.95, 0.1]), concepts) == ["C3"]
     assert select_concepts(np.array([0.1, 0.3, 0.2]), np.array([0.5, 0.5, 0.5]), concepts) == ["C2"]
     many = [f"C{k}" for k in range(150)]
     assert len(select_concepts(np.ones(150), np.zeros(150), many)) == 100
+    rising = np.linspace(0.5, 1.0, 150)  # the 100 most probable are kept, in the vocabulary's order
+    assert select_concepts(rising, np.zeros(150), many) == many[50:]
 
 
 def _tokens(captions: list[str]) -> list[tuple[str, ...]]:

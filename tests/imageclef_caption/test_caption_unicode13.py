@@ -1,21 +1,21 @@
-"""Caption text handling as on Python 3.9 (Unicode 13.0), whatever the running interpreter: medchallenge.unicode13
-on characters whose behaviour changed in Unicode 14, its effect on the caption metrics, and a guard that the caption
-modules use no Unicode-dependent built-in directly (tests/reference compares every code point with Python 3.9)."""
+"""Caption text handling as on Python 3.9 (Unicode 13.0), whatever the running interpreter:
+medchallenge.official.unicode13 on characters whose behaviour changed in Unicode 14, its effect on the caption metrics,
+and a guard that the caption modules use no Unicode-dependent built-in directly (tests/reference compares every code
+point with Python 3.9)."""
 
 from __future__ import annotations
 
 import ast
-import json
 import random
 import re
 import unicodedata
-from importlib import resources
 from pathlib import Path
 
 import pytest
 
 import medchallenge
-from medchallenge import unicode13
+from medchallenge.official import unicode13
+from medchallenge.official.unicode_tables import load
 from medchallenge.metrics import imageclef_caption as m
 
 STOPWORDS = m.load_stopwords()
@@ -45,7 +45,7 @@ def test_regex_classes():
     assert re.fullmatch(unicode13.SPACE, "\u3000") and re.fullmatch(unicode13.SPACE, "x") is None
     assert re.fullmatch(unicode13.ignorecase("kis"), "\u212a\u0130\u017f")  # KELVIN SIGN, İ, LONG S
     # the contraction pattern relies on this: every character of a (?i) class is a word character
-    table = json.loads(resources.files("medchallenge").joinpath("data", unicode13.DATA_FILE).read_text())
+    table = load(unicode13.DATA_FILE)
     for letter, chars in table["reference"]["ignorecase"].items():
         assert re.fullmatch(unicode13.ignorecase(letter), letter.upper())
         assert all(re.fullmatch(unicode13.WORD, ch) for ch in chars), letter
@@ -92,7 +92,7 @@ def test_stemmer_lower_cases_as_python39():
 
 
 def test_table_has_an_entry_for_this_interpreter_and_unknown_versions_fail(monkeypatch):
-    table = json.loads(resources.files("medchallenge").joinpath("data", unicode13.DATA_FILE).read_text())
+    table = load(unicode13.DATA_FILE)
     assert unicodedata.unidata_version in table["runtimes"]
     assert table["reference"]["unidata_version"] == "13.0.0"
     monkeypatch.setattr(unicodedata, "unidata_version", "99.0.0")
@@ -101,7 +101,7 @@ def test_table_has_an_entry_for_this_interpreter_and_unknown_versions_fail(monke
 
 
 # Built-in operations whose result depends on the interpreter's Unicode database: the caption modules must not call
-# them on text (they go through medchallenge.unicode13), nor use re's \w \W \b \B \s \S \d \D or re.IGNORECASE.
+# them on text (they go through medchallenge.official.unicode13), nor use re's \w \W \b \B \s \S \d \D or re.IGNORECASE.
 UNICODE_METHODS = {"lower", "upper", "casefold", "title", "capitalize", "swapcase", "isalpha", "isalnum", "isdigit",
                    "isdecimal", "isnumeric", "isspace", "isidentifier", "isprintable", "islower", "isupper",
                    "istitle", "splitlines"}

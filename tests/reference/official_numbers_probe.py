@@ -1,5 +1,5 @@
 """Runs under any interpreter from Python 3.10 (standard library only, isolated mode): imports
-medchallenge.official_numbers from the folder given as argument, reads a JSON list of texts on stdin and writes as JSON
+medchallenge.official.numbers from the folder given as argument, reads a JSON list of texts on stdin and writes as JSON
 what each official interpreter's `int()` and `float()` (the project's) make of every non-ASCII code point and of each
 text. tests/reference/test_official_numbers_reference.py compares it with Python 3.9.18 and 3.7.16 themselves."""
 
@@ -37,7 +37,7 @@ def code_point_facts(numbers):
 
 def main():
     sys.path.insert(0, sys.argv[1])
-    from medchallenge import official_numbers
+    from medchallenge.official import numbers as official_numbers
 
     texts = json.load(sys.stdin)
     report = {"python": "%d.%d.%d" % sys.version_info[:3], "unidata_version": unicodedata.unidata_version}

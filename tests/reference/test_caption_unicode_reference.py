@@ -1,7 +1,7 @@
 """ImageCLEFmed Caption 2021/2022 under Python 3.9's Unicode 13.0 (issue 24): the project's text operations
-(medchallenge.unicode13) against Python 3.9.18 for every one of the 0x110000 code points, the shipped table against
-a fresh one, and the whole caption pipeline of both editions (tokens, BLEU, ROUGE-1, concept F1) against NLTK 3.7,
-rouge-score 0.1.2 and scikit-learn 1.0.2 on Python 3.9, for every code point assigned after Unicode 13.0, every
+(medchallenge.official.unicode13) against Python 3.9.18 for every one of the 0x110000 code points, the shipped table
+against a fresh one, and the whole caption pipeline of both editions (tokens, BLEU, ROUGE-1, concept F1) against NLTK
+3.7, rouge-score 0.1.2 and scikit-learn 1.0.2 on Python 3.9, for every code point assigned after Unicode 13.0, every
 code point whose behaviour changed, their case partners and one code point in 16 across the whole range (the 2022
 concept F1: every code point), each in contexts where a difference shows (after "cannot", before "gonna", after
 "wanna", around a capital sigma, between words, inside a word the 2021 stemmer lower-cases, as a concept)."""
@@ -16,7 +16,7 @@ import unicodedata
 
 import pytest
 
-from medchallenge import unicode13
+from medchallenge.official import unicode13
 from medchallenge.metrics import imageclef_caption as m
 from reference.envs import REPO
 
@@ -55,7 +55,7 @@ def runtime_facts() -> dict:
 
 
 def project_facts() -> dict:
-    """What medchallenge.unicode13 does for every code point, in the dump's shape."""
+    """What medchallenge.official.unicode13 does for every code point, in the dump's shape."""
     everything = "".join(map(chr, range(ALL_CODE_POINTS)))
     facts: dict = {"lower": {}, "upper": {}, "sigma": {}}
     for cp, ch in enumerate(everything):
@@ -104,9 +104,9 @@ def test_text_operations_match_python39_on_every_code_point(py39, python39_facts
 
 
 def test_shipped_table_is_current(py39, python39_facts, runtime_facts, record):
-    """The running interpreter's entry of data/unicode13.json equals one regenerated now from Python 3.9.18 and this
-    interpreter, and the running interpreter differs from Python 3.9 where (and only where) the entry says."""
-    shipped = json.loads((REPO / "shared" / "medchallenge" / "data" / "unicode13.json").read_text(encoding="utf-8"))
+    """The running interpreter's entry of official/data/unicode13.json equals one regenerated now from Python 3.9.18
+    and this interpreter, and the running interpreter differs from Python 3.9 where (and only where) the entry says."""
+    shipped = json.loads(TOOL.TABLE.read_text(encoding="utf-8"))
     fresh = TOOL.table(python39_facts, [runtime_facts])
     version = unicodedata.unidata_version
     mismatches = [key for key in fresh["runtimes"][version] if key != "python"

@@ -1,8 +1,8 @@
 """What Python 3.9 (TB caverns, ImageCLEFmed Caption) and 3.7 (object-CXR's froc.py) refuse and newer interpreters
 accept (issue 32): numbers in decimal digits added to Unicode later, and csv lines with a NUL byte.
 
-* medchallenge.official_numbers against `int()` and `float()` of Python 3.9.18 and 3.7.16 themselves: the shipped
-  data/decimal_digits.json against one regenerated in the reference environments, every non-ASCII code point
+* medchallenge.official.numbers against `int()` and `float()` of Python 3.9.18 and 3.7.16 themselves: the shipped
+  official/data/decimal_digits.json against one regenerated in the reference environments, every non-ASCII code point
   (alone and around a digit) and a fuzz of number-like texts (signs, underscores, exponents, whitespace of every kind,
   digits of every script: known to Python 3.7, added by 3.9, added after 3.9), each on every interpreter from 3.10 to
   3.13 (the running one for its own version), so the table holds whatever the project runs on.
@@ -116,8 +116,8 @@ def official_parses(py39, py37, official_facts, texts) -> dict[str, dict[str, li
 
 
 def test_shipped_table_is_current(py39, official_facts, record):
-    """data/decimal_digits.json equals one regenerated now from Python 3.9.18 and 3.7.16."""
-    shipped = json.loads((REPO / "shared" / "medchallenge" / "data" / "decimal_digits.json").read_text("utf-8"))
+    """official/data/decimal_digits.json equals one regenerated now from Python 3.9.18 and 3.7.16."""
+    shipped = json.loads(TOOL.TABLE.read_text("utf-8"))
     fresh = TOOL.table(list(official_facts.values()))
     mismatches = [version for version in set(fresh["interpreters"]) | set(shipped["interpreters"])
                   if fresh["interpreters"].get(version) != shipped["interpreters"].get(version)]
@@ -139,7 +139,7 @@ def _probe(minor: str, texts: list[str]) -> dict:
 @pytest.mark.parametrize("minor", RUNTIMES)
 def test_int_and_float_as_the_official_interpreters_on_every_runtime(minor, py39, official_facts, official_parses,
                                                                      texts, record):
-    """On Python `minor`: medchallenge.official_numbers reads every non-ASCII code point (as a digit: `int(ch)`; as
+    """On Python `minor`: medchallenge.official.numbers reads every non-ASCII code point (as a digit: `int(ch)`; as
     whitespace: `int(ch + "1" + ch)`; `float` of the latter) and every fuzzed text as Python 3.9.18 and 3.7.16 do."""
     found = _probe(minor, texts)
     assert found["python"].startswith(minor + ".")
@@ -164,7 +164,7 @@ def test_int_and_float_as_the_official_interpreters_on_every_runtime(minor, py39
 
 def builtins_differ(texts: list[str], official_parses: dict) -> dict[str, int]:
     """Per official interpreter, the texts where the running interpreter's own int() or float() reads otherwise:
-    the cases the project would get wrong without medchallenge.official_numbers (required where the running
+    the cases the project would get wrong without medchallenge.official.numbers (required where the running
     interpreter's Unicode is newer: always for Python 3.7's)."""
     counts = {}
     for version, parses in official_parses.items():

@@ -76,7 +76,7 @@ class Retrieval:
 
 @dataclass
 class FigureResult:
-    """One figure's concepts (CUIs, most probable first) and caption (run-file safe)."""
+    """One figure's concepts (CUIs, in the vocabulary's order) and caption (run-file safe)."""
 
     concepts: list[str]
     caption: str
@@ -163,10 +163,12 @@ def network_input(square: np.ndarray, mean: float, std: float) -> np.ndarray:
 
 
 def select_concepts(probabilities: np.ndarray, thresholds: np.ndarray, concepts: list[str]) -> list[str]:
-    """Concepts above their thresholds, most probable first; the most probable one when none is; at most 100."""
+    """Concepts above their thresholds (the 100 most probable where more are; the most probable one when none is),
+    written in the vocabulary's order: the official F1 scores sets, and an order by probability would swap concepts
+    whose probabilities differ by float noise between the CPU and CUDA (seen on an H100: tools/compare_devices.py)."""
     order = np.argsort(-probabilities, kind="stable")
-    chosen = [concepts[i] for i in order if probabilities[i] >= thresholds[i]]
-    return (chosen or [concepts[order[0]]])[:MAX_CONCEPTS["2022"]]
+    chosen = [i for i in order if probabilities[i] >= thresholds[i]][:MAX_CONCEPTS["2022"]] or [order[0]]
+    return [concepts[i] for i in sorted(chosen)]
 
 
 def _ngram_indicator(tokens: list[tuple[str, ...]], order: int):

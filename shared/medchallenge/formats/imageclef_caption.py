@@ -7,7 +7,7 @@ refuses it. A run the official evaluator rejects raises InputError naming the fi
 Spec: docs/metrics/imageclef-caption-2022.md and docs/metrics/imageclef-caption-2021.md (files and run validation:
 sections 1.1 and 2.1 of both); every section reference below names its document.
 
-Whitespace (`strip`, `split`) and case mapping are Python 3.9's (Unicode 13.0), through medchallenge.unicode13.
+Whitespace (`strip`, `split`) and case mapping are Python 3.9's (Unicode 13.0), through medchallenge.official.unicode13.
 
 Value representations (what the metric functions take):
 * 2022 concepts: a tuple of stripped concept strings; `()` for a run line `id`, `('',)` for `id|` or an empty GT.
@@ -22,7 +22,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from .. import unicode13
+from ..official import unicode13
 from ..errors import InputError
 from . import python39_csv
 

@@ -4,7 +4,7 @@ The official `froc.py` parses these by hand (docs/metrics/object-cxr.md §1, §5
 (universal newlines, so CRLF files read like LF files), the first line is skipped unconditionally, every other line
 is `line.strip('\\n').split(',')` with exactly 2 fields, objects/predictions are `;`-joined and their fields
 single-space separated, numbers are parsed with Python's `float` (froc.py ran on Python 3.7: its `float()`, whose
-Unicode 11.0 digits medchallenge.official_numbers keeps).
+Unicode 11.0 digits medchallenge.official.numbers keeps).
 
 These readers accept exactly what that parser accepts and score it the same way. Where the official parser would
 crash (a double or trailing space, a field that is not a number) or silently change the meaning (a header-less file
@@ -24,7 +24,7 @@ import numpy as np
 
 from ..contract import name_list
 from ..errors import InputError
-from ..official_numbers import PYTHON_3_7
+from ..official.numbers import PYTHON_3_7
 
 # Object type codes (the official file compares the type as a string: '0', '1', '2'; anything else is an object
 # that is counted but can never be hit).

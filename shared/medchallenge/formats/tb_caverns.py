@@ -3,7 +3,7 @@
 Spec: docs/metrics/tb-caverns-2022.md §1; the run-file rules of the task page: §5.
 Inputs the official code crashed on (header or blank line in a run file, non-integer coordinates, short rows, a line
 with a NUL byte, which Python 3.9's csv module refuses) are errors naming the line; coordinates are read as Python
-3.9's `int()` reads them (its Unicode 13.0 digits: medchallenge.official_numbers). Rules the task page states but the
+3.9's `int()` reads them (its Unicode 13.0 digits: medchallenge.official.numbers). Rules the task page states but the
 official metric never checked (ordered corners, known file names) are warnings, or errors with `strict=True`.
 """
 
@@ -16,7 +16,7 @@ from pathlib import Path
 
 from ..contract import read_json_file
 from ..errors import InputError
-from ..official_numbers import PYTHON_3_9
+from ..official.numbers import PYTHON_3_9
 from . import python39_csv
 
 Box = tuple[int, int, int, int, int, int]

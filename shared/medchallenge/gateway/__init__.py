@@ -34,8 +34,9 @@ The configuration (TOML) is read and checked at start; every problem is one `err
 Modules, one idea each: config (the TOML, checked), queue (the folders, the ledger, the bytes held), server (the
 Storage SCP: allow-list, limits, with dicom.files's header bounds and dicom.deflated's streamed inflation), routing
 (which route), jobs (running a route's algorithm: the one place that knows how; image_routes the job, output_dicom
-its outputs as DICOM, job_runner the service holding the Docker socket), pacs (C-STORE of results), notes (failure
-notes), audit (the audit log), worker (the loop over the queue), main (the command line).
+its outputs as DICOM, job_runner the service holding the Docker socket, cluster a route's jobs on Slurm), pacs
+(C-STORE of results), notes (failure notes), audit (the audit log), worker (the loop over the queue), main (the command
+line).
 """
 
 from .config import GatewayConfig, Route, load_config

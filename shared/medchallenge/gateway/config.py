@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
 
@@ -34,14 +35,28 @@ def same_ae_title(sent: str, configured: str) -> bool:
 
 
 @dataclass(frozen=True)
+class SlurmRoute:
+    """A route's jobs on a Slurm cluster (`backend = "slurm"`, its [route.slurm] table): sbatch's partition and
+    account (the cluster's defaults when absent), the GPUs and CPUs of each job, more sbatch options, and how often a
+    job the cluster lost (node failure, preemption, cancellation) is submitted again before the study fails."""
+
+    partition: str | None = None
+    account: str | None = None
+    gpus: int = 0
+    cpus: float | None = None  # None: the job runner's (grand-challenge's instance for the memory)
+    extra: tuple[str, ...] = ()
+    max_resubmissions: int = 2
+
+
+@dataclass(frozen=True)
 class Route:
     """Studies with a series of one of `modalities` (and, if given, one of `body_parts`) go to an algorithm, run as
     one grand-challenge job (image_routes.py): the study's series as `interface`'s input socket, the output sockets
     as DICOM objects in the study. The job launches `image`, a Docker image run as grand-challenge runs it, or
     `command`, the algorithm's entry as a process on this host (jobs.process_run: installs without Docker, tests);
     its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
-    "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py), else the gateway; up
-    to `max_parallel_jobs` studies' jobs at once."""
+    "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py); with `slurm` (backend
+    = "slurm"), a Slurm cluster (cluster.py); else the gateway; up to `max_parallel_jobs` studies' jobs at once."""
 
     name: str
     modalities: tuple[str, ...]
@@ -56,7 +71,8 @@ class Route:
     gpu: str = "off"
     input_socket: str | None = None  # interface "generic": the input socket's slug
     outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
-    max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route: 1)
+    slurm: SlurmRoute | None = None
+    max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route on this host: 1)
 
     @property
     def algorithm(self) -> str:
@@ -297,18 +313,54 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
-              "model", "memory_gb", "gpu", "input", "outputs", "max_parallel_jobs"}
+              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm",
+              "max_parallel_jobs"}
+SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
+BACKENDS = ("local", "slurm")
+
+
+def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
+    """The route's Slurm backend (None: the local one), checked: an image route without inbox, GPUs only where the
+    job gets them (gpu "on" asks for one by default), sbatch options as a list of options."""
+    backend = _take(table, "backend", str, where, "local")
+    if backend not in BACKENDS:
+        raise InputError(f"{where}: backend = {backend!r}: expected one of {', '.join(BACKENDS)}")
+    if backend == "local":
+        if "slurm" in table:
+            raise InputError(f"{where}: a [route.slurm] table is for backend = \"slurm\"")
+        return None
+    if "image" not in table or "inbox" in table:
+        raise InputError(f"{where}: backend = \"slurm\" runs an image (not a command) on the cluster's nodes, "
+                         "without an inbox")
+    slurm = _take(table, "slurm", dict, where, {})
+    where = f"{where} [route.slurm]"
+    _no_unknown_keys(slurm, SLURM_KEYS, where)
+    gpus = _take(slurm, "gpus", int, where, 1 if gpu == "on" else 0)
+    if not 0 <= gpus <= 64 or (gpu == "on" and gpus == 0) or (gpu == "off" and gpus > 0):
+        raise InputError(f"{where}: gpus = {gpus}: expected 0 to 64, at least 1 with the route's gpu = \"on\" and "
+                         "0 with gpu = \"off\"")
+    extra = _strings(slurm, "extra", where, required=False)
+    if not all(option.startswith("-") for option in extra):
+        raise InputError(f"{where}: extra = {list(extra)!r}: expected sbatch options, each starting with -")
+    resubmissions = _take(slurm, "max_resubmissions", int, where, 2)
+    if not 0 <= resubmissions <= 100:
+        raise InputError(f"{where}: max_resubmissions = {resubmissions}: expected 0 to 100")
+    return SlurmRoute(partition=_take(slurm, "partition", str, where) if "partition" in slurm else None,
+                      account=_take(slurm, "account", str, where) if "account" in slurm else None, gpus=gpus,
+                      cpus=_positive(slurm, "cpus", where, 1) if "cpus" in slurm else None, extra=extra,
+                      max_resubmissions=resubmissions)
 MAX_PARALLEL_JOBS = 64
 
 
-def _max_parallel_jobs(table: dict, where: str, gpu: str) -> int:
-    """A route's `max_parallel_jobs` (default 1: one study at a time), 1 to MAX_PARALLEL_JOBS; a GPU route's
-    (`gpu` "on" or "auto") is clipped to 1, with one line: each of its jobs is given the same GPU (`--gpus 1`), and
-    one job per GPU is what a GPU can hold."""
+
+def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | None) -> int:
+    """A route's `max_parallel_jobs` (default 1: one study at a time), 1 to MAX_PARALLEL_JOBS; a GPU route run on
+    this host (`gpu` "on" or "auto", not on Slurm, which gives each job GPUs of its own) is clipped to 1, with one
+    line: each of its jobs is given the same GPU (`--gpus 1`), and one job per GPU is what a GPU can hold."""
     value = _take(table, "max_parallel_jobs", int, where, 1)
     if not 1 <= value <= MAX_PARALLEL_JOBS:
         raise InputError(f"{where}: max_parallel_jobs = {value}: expected 1 to {MAX_PARALLEL_JOBS}")
-    if value > 1 and gpu != "off":
+    if value > 1 and gpu != "off" and slurm is None:
         log.warning("%s: max_parallel_jobs = %d clipped to 1: a route with gpu = %r runs one job at a time (each "
                     "job is given the same GPU); set gpu = \"off\" to run its jobs in parallel on the CPU",
                     where, value, gpu)
@@ -318,8 +370,6 @@ def _max_parallel_jobs(table: dict, where: str, gpu: str) -> int:
 
 def _route(table: dict, where: str) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
-    from .output_dicom import check_image_route
-
     _no_unknown_keys(table, ROUTE_KEYS, where)
     if ("image" in table) == ("command" in table):
         raise InputError(f"{where}: give image (a Docker image, run as grand-challenge runs it) or command (the "
@@ -338,7 +388,8 @@ def _route(table: dict, where: str) -> Route:
         command=_strings(table, "command", where, required=True) if "command" in table else (),
         inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
         model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu,
-        max_parallel_jobs=_max_parallel_jobs(table, where, gpu))
+        slurm=_slurm_route(table, where, gpu))
+    route = dataclasses.replace(route, max_parallel_jobs=_max_parallel_jobs(table, where, gpu, route.slurm))
     if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
         outputs = _take(table, "outputs", list, where)
         if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and

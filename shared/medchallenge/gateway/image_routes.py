@@ -11,13 +11,15 @@ import functools
 import shutil
 import subprocess
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 from ..dicom.detectors import FOREIGN_OBJECT
 from ..dicom.series import DicomSeries, dicom_files, read_headers, select_study_series
+from ..dicom.sr import FindingKind
 from ..errors import InputError
 from ..io import write_dicom_atomic, write_json_atomic
-from ..jobs import JobLimits, run_job
+from ..jobs import JobLimits, JobResult, run_job
 from ..jobs.conditions import DEFAULT_DISK_GB
 from ..jobs.docker_run import DockerImage, host_mounts, host_path
 from ..jobs.launch import Launcher
@@ -26,8 +28,9 @@ from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import convert
 from ..jobs.values import SocketValue
 from ..limits import load_json
+from ..sockets import Interface
 from .config import Route
-from ..jobs.image_grid import read_image_grid
+from ..jobs.image_grid import ImageGrid, read_image_grid
 from .image_grid import check_slice_order
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
                            generic_interface, generic_results)
@@ -95,10 +98,22 @@ def job_pk(route: Route, study: Path) -> str:
     return str(uuid.uuid5(uuid.NAMESPACE_URL, str(where)))
 
 
-def run_image_route(route: Route, study: Path, disk_gb: float = DEFAULT_DISK_GB) -> None:
-    """The route's algorithm on the study's input/ into output/dicom/: InputError with the job's error line when the
-    job fails, runs out of memory or writes more than `disk_gb` (the gateway's `work_quota_mib`),
-    subprocess.TimeoutExpired when it runs over the route's time limit."""
+@dataclasses.dataclass(frozen=True)
+class PreparedJob:
+    """A study made ready for its route's job: the job's input (the converted series) and what turns the job's
+    outputs into the study's DICOM objects (the chosen series, its image grid, the interface's writer)."""
+
+    route: Route
+    interface: Interface
+    kind: FindingKind
+    write: Callable
+    series: DicomSeries
+    grid: ImageGrid
+    input_value: SocketValue
+
+
+def prepare_job(route: Route, study: Path, work: Path) -> PreparedJob:
+    """The study's series for the route's input socket, converted by panimg under `work` (upload/, converted/)."""
     if route.interface == GENERIC:
         interface, kind = generic_interface(route), GENERIC_FINDING
         if route.input_socket not in VOLUME_SOCKETS:
@@ -107,19 +122,6 @@ def run_image_route(route: Route, study: Path, disk_gb: float = DEFAULT_DISK_GB)
     else:
         route_interface, kind = CHALLENGE_INTERFACES[route.interface]
         interface, write = route_interface.interface, route_interface.write
-    work = study / JOB_FOLDER
-    shutil.rmtree(work, ignore_errors=True)
-    try:
-        datasets = _run(route, interface, kind, write, study, work, disk_gb)
-    finally:  # the job's copies of the images, the model and the outputs go; its record (result.json) stays
-        for name in ("upload", "converted", "run"):
-            shutil.rmtree(work / name, ignore_errors=True)
-    for dataset in datasets:
-        write_dicom_atomic(study / "output" / RESULT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
-
-
-def _run(route: Route, interface, kind, write, study: Path, work: Path, disk_gb: float) -> list:
-    """Convert, run, check and write: the DICOM objects of the job's outputs."""
     input_socket = interface.inputs[0]
     series = study_upload(study, input_socket.slug, work / "upload")
     images = convert(work / "upload", work / "converted", None, f"study {study.name}")
@@ -130,18 +132,47 @@ def _run(route: Route, interface, kind, write, study: Path, work: Path, disk_gb:
     grid = read_image_grid(image.file, shape)
     if input_socket.slug in VOLUME_SOCKETS:  # results on slice k must land on the series' slice k
         check_slice_order(series, grid, f"detector {route.name}: study {study.name}")
-    result = run_job(route_launcher(route), [image.value(1, input_socket)], list(interface.outputs), work / "run",
-                     model=route.model, limits=JobLimits(memory_gb=route.memory_gb,
-                                                         time_limit_s=route.timeout_seconds, disk_gb=disk_gb),
-                     gpu=route.gpu, pk=job_pk(route, study))
-    write_json_atomic(work / "result.json", result.to_json())
+    return PreparedJob(route, interface, kind, write, series, grid, image.value(1, input_socket))
+
+
+def job_datasets(prepared: PreparedJob, result: JobResult, record: Path) -> list:
+    """The DICOM objects of a job's outputs, its record (`record`: result.json) written first; InputError with the
+    job's error line for a failed job, subprocess.TimeoutExpired for one over the route's time limit."""
+    route = prepared.route
+    write_json_atomic(record, result.to_json())
     if result.status != "succeeded":
         if result.error.startswith(TIME_LIMIT):  # the gateway's time-out note, as for its other detectors
             raise subprocess.TimeoutExpired(route.algorithm, route.timeout_seconds)
         raise InputError(f"detector {route.name} failed: {note_line(result.error, result.exit_code)}")
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
-    named = dataclasses.replace(kind, algorithm_name=route.name[:64], algorithm_version=route.algorithm[-64:])
+    named = dataclasses.replace(prepared.kind, algorithm_name=route.name[:64], algorithm_version=route.algorithm[-64:])
     try:
-        return write(values, series, grid, named)
+        return prepared.write(values, prepared.series, prepared.grid, named)
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
+
+
+def write_results(study: Path, datasets: list) -> None:
+    """The job's DICOM objects into the study's output/dicom/."""
+    for dataset in datasets:
+        write_dicom_atomic(study / "output" / RESULT_FOLDER / f"{dataset.SOPInstanceUID}.dcm", dataset)
+
+
+def run_image_route(route: Route, study: Path, disk_gb: float = DEFAULT_DISK_GB) -> None:
+    """The route's algorithm on the study's input/ into output/dicom/: InputError with the job's error line when the
+    job fails, runs out of memory or writes more than `disk_gb` (the gateway's `work_quota_mib`),
+    subprocess.TimeoutExpired when it runs over the route's time limit."""
+    work = study / JOB_FOLDER
+    shutil.rmtree(work, ignore_errors=True)
+    try:
+        prepared = prepare_job(route, study, work)
+        result = run_job(route_launcher(route), [prepared.input_value], list(prepared.interface.outputs),
+                         work / "run", model=route.model,
+                         limits=JobLimits(memory_gb=route.memory_gb, time_limit_s=route.timeout_seconds,
+                                          disk_gb=disk_gb),
+                         gpu=route.gpu, pk=job_pk(route, study))
+        datasets = job_datasets(prepared, result, work / "result.json")
+    finally:  # the job's copies of the images, the model and the outputs go; its record (result.json) stays
+        for name in ("upload", "converted", "run"):
+            shutil.rmtree(work / name, ignore_errors=True)
+    write_results(study, datasets)

@@ -1,7 +1,8 @@
 """Running a route's algorithm on one study: `run_detector(route, study, stopping)` fills the study's output/ or
 raises (InputError: the job failed; subprocess.TimeoutExpired; GatewayStopping). One way: a grand-challenge job by
 the project's job runner (image_routes.py), run in this process, or, for a route with an `inbox`, handed through
-that folder to the job-runner service (job_runner.py), which holds the Docker socket the gateway never holds."""
+that folder to the job-runner service (job_runner.py), which holds the Docker socket the gateway never holds, or, for
+a route with backend = "slurm", submitted to the cluster (cluster.py)."""
 
 from __future__ import annotations
 
@@ -16,16 +17,13 @@ from pathlib import Path
 from ..errors import InputError
 from ..jobs.conditions import DEFAULT_DISK_GB
 from ..jobs.runner import TIME_LIMIT
+from .cluster import run_on_cluster
 from .config import Route
 from .image_routes import JOB_FOLDER, run_image_route
+from .stopping import GatewayStopping
 
 POLL_SECONDS = 0.05  # a look for the job-runner service's done/<study> (one stat): the result taken within this
 JOB_MARGIN_SECONDS = 300  # the job runner converts the study and starts the container before the job's time limit
-
-
-class GatewayStopping(Exception):
-    """The gateway is stopping while the job-runner service works on the study: it stays in running/ (and the job in
-    the inbox), and the next start takes it up again."""
 
 
 def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
@@ -59,7 +57,9 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
 def run_detector(route: Route, study: Path, stopping: threading.Event, disk_gb: float = DEFAULT_DISK_GB) -> None:
     """The route's algorithm on the study's input/ into its output/, writing at most `disk_gb` (the job runner
     service's own configuration sets it for a route with an inbox)."""
-    if route.inbox is None:
+    if route.slurm is not None:
+        run_on_cluster(route, study, stopping, disk_gb)
+    elif route.inbox is None:
         run_image_route(route, study, disk_gb)
     else:
         run_in_inbox(route, study, stopping)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Protocol
 
 from ..dicom.detectors import (FOREIGN_OBJECT, PRIVATE_SCHEME, RIB_FRACTURE, RIB_FRACTURE_TYPES, TB_CAVERN,
                                rib_fracture_results)
@@ -23,7 +24,6 @@ from ..dicom.sr import BoxFinding, FindingKind, PointFinding, box_report, point_
 from ..errors import InputError
 from ..sockets import (CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES,
                        RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket)
-from .config import Route
 from ..jobs import value_rules
 from ..jobs.image_grid import ImageGrid
 from .image_grid import check_slice_order
@@ -31,6 +31,23 @@ from .image_grid import check_slice_order
 # the modalities of the series that become each image input socket
 SOCKET_MODALITIES = {"ct-image": ("CT",), "chest-x-ray": ("CR", "DX")}
 VOLUME_SOCKETS = ("ct-image",)
+
+
+class MappedRoute(Protocol):
+    """What the mapping reads of a route (config.Route is one; declared here so that config, which checks every route
+    with check_image_route, is not imported back)."""
+
+    @property
+    def interface(self) -> str: ...
+
+    @property
+    def input_socket(self) -> str | None: ...
+
+    @property
+    def outputs(self) -> tuple[tuple[str, str], ...]: ...
+
+    @property
+    def model(self) -> Path | None: ...
 
 
 @dataclass(frozen=True)
@@ -72,7 +89,7 @@ GENERIC_FINDING = FindingKind(finding_type=("ai-result", PRIVATE_SCHEME, "AI res
                               algorithm_version="", series_description="AI results")
 
 
-def generic_interface(route: Route) -> Interface:
+def generic_interface(route: MappedRoute) -> Interface:
     """The interface a generic route declares: its input socket and its output sockets by kind."""
     outputs = tuple(Socket(slug, kind, GENERIC_KINDS[kind][0], GENERIC_KINDS[kind][1].format(slug))
                     for slug, kind in route.outputs)
@@ -126,7 +143,7 @@ def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid,
             for point in value_rules.world_points(value, slug, grid, volume, default_probability)]
 
 
-def generic_results(route: Route, values: dict[str, object], series: DicomSeries, grid: ImageGrid,
+def generic_results(route: MappedRoute, values: dict[str, object], series: DicomSeries, grid: ImageGrid,
                     kind: FindingKind) -> list:
     """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points."""
     import numpy as np
@@ -159,7 +176,7 @@ CHALLENGE_INTERFACES = {
 }
 
 
-def check_image_route(route: Route, where: str) -> None:
+def check_image_route(route: MappedRoute, where: str) -> None:
     """`--check`: the route's interface is known, its input socket has a series conversion and every output socket
     a DICOM mapping; one InputError line otherwise."""
     if route.interface == GENERIC:

@@ -17,13 +17,14 @@ from ..jobs.conditions import GIB
 from ..logs import escape
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, Route
-from .jobs import GatewayStopping, run_detector
+from .jobs import run_detector
 from .notes import Failure, send_failure_note
 from .pacs import Pacs
 from .queue import (HANDLING, INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full, read_job, read_senders,
                     recover, study_instances)
 from .routing import route_study
 from .server import StorageServer
+from .stopping import GatewayStopping
 
 log = logging.getLogger("medchallenge.gateway")
 

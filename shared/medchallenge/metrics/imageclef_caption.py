@@ -10,8 +10,8 @@ tests/reference. The one exception is the 2021 Snowball stemmer, which `snowball
 installed NLTK on first use (it needs no NLTK data).
 
 Every Unicode-dependent text operation (case mapping, whitespace, the word and space classes of regular expressions,
-`(?i)`) goes through medchallenge.unicode13, so that it behaves as on the official Python 3.9 (Unicode 13.0), not as
-on the running interpreter.
+`(?i)`) goes through medchallenge.official.unicode13, so that it behaves as on the official Python 3.9 (Unicode 13.0),
+not as on the running interpreter.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 
-from .. import unicode13
+from ..official import unicode13
 
 EDITIONS = ("2021", "2022")
 

@@ -88,15 +88,20 @@ class TaskEnd:
     exit_code: str
 
 
-def task_options(resources: Resources, count: int, max_parallel: int | None) -> list[str]:
-    """sbatch's options of one submission's array: a task per spec, at most `max_parallel` at once, each with the
-    job's CPUs, memory (plus the runner's), GPUs and time (plus loading and checks); requeued when its node fails."""
-    throttle = f"%{max_parallel}" if max_parallel else ""
+def job_options(resources: Resources) -> list[str]:
+    """sbatch's options of one task: the job's CPUs, memory (plus the runner's), GPUs and time (plus loading and
+    checks); requeued when its node fails."""
     memory_mb = math.ceil(resources.memory_gb * 1024) + MEMORY_MARGIN_MB
     minutes = math.ceil((resources.time_limit_s + TIME_MARGIN_S) / 60)
-    return [f"--array=0-{count - 1}{throttle}", f"--cpus-per-task={max(1, math.ceil(resources.cpus))}",
-            f"--mem={memory_mb}M", f"--time={minutes}", "--requeue",
-            *([f"--gres=gpu:{resources.gpus}"] if resources.gpus else [])]
+    return [f"--cpus-per-task={max(1, math.ceil(resources.cpus))}", f"--mem={memory_mb}M", f"--time={minutes}",
+            "--requeue", *([f"--gres=gpu:{resources.gpus}"] if resources.gpus else [])]
+
+
+def task_options(resources: Resources, count: int, max_parallel: int | None) -> list[str]:
+    """sbatch's options of one submission's array: a task per spec, at most `max_parallel` at once, each with
+    job_options."""
+    throttle = f"%{max_parallel}" if max_parallel else ""
+    return [f"--array=0-{count - 1}{throttle}", *job_options(resources)]
 
 
 def parse_scontrol(text: str) -> list[dict[str, str]]:
@@ -104,15 +109,31 @@ def parse_scontrol(text: str) -> list[dict[str, str]]:
     return [dict(re.findall(r"(?:^|\s)([A-Za-z/:]+)=(\S*)", line)) for line in text.splitlines() if "JobId=" in line]
 
 
+def _shown_jobs(job_id: str) -> list[dict[str, str]]:
+    """`scontrol show job` of `job_id` (every task of an array); empty once slurmctld forgot it (MinJobAge)."""
+    return parse_scontrol(_slurm("scontrol", "show", "job", "--oneliner", job_id, check=False).stdout)
+
+
+def _task_end(job: dict[str, str]) -> TaskEnd:
+    return TaskEnd(job.get("JobState", ""), int(job.get("Restarts", "0") or 0), job.get("ExitCode", ""))
+
+
 def array_task_ends(array_job: str) -> dict[int, TaskEnd]:
     """Slurm's state of each task of an array slurmctld still knows (by index); pending ranges are left out."""
-    shown = _slurm("scontrol", "show", "job", "--oneliner", array_job, check=False)
-    ends = {}
-    for job in parse_scontrol(shown.stdout):
-        if job.get("ArrayJobId") == array_job and job.get("ArrayTaskId", "").isdigit():
-            ends[int(job["ArrayTaskId"])] = TaskEnd(job.get("JobState", ""), int(job.get("Restarts", "0") or 0),
-                                                    job.get("ExitCode", ""))
-    return ends
+    return {int(job["ArrayTaskId"]): _task_end(job) for job in _shown_jobs(array_job)
+            if job.get("ArrayJobId") == array_job and job.get("ArrayTaskId", "").isdigit()}
+
+
+def job_end(job_id: str) -> TaskEnd | None:
+    """Slurm's state of a job that is not an array, or None where slurmctld no longer knows it."""
+    return next((_task_end(job) for job in _shown_jobs(job_id) if job.get("JobId") == job_id), None)
+
+
+def lost_cause(end: TaskEnd | None) -> str:
+    """Why a task ended without a result, in the phase's words (CAUSES), from Slurm's final state of it."""
+    if end is None:
+        return "forgotten"  # over longer than slurmctld's MinJobAge ago
+    return CAUSES.get(end.state, end.state.lower())
 
 
 def manifest_specs(manifest: Path) -> list[Path]:
@@ -135,7 +156,7 @@ def record_causes(layout: PhaseLayout, handle: SlurmHandle) -> list[str]:
         if state is not None and state.get("slurm_job_id") == slurm_id:  # noted already (by the task itself)
             continue
         layout.job(job_id).mkdir(parents=True, exist_ok=True)
-        write_state(layout, job_id, {"status": "interrupted", "cause": CAUSES.get(end.state, end.state.lower()),
+        write_state(layout, job_id, {"status": "interrupted", "cause": lost_cause(end),
                                      "slurm_state": end.state, "exit_code": end.exit_code,
                                      "requeued": end.restarts, "slurm_job_id": slurm_id})
         noted.append(job_id)
@@ -183,6 +204,13 @@ class SlurmBackend:
                               [sys.executable, "-m", "medchallenge.phase.slurm", "task", str(manifest)])
         log.info("submission %s: %d job(s) as Slurm array %s", team, len(specs), job_id)
         return SlurmHandle(job_id, manifest)
+
+    def submit_task(self, name: str, spec: Path, resources: Resources) -> SlurmHandle:
+        """One task as a job of its own (not an array): `python -m medchallenge.phase.task SPEC`."""
+        job_id = self._sbatch(name, job_options(resources),
+                              [sys.executable, "-m", "medchallenge.phase.task", str(spec.absolute())])
+        log.info("task %s: Slurm job %s", spec.stem, job_id)
+        return SlurmHandle(job_id)
 
     def submit_after(self, handles: Sequence[SlurmHandle], argv: Sequence[str], name: str) -> SlurmHandle:
         after = [f"--dependency=afterany:{':'.join(h.job_id for h in handles)}"] if handles else []

@@ -86,11 +86,16 @@ def _cause(error: str | None) -> str | None:
 
 def image_to_run(spec: dict[str, Any]) -> str:
     """The job's image in this node's engine: its tag while the tag is still the planned image (the team's name for
-    it in every message), else its digest; an archive loaded first. EngineError where the node lacks it."""
+    it in every message), else its digest; an archive loaded first; a tag without a digest (a gateway route's image)
+    as the node's engine has it. EngineError where the node lacks it."""
     image, engine = spec["image"], spec["engine"]
     if image["archive"]:
         ensure_loaded(engine, Path(image["archive"]), image["digest"])
         return spec["run_image"]
+    if image["digest"] is None:
+        if local_digest(engine, image["ref"]) is None:
+            raise EngineError(f"image {image['ref']} is not in {engine} on {socket.gethostname()}")
+        return image["ref"]
     if local_digest(engine, image["ref"]) == image["digest"]:
         return image["ref"]
     if local_digest(engine, image["digest"]) is None:

@@ -8,10 +8,10 @@ after "cannot" stops NLTK's split). Every Unicode-dependent step of the caption 
 `ignorecase` (explicit classes instead of `\\w`, `\\s` and `(?i)`), with `builtin_regex_exact` telling where a pattern
 in the running interpreter's classes matches as Python 3.9's would.
 
-The data, medchallenge/data/unicode13.json (tools/make_unicode13_table.py, run with Python 3.9.18 and each runtime),
-holds Python 3.9's behaviour only where an interpreter of a given Unicode version differs, keyed by that version;
-the running interpreter's own behaviour is used everywhere else, so strings without an affected character take the
-built-in (fast) path: ASCII text at once (`str.isascii()` is O(1)), other text after one search for them.
+The data, medchallenge/official/data/unicode13.json (tools/make_unicode13_table.py, run with Python 3.9.18 and each
+runtime), holds Python 3.9's behaviour only where an interpreter of a given Unicode version differs, keyed by that
+version; the running interpreter's own behaviour is used everywhere else, so strings without an affected character take
+the built-in (fast) path: ASCII text at once (`str.isascii()` is O(1)), other text after one search for them.
 tests/reference compares every code point with Python 3.9.18, regenerates the running interpreter's entry, and
 fuzzes the whole caption pipeline against Python 3.9.
 """
@@ -33,9 +33,9 @@ def _load_entry() -> tuple[dict, dict]:
     table = load(DATA_FILE)
     entry = table["runtimes"].get(unicodedata.unidata_version)
     if entry is None:
-        raise RuntimeError(f"medchallenge/data/{DATA_FILE} has no entry for Unicode {unicodedata.unidata_version} "
-                           f"(this interpreter); the caption evaluators cannot reproduce Python 3.9's text handling "
-                           f"here. Add it with tools/make_unicode13_table.py (tabulated: "
+        raise RuntimeError(f"medchallenge/official/data/{DATA_FILE} has no entry for Unicode "
+                           f"{unicodedata.unidata_version} (this interpreter); the caption evaluators cannot reproduce "
+                           f"Python 3.9's text handling here. Add it with tools/make_unicode13_table.py (tabulated: "
                            f"{', '.join(sorted(table['runtimes']))})")
     return table["reference"], entry
 

@@ -1,5 +1,5 @@
-"""The Unicode tables of medchallenge/data (unicode13.json, decimal_digits.json): loading them, and their code-point
-runs, written as in the Unicode data files ("0870..0887", "08B5")."""
+"""The Unicode tables of medchallenge/official/data (unicode13.json, decimal_digits.json): loading them, and their
+code-point runs, written as in the Unicode data files ("0870..0887", "08B5")."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from importlib import resources
 
 
 def load(name: str) -> dict:
-    """medchallenge/data/`name`, parsed."""
-    return json.loads(resources.files("medchallenge").joinpath("data", name).read_text(encoding="utf-8"))
+    """medchallenge/official/data/`name`, parsed."""
+    return json.loads(resources.files(__package__).joinpath("data", name).read_text(encoding="utf-8"))
 
 
 def code_points(runs: list[str]) -> list[int]:

@@ -6,7 +6,7 @@ digits: Python 3.11 (Unicode 14.0) reads the Tangsa digits U+16AC0..U+16AC9 that
 evaluator's interpreter, refuses; Python 3.9 reads the segmented digits U+1FBF0..U+1FBF9, Nyiakeng Puachue Hmong
 U+1E140.. and Wancho U+1E2F0.. that Python 3.7 (11.0), object-CXR's `froc.py`'s, refuses. Each official interpreter
 has one `OfficialNumbers` here, keyed by its Unicode version: the same first step done with that interpreter's own
-digits and whitespace (medchallenge/data/decimal_digits.json, probed from the interpreter itself by
+digits and whitespace (medchallenge/official/data/decimal_digits.json, probed from the interpreter itself by
 tools/make_decimal_digits_table.py), then the running interpreter's ASCII parsing, which has not changed since 3.7.
 A character that is neither (nor ASCII) makes the text no number, as it does in every CPython. ASCII text (nearly
 all of it) goes straight to the built-in. tests/reference checks every code point and a fuzz of number-like text

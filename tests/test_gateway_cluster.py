@@ -1,0 +1,93 @@
+"""A gateway route with backend = "slurm" in the configuration: its [route.slurm] table read and checked, and `--check`
+saying in one line that Slurm's client commands are missing. (Its studies through a real Slurm:
+tests/e2e/test_gateway_slurm.py.)"""
+
+from __future__ import annotations
+
+import pytest
+from gateway_helpers import config_text
+
+from medchallenge.gateway import load_config, main
+from medchallenge.gateway.config import SlurmRoute
+
+SLURM_ROUTE = """
+[[route]]
+name = "cxr-cluster"
+modalities = ["CR"]
+interface = "object-cxr"
+image = "team/cxr:1"
+backend = "slurm"
+gpu = "on"
+memory_gb = 4
+timeout_seconds = 600
+
+[route.slurm]
+partition = "gpu"
+account = "radiology"
+gpus = 2
+cpus = 4
+extra = ["--qos=clinical"]
+max_resubmissions = 3
+"""
+
+
+@pytest.fixture
+def slurm_commands(tmp_path, monkeypatch):
+    """Slurm's client commands on PATH (stand-ins: `--check` only looks for them)."""
+    bin_folder = tmp_path / "bin"
+    bin_folder.mkdir()
+    for command in ("sbatch", "squeue", "scontrol"):
+        (bin_folder / command).write_text("#!/bin/sh\nexit 0\n")
+        (bin_folder / command).chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_folder))
+
+
+def write_config(tmp_path, route: str = SLURM_ROUTE):
+    path = tmp_path / "gateway.toml"
+    path.write_text(config_text(tmp_path / "work", 11112, 4242, ["true"]) + route)
+    return path
+
+
+def test_a_slurm_route_is_read_with_its_cluster_options(tmp_path):
+    local, cluster = load_config(write_config(tmp_path)).routes
+    assert local.slurm is None  # the default backend: local
+    assert cluster.slurm == SlurmRoute(partition="gpu", account="radiology", gpus=2, cpus=4.0,
+                                       extra=("--qos=clinical",), max_resubmissions=3)
+    default = load_config(write_config(tmp_path, SLURM_ROUTE.split("[route.slurm]")[0])).routes[1].slurm
+    assert default == SlurmRoute(gpus=1)  # gpu = "on": one GPU, the cluster's partition and account
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t.replace('backend = "slurm"', 'backend = "kubernetes"'),
+     "[[route]] 2: backend = 'kubernetes': expected one of local, slurm"),
+    (lambda t: t.replace('backend = "slurm"', ''), '[[route]] 2: a [route.slurm] table is for backend = "slurm"'),
+    (lambda t: t.replace('image = "team/cxr:1"', 'command = ["true"]'),
+     '[[route]] 2: backend = "slurm" runs an image (not a command)'),
+    (lambda t: t.replace('image = "team/cxr:1"', 'image = "team/cxr:1"\ninbox = "/srv/inbox"'),
+     "without an inbox"),
+    (lambda t: t.replace("gpus = 2", "gpus = 0"), "[route.slurm]: gpus = 0: expected 0 to 64, at least 1"),
+    (lambda t: t.replace('gpu = "on"', 'gpu = "off"'), "[route.slurm]: gpus = 2: expected"),
+    (lambda t: t.replace("gpus = 2", "nodes = 3"), "[route.slurm]: unknown key(s) nodes"),
+    (lambda t: t.replace('"--qos=clinical"', '"qos=clinical"'), "[route.slurm]: extra = ['qos=clinical']: expected "
+                                                                "sbatch options"),
+    (lambda t: t.replace("max_resubmissions = 3", "max_resubmissions = -1"), "max_resubmissions = -1: expected"),
+    (lambda t: t.replace("cpus = 4", "cpus = 0"), "[route.slurm]: cpus = 0: expected a positive number"),
+])
+def test_slurm_route_mistakes_are_one_line(tmp_path, capsys, slurm_commands, edit, message):
+    path = write_config(tmp_path)
+    assert main(["--config", str(path), "--check"]) == 0
+    path.write_text(edit(path.read_text()))
+    assert main(["--config", str(path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: {path}") and message in err
+
+
+def test_check_says_in_one_line_that_slurm_commands_are_missing(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))
+    path = write_config(tmp_path)
+    assert main(["--config", str(path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err == (f'error: {path}: route(s) cxr-cluster: backend = "slurm" needs Slurm\'s client commands on PATH '
+                   '(missing: sbatch, squeue, scontrol)\n')
+    path.write_text(path.read_text().split("\n[[route]]\nname = \"cxr-cluster\"")[0])  # no route on the cluster
+    assert main(["--config", str(path), "--check"]) == 0
