@@ -11,8 +11,9 @@ PACS, the issue's measure, the quiet period included), the same after the quiet 
 result (from the first C-STORE) p50/p90/max, and where a study's time goes (means over the burst, from the job
 records): the job as the gateway waited for it (hand-over, the job runner's conversion, `docker run` and its
 bookkeeping, the container, the results written as DICOM), of which the container (from `docker run` to its end) and
-the rest, the job runner's own; the result sent to the PACS; and the time queued (behind other studies). The 1-minute
-load average is reported: on a shared machine the times depend on it.
+the rest, the job runner's own; the result sent to the PACS; the time queued (behind other studies); and the CPU
+seconds per study of the gateway and the job runner with the `docker` commands they ran (not the Docker engine's,
+nor the containers'). The 1-minute load average is reported: on a shared machine the times depend on it.
 """
 
 from __future__ import annotations
@@ -82,6 +83,12 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The CPU seconds of a process and of its children it waited for (the `docker` commands of the job runner)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
 def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     """One burst through a fresh gateway and job runner with `parallel` jobs at once: its measures."""
     port, pacs_port = _free_port(), _free_port()
@@ -110,6 +117,7 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         sent = tmp / f"p{parallel}" / "work" / "sent"
         jobs = [json.loads(p.read_text()) for p in sent.glob("*/job.json")]
         containers = [json.loads(p.read_text())["wall_seconds"] for p in sent.glob("*/job/result.json")]
+        cpu = sum(_cpu_seconds(p.pid) for p in processes)
     finally:
         for process in processes:
             process.terminate()
@@ -132,6 +140,7 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         f"{key}_container_mean_seconds": round(container, 2),
         f"{key}_job_runner_own_mean_seconds": round(detector - container, 2),
         f"{key}_send_mean_seconds": round(send, 3),
+        f"{key}_gateway_and_job_runner_cpu_seconds_per_study": round(cpu / len(files), 2),
         f"{key}_queued_mean_seconds": round(statistics.mean(latencies) - QUIET_SECONDS - detector - send, 2),
         f"{key}_results_received": len(received),
         f"{key}_load_average_1min": round(os.getloadavg()[0], 2),
