@@ -65,7 +65,6 @@ class WorkQueue:
         self.sent = set(self.ledger.read_text().split())
         self.ledger_lock = threading.Lock()
         self.lock = threading.Lock()  # between the storage handler (network threads) and the worker
-        self.changed = threading.Event()  # set by each instance stored (and the worker's own news): it looks again
         self.bytes_held = folder_bytes(root)  # recounted by the worker (`recount`); added to by `store`
         self.study_bytes = {p.name: folder_bytes(p) for p in (root / "incoming").iterdir()}  # by study UID
 
@@ -133,7 +132,6 @@ class WorkQueue:
             os.utime(folder)  # the study's last arrival
             self.study_bytes[study_uid] = self.study_bytes.get(study_uid, 0) + size
             self.bytes_held += size
-        self.changed.set()
 
     def mark(self, study_uid: str, marker: str) -> None:
         """Put a marker on a study still being received (if it is)."""

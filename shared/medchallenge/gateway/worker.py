@@ -30,7 +30,7 @@ log = logging.getLogger("medchallenge.gateway")
 
 RESULT_FOLDER = "dicom"
 RECOUNT_SECONDS = 10.0
-IDLE_SECONDS = 0.5  # the worker's longest wait for news: an instance stored, a job's end or the stop wake it at once
+IDLE_SECONDS = 0.5  # the worker's longest wait for news: a job's end or the stop wake it at once
 
 
 class StudyFailed(Exception):
@@ -51,6 +51,8 @@ class Gateway:
         self.pacs = Pacs(config)
         self.server = StorageServer(config, self.queue, self.audit)
         self.stopping = threading.Event()
+        self.wake = threading.Event()  # a job's end or the stop: the worker looks again at once (an instance stored
+        # makes nothing ready: the quiet period of its study starts again; idle_seconds waits for the next one)
         self.retry_at = 0.0  # while the disk is full: when the worker tries again
         self.recounted = 0.0
         self.current: Path | None = None  # the study the worker is on
@@ -63,7 +65,7 @@ class Gateway:
     def stop(self) -> None:
         """Stop the worker (the jobs handed to the job-runner service stay there) and the server."""
         self.stopping.set()
-        self.queue.changed.set()
+        self.wake.set()
 
     def complete_studies(self) -> None:
         """incoming -> received for every study quiet for `study_quiet_seconds`."""
@@ -170,7 +172,7 @@ class Gateway:
         finally:
             self.running.pop(study.name, None)
             self.places[route.name].release()
-            self.queue.changed.set()
+            self.wake.set()
 
     def handle_error(self, study: Path, route: Route | None, exc: Exception) -> None:
         """What the handling of a study raised: the study failed (its note to the PACS), kept queued on a full disk,
@@ -325,7 +327,7 @@ class Gateway:
         self.server.start()
         try:
             while not self.stopping.is_set():
-                self.queue.changed.clear()  # what happens from here on wakes the wait below
+                self.wake.clear()  # what happens from here on wakes the wait below
                 try:
                     busy = self.step()
                 except Exception as exc:
@@ -334,7 +336,7 @@ class Gateway:
                 finally:
                     self.current = None
                 if not busy:
-                    self.queue.changed.wait(self.idle_seconds())
+                    self.wake.wait(self.idle_seconds())
         finally:
             for thread in list(self.running.values()):  # the jobs of the job-runner service end at once
                 thread.join()
