@@ -92,7 +92,7 @@ save: images
 # ground_truth.tar.gz, model.tar.gz (challenges with an algorithm) and sockets.json. Ground truth: the demo data
 # (make demo) unless <PREFIX>_GROUND_TRUTH names another folder, e.g. make gc-pack TB_CAVERNS_GROUND_TRUTH=/data/gt
 gc-pack: venv
-	$(PY) -m medchallenge.gc_pack --all --out dist/gc
+	$(PY) -m medchallenge.grand_challenge.pack --all --out dist/gc
 
 # Codabench competition bundles, per scoring configuration dist/codabench/<config>.zip (README "Running a challenge
 # on grand-challenge, AIcrowd or Codabench"); reference data and sample submission: the demo data (make demo) unless

@@ -1,21 +1,25 @@
 """Benchmark: a challenge phase through the local backend (`medchallenge phase run`) with Docker.
 
 A CPU-light algorithm image (tests/job_images/broken, BEHAVIOUR=ok: reads the CT, waits 0.5 s, writes its boxes) on
-small synthetic TB CTs (64 x 64 x 16): jobs per minute with --jobs 1 and --jobs 2; the overhead per job beyond a bare
-`docker run` of the same image on the same input (the task's time against the container's alone, and the whole
-phase's time per job: conversion, planning, scheduling, output checks, evaluation and leaderboard included); and
-the time of a phase of 3 submissions x 20 cases with --jobs 2. Returns {"skipped": reason} without Docker.
+small synthetic TB CTs (64 x 64 x 16): jobs per minute with --jobs 1 and --jobs 2, of the whole phase and of its
+tasks alone (the backend's part: the first task's start to the last one's end), with the load average; the overhead
+per job beyond a bare `docker run` of the same image on the same input (the task's time against the container's
+alone, and the whole phase's time per job: conversion, planning, scheduling, output checks, evaluation and
+leaderboard included); and the time of a phase of 3 submissions x 20 cases with --jobs 2. Returns {"skipped":
+reason} without Docker.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,6 +62,14 @@ def _task_seconds(out: Path) -> tuple[list[float], list[float]]:
     return [s["task_seconds"] for s in states], [s["wall_seconds"] for s in states]
 
 
+def _tasks_span(out: Path) -> float:
+    """Seconds from the first task's start to the last one's end: the backend's part of the phase, without the
+    planning before it and the evaluation and leaderboard after it."""
+    states = [json.loads(p.read_text()) for p in out.glob("jobs/*/state.json")]
+    return (max(datetime.fromisoformat(s["finished"]) for s in states)
+            - min(datetime.fromisoformat(s["started"]) for s in states)).total_seconds()
+
+
 def _bare_docker_run(tag: str, out: Path) -> float:
     """Median seconds of `docker run --rm` of the image on one job's input as the phase gave it."""
     job = next(out.glob("jobs/*/run"))
@@ -86,7 +98,10 @@ def run() -> dict:
         cohort = _cohort(tmp / "cohort", CASES)
         one = tmp / "one.toml"
         one.write_text(f'[[submission]]\nteam = "light"\nimage = "{light}"\n')
+        load_before = os.getloadavg()
         seconds = {jobs: _phase(one, cohort, tmp / f"jobs-{jobs}", jobs) for jobs in (1, 2)}
+        load_after = os.getloadavg()
+        spans = {jobs: _tasks_span(tmp / f"jobs-{jobs}") for jobs in (1, 2)}
         task, container = _task_seconds(tmp / "jobs-1")
         bare = _bare_docker_run(light, tmp / "jobs-1")
         big_cohort = _cohort(tmp / "big-cohort", BIG_CASES)
@@ -100,6 +115,9 @@ def run() -> dict:
         "image": f"{light} (CPU-light: reads the CT, waits 0.5 s)", "cases": CASES,
         "jobs_per_minute": {f"jobs_{jobs}": round(60 / s, 2) for jobs, s in per_job.items()},
         "speedup_jobs_2_over_1": round(seconds[1] / seconds[2], 2),
+        "backend_jobs_per_minute": {f"jobs_{jobs}": round(60 * CASES / s, 2) for jobs, s in spans.items()},
+        "backend_speedup_jobs_2_over_1": round(spans[1] / spans[2], 2),
+        "load_average_1min_before_after": [round(load_before[0], 2), round(load_after[0], 2)],
         "bare_docker_run_seconds": round(bare, 3),
         "task_seconds_median": round(statistics.median(task), 3),
         "container_seconds_median": round(statistics.median(container), 3),

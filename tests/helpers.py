@@ -61,10 +61,11 @@ def small_cohorts(root: Path) -> dict[str, tuple[Path, Path]]:
 
 
 def evaluator_argv(cohorts, name: str, out: Path, predictions: Path | None = None) -> list[str]:
-    """Evaluator arguments for a cohort of `small_cohorts`, its predictions replaced by `predictions` if given."""
+    """Evaluator arguments for a cohort of `small_cohorts`, its predictions replaced by `predictions` if given (no
+    figures, no review.html)."""
     default_predictions, ground_truth = cohorts[name]
     return ["--input", str(predictions or default_predictions), "--ground-truth", str(ground_truth), "--output",
-            str(out), "--no-progress", "--no-plots"]
+            str(out), "--no-progress", "--no-plots", "--no-review"]
 
 
 def one_error_line(capsys) -> str:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from gateway_helpers import config_text
 
-from medchallenge.gateway import load_config, main
+from medchallenge.gateway import cluster, load_config, main
 from medchallenge.gateway.config import SlurmRoute
 
 SLURM_ROUTE = """
@@ -91,3 +91,16 @@ def test_check_says_in_one_line_that_slurm_commands_are_missing(tmp_path, capsys
                    '(missing: sbatch, squeue, scontrol)\n')
     path.write_text(path.read_text().split("\n[[route]]\nname = \"cxr-cluster\"")[0])  # no route on the cluster
     assert main(["--config", str(path), "--check"]) == 0
+
+
+def test_a_submission_without_its_slurm_id_is_the_job_of_its_name_or_none(monkeypatch):
+    """The record written before sbatch: a restart finds the job by its name, or drops the entry (never submitted)."""
+    known = {"gw-cxr-a": ["17", "21"]}
+    monkeypatch.setattr(cluster, "jobs_named", lambda name: known.get(name, []))
+    record = {"task": "t", "submissions": [{"name": "gw-cxr-0", "slurm_job_id": "9", "end": "cancelled"},
+                                           {"name": "gw-cxr-a", "slurm_job_id": None, "end": None}]}
+    cluster.take_up_unrecorded(record)
+    assert [s["slurm_job_id"] for s in record["submissions"]] == ["9", "21"]
+    record["submissions"].append({"name": "gw-cxr-b", "slurm_job_id": None, "end": None})
+    cluster.take_up_unrecorded(record)
+    assert [s["name"] for s in record["submissions"]] == ["gw-cxr-0", "gw-cxr-a"]

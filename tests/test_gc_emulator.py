@@ -13,8 +13,8 @@ import pytest
 
 from gc_uploads import GREY16, HEIGHT, RGB, WIDTH, write_dicom, write_jpeg, write_png
 from helpers import InProcessAlgorithm
-from medchallenge import gc_emulator as gc
-from medchallenge.gc_emulator import AlgorithmSpec, EmulationError, Socket
+from medchallenge.grand_challenge import emulator as gc
+from medchallenge.grand_challenge.emulator import AlgorithmSpec, EmulationError, Socket
 
 sitk = pytest.importorskip("SimpleITK")
 pytest.importorskip("panimg")

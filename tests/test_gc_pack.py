@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from medchallenge.evaluators import tb_caverns as tb_evaluator
-from medchallenge.gc_pack import PACKAGES, main, reproducible_tar_gz
+from medchallenge.grand_challenge.pack import PACKAGES, main, reproducible_tar_gz
 
 
 @pytest.fixture(scope="module")

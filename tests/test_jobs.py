@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from helpers import InProcessAlgorithm
-from medchallenge.jobs import (DockerImage, EmulationError, JobFolders, JobLimits, LocalProcess, SocketValue,
-                               extract_model, resolve_gpu, run_job)
-from medchallenge.jobs.docker_run import container_of, host_path, written_outside
+from medchallenge.jobs import (DockerImage, EmulationError, Execution, JobFolders, JobLimits, LocalProcess,
+                               SocketValue, extract_model, resolve_gpu, run_job)
+from medchallenge.jobs.docker_run import _read_cpu_seconds, container_of, gpu_count, host_path, written_outside
 from medchallenge.sockets import Socket
 
 SCORE = Socket("score", "Float", "Value", "score.json")
@@ -105,6 +105,11 @@ if mode == "slow":
     time.sleep(60)
 if mode == "memory":
     hoard = [bytearray(64 << 20) for _ in range(1000)]
+if mode == "busy":  # a second of CPU time in a child it waits for, then a second asleep
+    import subprocess
+    burn = "import time\\nt = time.process_time()\\nwhile time.process_time() - t < 1: pass"
+    subprocess.run([sys.executable, "-c", burn])
+    time.sleep(1)
 open(os.path.join(os.environ["OUTPUT_DIR"], "score.json"), "w").write("0.25")
 """
 
@@ -124,6 +129,27 @@ def test_a_local_process_job_has_its_time_and_memory_limits(tmp_path, mode, erro
     else:
         assert not result.succeeded and re.match(error, result.error), result.error
     assert any("not enforced: no network" in note for note in result.notes)
+
+
+def test_a_local_process_job_reports_the_cpu_seconds_of_its_processes_not_its_wall_time_and_no_gpu_seconds(tmp_path):
+    (tmp_path / "algorithm.py").write_text(SCRIPT)
+    result = run_job(LocalProcess([sys.executable, str(tmp_path / "algorithm.py"), "busy"]), [], [SCORE],
+                     tmp_path / "job", limits=JobLimits(memory_gb=1.5, time_limit_s=60))
+    assert result.succeeded and result.wall_seconds > 2
+    assert 0.9 < result.cpu_seconds < result.wall_seconds - 0.5, (result.cpu_seconds, result.wall_seconds)
+    assert result.gpu_seconds == 0 and result.to_json()["cpu_seconds"] == round(result.cpu_seconds, 3)
+
+
+@pytest.mark.parametrize("files, seconds", [
+    ({"cpuacct.usage": "1500000000\n"}, 1.5),  # cgroup v1: nanoseconds
+    ({"cpu.stat": "usage_usec 2250000\nuser_usec 2000000\nsystem_usec 250000\n"}, 2.25),  # v2: microseconds
+    ({"cpu.stat": "nr_periods 0\n"}, None),
+    ({}, None),  # the container's cgroup gone with its last process
+])
+def test_a_container_s_cpu_seconds_are_read_from_its_cgroup_v1_or_v2(tmp_path, files, seconds):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    assert _read_cpu_seconds(tmp_path) == seconds
 
 
 RUNNER_KILLED = """
@@ -216,6 +242,32 @@ def test_the_docker_command_carries_grand_challenge_s_conditions_and_the_gpu_whe
     gpu_command = image.command(folders, JobLimits(memory_gb=16), gpu=True, name="job")
     assert ("--gpus", "1") in set(zip(gpu_command, gpu_command[1:]))
     assert ("--cpus", f"{min(4, os.cpu_count())}") in set(zip(gpu_command, gpu_command[1:]))  # ml.g4dn.xlarge
+
+
+class GpuLauncher:
+    """A launcher with GPUs: its job takes 3 s with the GPUs DockerImage gives a job."""
+
+    description = "GPU test launcher"
+
+    def check(self) -> list[str]:
+        return []
+
+    def gpu_available(self) -> bool:
+        return True
+
+    def launch(self, folders, limits, gpu, name):
+        (folders.output / "score.json").write_text("1")
+        return Execution(exit_code=0, wall_seconds=3.0, gpus=gpu_count(gpu))
+
+
+@pytest.mark.parametrize("given, gpu, seconds", [("", "on", 3.0), ("0,1", "on", 6.0), ("2", "on", 3.0),
+                                                 ("0,1", "off", 0.0)])
+def test_a_job_s_gpu_seconds_are_its_wall_seconds_times_the_gpus_slurm_or_cuda_gave_it(tmp_path, monkeypatch,
+                                                                                        given, gpu, seconds):
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setenv("SLURM_JOB_GPUS", given)
+    result = run_job(GpuLauncher(), [], [SCORE], tmp_path / "job", gpu=gpu)
+    assert result.succeeded and result.gpu_seconds == seconds and result.to_json()["gpu_seconds"] == seconds
 
 
 def test_gpu_on_without_a_gpu_is_refused_before_the_job_and_auto_runs_without(tmp_path):

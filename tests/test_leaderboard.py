@@ -16,8 +16,8 @@ from scipy import stats
 
 from medchallenge.cli import main as cli_main
 from medchallenge.evaluators.imageclef_caption import EVALUATOR as CAPTION
-from medchallenge.leaderboard import competition_ranks
-from medchallenge.significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
+from medchallenge.leaderboard.significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
+from medchallenge.leaderboard.table import competition_ranks
 
 
 @pytest.fixture(scope="module")

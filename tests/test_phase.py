@@ -16,9 +16,10 @@ from pathlib import Path
 import pytest
 
 from medchallenge.errors import InputError
-from medchallenge.jobs import JobLimits
+from medchallenge.jobs import EmulationError, JobLimits
 from medchallenge.phase import status as phase_status
-from medchallenge.phase.backend import Resources, open_backend
+from medchallenge.phase.backend import Resources
+from medchallenge.phase.run import open_backend
 from medchallenge.phase.evaluate import evaluation_fingerprint
 from medchallenge.phase.hashes import HashCache, sha256_file
 from medchallenge.phase.images import archive_digest
@@ -26,6 +27,7 @@ from medchallenge.phase.layout import PhaseLayout
 from medchallenge.phase.local import LocalBackend, Work
 from medchallenge.phase.plan import job_id
 from medchallenge.phase.submissions import read_submissions
+from medchallenge.phase.task import GuardedLauncher
 
 HEX = "ab" * 32
 
@@ -238,6 +240,68 @@ def test_phase_status_says_per_submission_what_is_done_running_failed_lost_and_w
     data = json.loads(capsys.readouterr().out)
     assert data["complete"] is False and data["leaderboard"] is None
     assert data["submissions"][0]["lost"] == {"node_fail": 1}
+
+
+def test_phase_status_adds_up_what_finished_jobs_used_per_submission_and_once_per_job_for_the_phase(tmp_path,
+                                                                                                  capsys):
+    layout = fake_phase(tmp_path / "out")
+    used = {"a1": ("succeeded", 10.0, 4.5, 0.0, 300 << 20), "a2": ("failed", 60.25, None, 60.25, 100 << 20),
+            "g1": ("succeeded", 2.0, 1.25, 2.0, None)}  # a2: its CPU time not measurable, g1: its memory
+    for job, (outcome, wall, cpu, gpu, peak) in used.items():
+        layout.job(job).mkdir(parents=True, exist_ok=True)
+        layout.state(job).write_text(json.dumps({"status": outcome, "wall_seconds": wall, "cpu_seconds": cpu,
+                                                 "gpu_seconds": gpu, "peak_memory_bytes": peak}))
+    layout.state("a3").write_text(json.dumps({"status": "interrupted", "wall_seconds": 99.0}))  # not over: not added
+    layout.submission("gamma").mkdir(parents=True)  # shares job a1 with alpha
+    layout.submission_file("gamma").write_text(json.dumps({"refused": None, "jobs": [
+        {"case": "c1", "job_id": "a1"}, {"case": "c2", "job_id": "g1"}]}))
+    layout.phase_file.write_text(json.dumps({"challenge": "tb-caverns", "submissions": ["alpha", "broken", "gamma"]}))
+    status = phase_status.phase_status(layout)
+    alpha, broken, gamma = status["submissions"]
+    assert alpha["usage"] == {"jobs": 2, "wall_seconds": 70.25, "cpu_seconds": 4.5, "gpu_seconds": 60.25,
+                              "max_peak_memory_bytes": 300 << 20}
+    assert broken["usage"] == {"jobs": 0, "wall_seconds": None, "cpu_seconds": None, "gpu_seconds": None,
+                               "max_peak_memory_bytes": None}
+    assert gamma["usage"] == {"jobs": 2, "wall_seconds": 12.0, "cpu_seconds": 5.75, "gpu_seconds": 2.0,
+                              "max_peak_memory_bytes": 300 << 20}
+    assert status["usage"] == {"jobs": 3, "wall_seconds": 72.25, "cpu_seconds": 5.75, "gpu_seconds": 62.25,
+                               "max_peak_memory_bytes": 300 << 20}
+    assert phase_status.main([str(layout.out)]) == 0
+    text = capsys.readouterr().out
+    assert "    2 finished job(s) used: wall 70.2 s, CPU 4.5 s, GPU 60.2 s, peak memory 300 MiB" in text
+    assert "phase: 3 finished job(s) used: wall 72.2 s, CPU 5.8 s, GPU 62.2 s, peak memory 300 MiB (a job two " \
+           "submissions share counted once)" in text
+
+
+class CountingImage:
+    """A launcher's image checks, counted; `refusal`: they refuse the image."""
+
+    description = "counted image"
+
+    def __init__(self, refusal: str | None = None):
+        self.refusal = refusal
+        self.checks = 0
+
+    def check(self) -> list[str]:
+        self.checks += 1
+        if self.refusal:
+            raise EmulationError(self.refusal)
+        return ["the image sets GRAND_CHALLENGE_X"]
+
+
+def test_an_images_upload_checks_once_passed_are_not_done_again_by_the_phases_other_tasks(tmp_path):
+    layout = PhaseLayout.of(tmp_path)
+    first, second, other = CountingImage(), CountingImage(), CountingImage()
+    for image in (first, second):
+        assert GuardedLauncher(image, False, layout.image_check(f"sha256:{HEX}")).check() == \
+            ["the image sets GRAND_CHALLENGE_X"]
+    GuardedLauncher(other, False, layout.image_check(f"sha256:{'cd' * 32}")).check()
+    assert (first.checks, second.checks, other.checks) == (1, 0, 1)  # by digest: another image is checked
+    refused = [CountingImage("image x: The container runs as root") for _ in range(2)]
+    for image in refused:  # a refusal is not kept (it may be the engine failing): each task checks again
+        with pytest.raises(EmulationError, match="runs as root"):
+            GuardedLauncher(image, False, layout.image_check(f"sha256:{'ef' * 32}")).check()
+    assert [image.checks for image in refused] == [1, 1]
 
 
 def test_a_second_phase_run_on_the_same_folder_is_refused_in_one_line(tmp_path, capsys):

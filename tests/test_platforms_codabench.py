@@ -142,7 +142,7 @@ def test_codabench_worker_scores_with_the_evaluator_image(docker_compose, tmp_pa
 def test_bundles_on_a_fresh_clone_say_what_to_run(tmp_path):
     """Without the demo data (a fresh clone: no `make demo` yet) and no folders given: one line naming what to run."""
     env = {k: v for k, v in os.environ.items() if not k.endswith(("_GROUND_TRUTH", "_PREDICTIONS"))}
-    for module in ("medchallenge.platforms.codabench", "medchallenge.gc_pack"):
+    for module in ("medchallenge.platforms.codabench", "medchallenge.grand_challenge.pack"):
         result = subprocess.run([sys.executable, "-m", module, "--all", "--out", str(tmp_path / "out")], cwd=tmp_path,
                                 env=env, capture_output=True, text=True, timeout=120)
         assert result.returncode == 1

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from medchallenge import __version__, dockerfiles
+from medchallenge.contract import EVALUATOR_IMAGES, GC_GROUND_TRUTH
 from medchallenge.registry import CHALLENGES, CONFIGURATIONS, SERVICES, Service
 
 
@@ -64,6 +65,16 @@ def test_compose_service_matches_the_registry(compose, service: Service):
     assert re.findall(r"^([\w-]+): \{condition: service_completed_successfully\}$", text, re.M) == (
         [service.depends_on] if service.depends_on else [])
     assert "<<: *hardening" in block
+
+
+@pytest.mark.parametrize("configuration", CONFIGURATIONS, ids=[c.name for c in CONFIGURATIONS])
+def test_evaluator_gets_its_algorithms_input_read_only_as_the_review_images(configuration):
+    """The folder the algorithm reads (one variable for both) is the evaluator's EVALUATOR_IMAGES, read-only, where
+    review.html finds the case images; the algorithm writes no file there."""
+    images, algorithm = configuration.service.mount("images"), configuration.algorithm_service
+    assert images.target == f"{EVALUATOR_IMAGES}:ro" and EVALUATOR_IMAGES != GC_GROUND_TRUTH
+    assert (images.variable, images.default) == (algorithm.mount("input").variable, algorithm.mount("input").default)
+    assert algorithm.mount("input").target == "/input:ro"
 
 
 @pytest.mark.parametrize("name", CHALLENGES)

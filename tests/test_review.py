@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from medchallenge.evaluator import build_parser, score
-from medchallenge.review import review_jobs
+from medchallenge.review import conventions, review_jobs
 from medchallenge.review.geometry import read_geometry
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -227,3 +227,13 @@ def test_caption_figures_show_the_worst_figures_first(tmp_path):
     assert review.findings == [] and review.tried == [] and review.notes == []
     assert [f.case for f in review.figures][0] == ids[2] and review.figures[0].caption == "concept_f1 0.000"
     assert len(review.figures) == len(ids) and all(f.png.startswith(PNG) for f in review.figures)
+
+
+def test_a_costly_evaluator_is_checked_on_its_first_cases_and_drawn_without_images(ribfrac, tmp_path, monkeypatch):
+    monkeypatch.setattr(conventions, "MAX_CHECKED_COSTLY_CASES", 1)
+    run = write_ribfrac_run(ribfrac, tmp_path / "run", lambda a: a[:, :, ::-1])
+    evaluator, scored = scored_run("ribfrac", run, ribfrac / "ground_truth", tmp_path / "out")
+    review = review_jobs("ribfrac", evaluator, scored, [])  # no case images: the masks on a blank view
+    assert review.findings and review.findings[0].description == "x is flipped"
+    assert review.findings[0].line().endswith(" (the first 1 of 2 cases)")
+    assert len(review.figures) == 2 and all(f.png.startswith(PNG) for f in review.figures)

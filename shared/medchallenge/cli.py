@@ -3,7 +3,7 @@
   synth CHALLENGE ...      generate a synthetic cohort          (python -m medchallenge.synth)
   evaluate CHALLENGE ...   run an evaluator                     (evaluators/<challenge>/evaluate.py)
   infer CHALLENGE ...      run an algorithm                     (algorithms/<challenge>/inference.py)
-  gc-emulate CHALLENGE ... run an algorithm as grand-challenge does (python -m medchallenge.gc_emulator)
+  gc-emulate CHALLENGE ... run an algorithm as grand-challenge does (python -m medchallenge.grand_challenge.emulator)
   preflight --challenge NAME --image IMAGE --cases DIR ...  check an algorithm image before uploading it
   phase run|status ...     a challenge phase: every submission on every case, evaluated, ranked (medchallenge.phase)
   demo                     every challenge end to end with docker compose
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if command == "synth":
         return _run("medchallenge.synth.__main__", rest)
     if command == "gc-emulate":
-        return _run("medchallenge.gc_emulator", rest)
+        return _run("medchallenge.grand_challenge.emulator", rest)
     if command == "preflight":
         return _run("medchallenge.preflight", rest)
     if command == "phase":

@@ -21,6 +21,9 @@ GC_INPUT = "/input"
 GC_OUTPUT = "/output"
 GC_MODEL = "/opt/ml/model"
 GC_GROUND_TRUTH = "/opt/ml/input/data/ground_truth"
+# Not grand-challenge's (its evaluator gets no images): where compose.yaml mounts a challenge's test images (its
+# algorithm's input/) into the evaluator, for review.html; absent or empty, there is no review.
+EVALUATOR_IMAGES = "/opt/ml/input/data/images"
 GC_LAYOUT = "grand-challenge predictions.json"  # metrics.json `meta.layout` of an evaluation read from GC's layout
 
 # flag -> (environment variables in order of preference, GC default)

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from .registry import CONFIGURATIONS_WITH_DATA, DEMO_ROOT, Configuration
+from .review.evaluator_review import REVIEW_PAGE
 
 SEED = "2026"
 
@@ -26,14 +27,26 @@ def _under(root: Path, default: str) -> Path:
     return root / Path(default).relative_to(DEMO_ROOT)
 
 
+def metrics_folder(configuration: Configuration, root: Path) -> Path:
+    """Where the configuration's evaluator service writes metrics.json (and review.html) under `root`."""
+    return _under(root, configuration.service.mount("metrics").default)
+
+
+def generate(configuration: Configuration, out: Path) -> None:
+    """The demo's data of a configuration in `out` (input/ and ground_truth/; predictions/ where the challenge has
+    no algorithm): its input generator at the demo size, seed SEED."""
+    challenge = configuration.challenge
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.input_generator, "--out", str(out),
+                    *challenge.input_generator_size(demo=True), *configuration.edition.synth_arguments,
+                    "--seed", SEED], check=True)
+
+
 def run_demo(configuration: Configuration, root: Path, compose_file: Path) -> dict:
     """Generate the data, run the evaluator service (and the algorithm before it), return metrics.json."""
-    challenge, service = configuration.challenge, configuration.service
+    service = configuration.service
     if (root / configuration.demo_folder).exists():
         shutil.rmtree(root / configuration.demo_folder)
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", challenge.input_generator,
-                    "--out", str(root / configuration.demo_folder), *challenge.input_generator_size(demo=True),
-                    *configuration.edition.synth_arguments, "--seed", SEED], check=True)
+    generate(configuration, root / configuration.demo_folder)
     algorithm = configuration.algorithm_service
     mounts = [*service.mounts, *(algorithm.mounts if algorithm else ())]
     env = dict(os.environ)
@@ -48,7 +61,7 @@ def run_demo(configuration: Configuration, root: Path, compose_file: Path) -> di
     if service.depends_on is None:
         command.append("--no-deps")
     subprocess.run([*command, service.name], env=env, check=True)
-    return json.loads((_under(root, service.mount("metrics").default) / "metrics.json").read_text())
+    return json.loads((metrics_folder(configuration, root) / "metrics.json").read_text())
 
 
 def format_table(results: dict[str, dict]) -> str:
@@ -67,21 +80,30 @@ def format_table(results: dict[str, dict]) -> str:
     return "\n".join(out)
 
 
+def review_lines(configurations: list[Configuration], root: Path) -> list[str]:
+    """`<title>: <root>/<challenge>/metrics/review.html`, one line per configuration whose evaluator wrote one."""
+    pages = ((c.title, metrics_folder(c, root) / REVIEW_PAGE) for c in configurations)
+    return [f"{title}: {page}" for title, page in pages if page.is_file()]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.demo", description=__doc__)
     parser.add_argument("--root", type=Path, default=Path("demo"), help="where the demo data and results go")
     parser.add_argument("--compose-file", type=Path, default=Path("compose.yaml"))
     parser.add_argument("--only", nargs="*", help="folder names of the challenges to run (default: all)")
     args = parser.parse_args(argv)
+    configurations = [c for c in CONFIGURATIONS_WITH_DATA if not args.only or c.demo_folder in args.only]
     results = {}
-    for configuration in CONFIGURATIONS_WITH_DATA:
-        if args.only and configuration.demo_folder not in args.only:
-            continue
+    for configuration in configurations:
         print(f"== {configuration.title}: docker compose run --rm {configuration.service.name}", flush=True)
         results[configuration.title] = run_demo(configuration, args.root, args.compose_file)
     print()
     print(format_table(results))
     print(f"\nmetrics.json and figures: {args.root}/<challenge>/metrics/")
+    reviews = review_lines(configurations, args.root)
+    if reviews:
+        print(f"{REVIEW_PAGE} (each case's image with the predictions and the ground truth, worst first):")
+        print("\n".join(f"  {line}" for line in reviews))
     return 0
 
 

@@ -38,7 +38,7 @@ def parse_shard(text: str | None, records: Path | None) -> tuple[int, int] | Non
 
 RUNTIME_OPTIONS = {"input", "output", "ground_truth", "workers", "records", "shard", "no_progress", "no_plots",
                    "bootstrap", "bootstrap_seed", "bootstrap_level",
-                   "no_plot"}
+                   "no_plot", "images", "review"}
 FINGERPRINT_FILE = ".inputs-fingerprint"  # not *.json: a folder of records is its *.json files
 
 

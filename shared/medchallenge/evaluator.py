@@ -30,6 +30,7 @@ from .evaluation import check_regular_files, compute_records, input_fingerprint,
 from .io import write_json_atomic, write_metrics
 from .logs import setup_logging
 from .registry import CHALLENGES
+from .review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
 
 log = logging.getLogger("medchallenge.evaluator")
 
@@ -183,6 +184,7 @@ def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument("--no-plots", action="store_true", help="do not draw the figures beside metrics.json")
     parser.add_argument("--no-plot", dest="no_plots", action="store_true", help=argparse.SUPPRESS)
+    add_review_arguments(parser)
     return parser
 
 
@@ -239,7 +241,7 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
     shard = parse_shard(args.shard, args.records)
     check_bootstrap_arguments(evaluator, args)
     if shard is None:
-        prepare_output(args.output / "metrics.json", evaluator.figures)
+        prepare_output(args.output / "metrics.json", (*evaluator.figures, REVIEW_PAGE))
         if args.scores is not None:
             prepare_output(args.scores)
     check_regular_files(args.input)
@@ -276,11 +278,13 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
 
 
 def write_results(evaluator: Evaluator, args: argparse.Namespace, scored: Scored) -> Path:
-    """metrics.json and, unless --no-plots, the figures in --output."""
+    """metrics.json and, unless --no-plots, the figures in --output; review.html where asked for (review_wanted)."""
     output = args.output / "metrics.json"
     try:
         if evaluator.write_figures is not None and not args.no_plots:
             evaluator.write_figures(args.output, scored.cases, scored.records, scored.summary)
+        if review_wanted(args):
+            write_review(evaluator, scored, images_folder(args), args.output)
         if args.scores is not None:
             write_json_atomic(args.scores, scored.summary.aggregates)
         # last: metrics.json present = the run succeeded

@@ -17,6 +17,7 @@ import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .contract import EVALUATOR_IMAGES
 from .platforms.submissions import SubmissionFormat
 from .sockets import CAPTION_INTERFACE, OBJECT_CXR_INTERFACE, RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface
 
@@ -37,7 +38,7 @@ def _variable_prefix(name: str) -> str:
 @dataclass(frozen=True)
 class Mount:
     """A folder of a compose service: the host folder is `$variable`, else `default`; `role` says what it holds
-    (input, predictions, ground_truth, metrics, model)."""
+    (input, predictions, ground_truth, images, metrics, model)."""
 
     role: str
     variable: str
@@ -240,6 +241,8 @@ class Configuration:
             mounts=(Mount("predictions", f"{data.variable_prefix}_PREDICTIONS", f"{folder}/predictions", "/input:ro"),
                     Mount("ground_truth", f"{data.variable_prefix}_GROUND_TRUTH", f"{folder}/ground_truth",
                           f"{GROUND_TRUTH_TARGET}:ro"),
+                    # the test images (the algorithm's input, the same variable) for review.html
+                    Mount("images", f"{data.variable_prefix}_INPUT", f"{folder}/input", f"{EVALUATOR_IMAGES}:ro"),
                     Mount("metrics", f"{self.variable_prefix}_METRICS", f"{folder}/{metrics}", "/output")),
             build_args=({**self.edition.build_args, "IMAGE_TITLE": f"{IMAGE_NAMESPACE}-{self.name}-evaluator"}
                         if self.edition.build_args else {}),
@@ -252,7 +255,7 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
         "tb-caverns", "ImageCLEF 2022 TB caverns", TB_CAVERNS_INTERFACE,
         demo_size=("--cases", "8"), test_size=("--cases", "3", "--shape", "192", "192", "48"),
         evaluator_description="ImageCLEF 2022 TB caverns detection: official mAP over IoU 0.40-0.75",
-        evaluator_extras=(),
+        evaluator_extras=("ct", "plots"),  # SimpleITK and matplotlib: review.html's figures
         submissions=(SubmissionFormat("", ("submission.txt",), "the official run file, no header, one line per box: "
                                       "`TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2` (integer voxel indices, X1<X2, Y1<Y2, "
                                       "Z1<Z2); cases without caverns are left out", "map"),),

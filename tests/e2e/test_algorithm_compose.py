@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from helpers import open_dir, readable
-from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, image_launcher
+from medchallenge.grand_challenge.emulator import ALGORITHMS, emulate, find_cases, image_launcher
 from medchallenge.registry import CONFIGURATIONS_WITH_DATA, SERVICES, Configuration
 
 # every configuration with an algorithm service of its own (caption: one per edition)
@@ -29,7 +30,8 @@ RUN_FILES = {"tb-caverns": {"submission.txt"}, "ribfrac": {"ribfrac-predictions.
 
 @pytest.fixture(scope="module", params=WITH_ALGORITHM, ids=[c.algorithm_service.name for c in WITH_ALGORITHM])
 def setup(request, docker_compose, tmp_path_factory) -> tuple[Configuration, Path]:
-    """The configuration's algorithm and evaluator images built, and a synthetic cohort of its algorithm's inputs."""
+    """The configuration's algorithm and evaluator images built, and a synthetic cohort of its algorithm's inputs
+    (compose.yaml mounts them into the evaluator too, where it finds the case images of its review.html)."""
     configuration: Configuration = request.param
     challenge = configuration.challenge
     docker_compose("build", configuration.algorithm_service.name, configuration.service.name)
@@ -68,8 +70,14 @@ def test_one_compose_run_goes_from_inputs_to_metrics(setup, docker_compose, tmp_
     local = tmp_path / "local"
     subprocess.run([sys.executable, str(repo / "evaluators" / challenge.module / "evaluate.py"), "--input",
                     str(predictions), "--ground-truth", str(cohort / "ground_truth"), "--output", str(local),
-                    "--no-progress"], check=True, env={**os.environ, **configuration.edition.build_args})
+                    "--images", str(cohort / "input"), "--no-progress"], check=True,
+                   env={**os.environ, **configuration.edition.build_args})
     assert json.loads((local / "metrics.json").read_text())["aggregates"] == metrics["aggregates"]
+    # review.html drawn inside the image from the mounted inputs as without Docker from --images (its figures need
+    # the image's SimpleITK and matplotlib)
+    drawn = [len(re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', (folder / "review.html").read_text()))
+             for folder in (metrics_dir, local)]
+    assert drawn[0] == drawn[1] > 0
 
 
 @pytest.mark.parametrize("setup", ON_GRAND_CHALLENGE, ids=[c.algorithm_service.name for c in ON_GRAND_CHALLENGE],

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from helpers import open_dir, readable
+from medchallenge.contract import GC_GROUND_TRUTH
 from medchallenge.registry import CHALLENGES
 
 VERSION = os.environ.get("MEDCHALLENGE_VERSION") or "0.1.0"  # compose.yaml's image tag
@@ -53,6 +55,34 @@ def test_images_are_hardened_as_the_contract_requires(built):
         assert int(service["mem_limit"]) == 8 << 30, name  # MEDCHALLENGE_MEMORY_LIMIT, default 8g
         targets = [v["target"] for v in service["volumes"]]
         assert ("/opt/ml/input/data/ground_truth" in targets) == name.endswith("-evaluator"), name
+
+
+def test_compose_evaluator_reviews_the_mounted_inputs_and_as_on_grand_challenge_writes_no_review(built, cohort,
+                                                                                                 tmp_path):
+    """compose.yaml mounts the challenge's input/ (read-only) into its evaluator: one `docker compose run` writes
+    review.html with a figure per CT beside metrics.json. Grand-challenge mounts no images folder: the same image
+    run as it runs it (no arguments, its two folders) writes metrics.json alone, with the same numbers."""
+    configuration = CHALLENGES["tb-caverns"].default
+    service = configuration.service
+    predictions, metrics = open_dir(tmp_path / "predictions"), open_dir(tmp_path / "metrics")
+    env = {**configuration.algorithm_service.environment(input=cohort / "input", predictions=predictions),
+           **service.environment(predictions=predictions, ground_truth=cohort / "ground_truth", metrics=metrics)}
+    result = built("run", "--rm", service.name, env=env, check=False)
+    built("down", env=env)
+    assert result.returncode == 0, result.stderr[-3000:]
+    page = (metrics / "review.html").read_text()
+    drawn = re.findall(r'<img alt="[^"]*" src="data:image/png;base64,', page)
+    assert len(drawn) == len(list((cohort / "input").glob("*.nii.gz"))) > 0
+    as_on_grand_challenge = open_dir(tmp_path / "gc")
+    result = hardened_run(f"{service.image}:{VERSION}", volumes={predictions: "/input:ro",
+                                                                 cohort / "ground_truth": f"{GC_GROUND_TRUTH}:ro",
+                                                                 as_on_grand_challenge: "/output"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert [p.name for p in as_on_grand_challenge.iterdir()] == ["metrics.json"]
+    assert "review" not in result.stdout + result.stderr  # not a word: no images is the normal case there
+    aggregates = [json.loads((folder / "metrics.json").read_text())["aggregates"]
+                  for folder in (metrics, as_on_grand_challenge)]
+    assert aggregates[0] == aggregates[1]
 
 
 GPU_IMAGE = f"medchallenge/tb-caverns-algorithm-gpu:{VERSION}"

@@ -33,7 +33,7 @@ def test_evaluator_image_matches_local_run(docker_compose, repo, tmp_path, confi
     docker_compose("build", service.name)
     metrics_dir = open_dir(tmp_path / "metrics")
     env = service.environment(predictions=data / "predictions", ground_truth=data / "ground_truth",
-                              metrics=metrics_dir)
+                              metrics=metrics_dir, images=open_dir(tmp_path / "no-images"))  # no review.html
     result = docker_compose("run", "--rm", "--no-deps", service.name, *extra, env=env, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     in_docker = json.loads((metrics_dir / "metrics.json").read_text())

@@ -70,7 +70,7 @@ def gateway(cluster, tmp_path):
         pacs.close()
         for record in running.work.glob("*/*/slurm.json"):  # nothing of a failed test left in Slurm
             for submission in json.loads(record.read_text())["submissions"]:
-                subprocess.run(["scancel", submission["slurm_job_id"]], check=False)
+                subprocess.run(["scancel", f"--name=mc-{submission['name']}"], check=False)
 
 
 def send_study(cluster, gateway, body_part: str, folder: Path) -> str:
@@ -86,8 +86,10 @@ def received_for(pacs: FakePacs, uid: str) -> list[pydicom.Dataset]:
 
 
 def slurm_record(work: Path, state: str = "*") -> dict | None:
+    """The study's record once its last submission has its Slurm id (it is written before sbatch, the id after)."""
     records = list(work.glob(f"{state}/*/slurm.json"))
-    return json.loads(records[0].read_text()) if records else None
+    record = json.loads(records[0].read_text()) if records else None
+    return record if record and record["submissions"] and record["submissions"][-1]["slurm_job_id"] else None
 
 
 def slurm_state(job_id: str) -> str:
@@ -175,3 +177,21 @@ def test_an_image_failing_on_the_cluster_gets_the_failure_note(cluster, gateway,
     assert result["status"] == "failed" and "weights.onnx" in "\n".join(result["stderr_tail"])
     assert [s["end"] for s in json.loads((failed / "slurm.json").read_text())["submissions"]] == ["failed"]
     assert not any((gateway.work / "cluster").iterdir())
+
+
+def test_a_gateway_stopped_between_sbatch_and_writing_the_job_id_takes_up_that_job(cluster, gateway, tmp_path):
+    uid = send_study(cluster, gateway, "SLOW", tmp_path / "slow")
+    record = wait_for(lambda: slurm_record(gateway.work, "running"), 120, "the study's Slurm job")
+    (submission,) = record["submissions"]
+    wait_for(lambda: slurm_state(submission["slurm_job_id"]) == "RUNNING", 120, "the Slurm job running")
+    gateway.process.kill()
+    (path,) = gateway.work.glob("running/*/slurm.json")  # as if killed before the id was written
+    path.write_text(json.dumps({**record, "submissions": [{**submission, "slurm_job_id": None}]}))
+    gateway.process = GatewayProcess(gateway.config, gateway.log)
+    gateway.process.wait_ready()
+    wait_for(lambda: states(gateway.work)["sent"] == 1, 300, "the study sent after the restart")
+    wait_for(lambda: received_for(gateway.pacs, uid), 60, "the SR in the PACS")
+    assert len(received_for(gateway.pacs, uid)) == 1 and len(gateway.pacs.received) == 1
+    final = slurm_record(gateway.work, "sent")
+    assert [(s["slurm_job_id"], s["end"]) for s in final["submissions"]] == [(submission["slurm_job_id"],
+                                                                              "succeeded")]

@@ -49,7 +49,7 @@ def tag(behaviour: str) -> str:
 @pytest.fixture(scope="module")
 def images(docker_compose, repo) -> None:
     """Every behaviour's image built (seconds each: one layer over the base)."""
-    for behaviour in ["ok", "box-outside", *(b for b in BROKEN if b != "no-start")]:
+    for behaviour in ["ok", "busy", "box-outside", *(b for b in BROKEN if b != "no-start")]:
         subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--tag",
                         tag(behaviour), str(repo / "tests" / "job_images" / "broken")], check=True,
                        capture_output=True)
@@ -118,6 +118,21 @@ def test_what_the_gateway_would_refuse_is_said_per_job_though_grand_challenge_ac
     assert table.count("but the hospital gateway would refuse it: tb-cavern-boxes: boxes[0]") == 2
     ok_status, ok_report = run_preflight("ok", cohort, tmp_path / "ok")
     assert not [n for job in ok_report["jobs"] for n in job["notes"] if "gateway would refuse" in n]
+
+
+def test_a_job_burning_a_second_of_cpu_reports_its_cpu_seconds_and_no_gpu_seconds_in_the_report_and_page(
+        images, cohort, tmp_path, capsys):
+    status, report = run_preflight("busy", cohort, tmp_path / "out", "--gpu", "off")
+    assert status == 0
+    for job in report["jobs"]:  # its cgroup's CPU time, read every 0.1 s while it runs: one process, so <= its wall
+        assert 0.5 < job["cpu_seconds"] <= job["wall_seconds"] and job["gpu_seconds"] == 0, job
+    summary = report["summary"]
+    assert summary["total_cpu_seconds"] == round(sum(job["cpu_seconds"] for job in report["jobs"]), 3)
+    assert summary["total_gpu_seconds"] == 0
+    html = (tmp_path / "out" / "preflight.html").read_text()
+    assert "<th>CPU seconds</th><th>GPU seconds</th>" in html
+    assert f'<td class="number">{report["jobs"][0]["cpu_seconds"]:.2f}</td>' in html
+    assert re.search(r"TST_001\.nii\.gz\s+succeeded\s+\d+\.\d\s+\d\.\d\s+\d+ MiB", capsys.readouterr().out)
 
 
 @pytest.mark.parametrize("behaviour", sorted(BROKEN))

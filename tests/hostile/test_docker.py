@@ -31,8 +31,9 @@ def _copy(source: Path, target: Path) -> Path:
 
 
 def _run(built, predictions: Path, ground_truth: Path, metrics: Path, **env: str) -> subprocess.CompletedProcess:
+    no_images = open_dir(metrics.parent / "no-images")  # the review's images mount, empty: no review.html
     env = {"RIBFRAC_PREDICTIONS": str(predictions), "RIBFRAC_GROUND_TRUTH": str(ground_truth),
-           "RIBFRAC_METRICS": str(metrics), **env}
+           "RIBFRAC_METRICS": str(metrics), "RIBFRAC_INPUT": str(no_images), **env}
     result = built("run", "--rm", "--no-deps", "ribfrac-evaluator", env=env, check=False)
     built("down", env=env)
     return result

@@ -67,8 +67,10 @@ def test_a_failed_run_leaves_no_old_figures_either(inputs, tmp_path, capsys):
     out = tmp_path / "out"
     argv = evaluator_argv(inputs, "ribfrac", out)
     argv.remove("--no-plots")
+    argv[argv.index("--no-review")] = "--review"  # without case images too
     assert evaluator("ribfrac").main(argv) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["confusion_matrix.png", "froc.png", "metrics.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["confusion_matrix.png", "froc.png", "metrics.json",
+                                                     "review.html"]
     broken = tmp_path / "broken"
     shutil.copytree(inputs["ribfrac"][0], broken)
     next(broken.glob("*.csv")).write_text("public_id,label_id\n")
@@ -79,9 +81,11 @@ def test_a_failed_run_leaves_no_old_figures_either(inputs, tmp_path, capsys):
 
 @pytest.mark.parametrize("name", ["tb-caverns", "ribfrac", "object-cxr", "imageclef-caption"])
 def test_each_evaluator_declares_the_figures_it_writes(inputs, tmp_path, name):
-    # prepare_output removes exactly these before a run: an undeclared figure could outlive a failed run
+    # prepare_output removes exactly these (and review.html) before a run: an undeclared figure could outlive a
+    # failed run
     argv = evaluator_argv(inputs, name, tmp_path / "out")
     argv.remove("--no-plots")
+    argv[argv.index("--no-review")] = "--review"  # without case images too
     assert evaluator(name).main(argv) == 0
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["metrics.json",
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(["metrics.json", "review.html",
                                                                            *evaluator(name).figures])

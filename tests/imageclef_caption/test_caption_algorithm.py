@@ -270,7 +270,7 @@ def test_entry_script_logs_the_provider(tmp_path):
 
 def test_a_jpeg_is_read_with_the_pixels_of_grand_challenge_s_mha(tmp_path):
     """GC mode reads panimg's MHA of the upload; batch mode the JPEG itself: the same pixels, so the same answer."""
-    from medchallenge.gc_emulator import upload_case
+    from medchallenge.grand_challenge.emulator import upload_case
 
     pytest.importorskip("panimg")
     rng = np.random.default_rng(3)
@@ -283,7 +283,7 @@ def test_grand_challenge_emulation_scores_as_batch_mode(tmp_path, repo):
     """Each figure uploaded (panimg converts the JPEG to an MHA), one job each with the local runner; the evaluator
     gives the grand-challenge layout the same aggregates as the batch run files."""
     pytest.importorskip("panimg")
-    from medchallenge.gc_emulator import ALGORITHMS, emulate, find_cases, local_launcher
+    from medchallenge.grand_challenge.emulator import ALGORITHMS, emulate, find_cases, local_launcher
 
     root = tmp_path / "cohort"
     assert synth(["imageclef-caption-images", "--edition", "2022", "--out", str(root), "--images", "3",

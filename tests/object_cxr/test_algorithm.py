@@ -308,7 +308,7 @@ def test_batch_mode_decodes_the_next_radiograph_in_a_second_thread(tmp_path, pla
 
 def test_grand_challenge_mode_through_the_emulator_matches_batch_mode(tmp_path, planted_model, repo):
     pytest.importorskip("panimg")
-    from medchallenge import gc_emulator as gc
+    from medchallenge.grand_challenge import emulator as gc
 
     cases = tmp_path / "cases"
     cases.mkdir()

@@ -10,10 +10,10 @@ import pytest
 
 from gc_uploads import write_dicom, write_jpeg, write_png
 from helpers import InProcessAlgorithm
-from medchallenge import gc_emulator as gc
 from medchallenge.contract import read_predictions_json
 from medchallenge.errors import InputError
 from medchallenge.evaluators.object_cxr import _read_points, main
+from medchallenge.grand_challenge import emulator as gc
 
 sitk = pytest.importorskip("SimpleITK")
 pytest.importorskip("panimg")

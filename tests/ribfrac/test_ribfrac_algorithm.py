@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 import SimpleITK as sitk
 
-from medchallenge import gc_emulator as gc
 from medchallenge.algorithms.ribfrac import (
     ALGORITHM,
     PREDICTIONS_CSV,
@@ -32,6 +31,7 @@ from medchallenge.algorithms.ribfrac import (
 )
 from medchallenge.algorithms.runner import main
 from medchallenge.evaluators.ribfrac import main as evaluate_main
+from medchallenge.grand_challenge import emulator as gc
 from medchallenge.synth.__main__ import main as synth_main
 
 REPO = Path(__file__).resolve().parents[2]

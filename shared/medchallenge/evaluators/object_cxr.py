@@ -280,6 +280,12 @@ class PointCases(Cases):
     polygon_rule: str
     sklearn_auc: bool
 
+    def with_points(self, x: np.ndarray, y: np.ndarray) -> PointCases:
+        """The same cases with the submission's points moved (the review's convention check), hit tests redone."""
+        moved = dataclasses.replace(self.submission, x=x, y=y)
+        return dataclasses.replace(self, submission=moved, sources=prepare_hit_tests(self.gt, moved,
+                                                                                     self.polygon_rule))
+
     def options(self) -> dict:
         return {"fps": self.fps, "polygon_rule": self.polygon_rule,
                 "auc": "scikit-learn" if self.sklearn_auc else "numpy, identical to scikit-learn roc_curve + auc"}

@@ -7,8 +7,9 @@ objects as a local job's does (image_routes.job_datasets).
 WORK (the gateway's work_dir) must be a shared folder the nodes see at the same path, and the gateway's Python
 (sys.executable) must be there too, as for a phase (docs/phase.md).
 
-The guarantees of the gateway hold: the Slurm job's id is written into the study's folder (slurm.json) before the
-gateway waits for it, so a gateway restarted meanwhile takes up the same job instead of submitting another; a job
+The guarantees of the gateway hold: each submission is written into the study's folder (slurm.json) under a job name
+of its own before `sbatch`, and its Slurm id after, so a gateway restarted meanwhile takes up the same job instead of
+submitting another (by its id, or by its name where the gateway stopped between the two); a job
 the cluster lost (its node failed, preempted, cancelled, killed by the node's out-of-memory killer: the task wrote no
 final state, phase.slurm's causes) is submitted again up to the route's `max_resubmissions`, then the study fails
 with a note; a job that failed on its own gets the detector's failure note, its record in job/result.json."""
@@ -23,7 +24,7 @@ import threading
 from pathlib import Path
 
 from ..errors import InputError
-from ..gc_emulator import AlgorithmSpec
+from ..grand_challenge.emulator import AlgorithmSpec
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..phase.cases import Case
@@ -31,7 +32,7 @@ from ..phase.hashes import sha256_file, sha256_json
 from ..phase.layout import PhaseLayout
 from ..phase.plan import PhaseSettings, resources, task_spec, write_if_changed
 from ..phase.records import FINAL, is_final, read_result, read_state
-from ..phase.slurm import SlurmBackend, active_jobs, job_end, lost_cause
+from ..phase.slurm import SlurmBackend, active_jobs, job_end, jobs_named, lost_cause
 from ..phase.submissions import Submission
 from .audit import utc_now
 from .config import Route
@@ -91,6 +92,19 @@ def _read_record(study: Path) -> dict:
     return record
 
 
+def take_up_unrecorded(record: dict) -> None:
+    """A submission written before `sbatch` whose Slurm id was not (the gateway stopped between the two): the job
+    Slurm knows by its name, else none was submitted and the entry goes."""
+    current = record["submissions"][-1] if record["submissions"] else None
+    if current is None or current["slurm_job_id"] is not None:
+        return
+    named = jobs_named(current["name"])
+    if named:
+        current["slurm_job_id"] = named[-1]
+    else:
+        record["submissions"].pop()
+
+
 def _wait(job_id: str, stopping: threading.Event) -> None:
     """Until Slurm has the job neither pending nor running (a requeued job is waited for too)."""
     while active_jobs([job_id]):
@@ -105,6 +119,7 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
     backend = SlurmBackend(layout, partition=route.slurm.partition, account=route.slurm.account,
                            extra=list(route.slurm.extra))
     submissions = record["submissions"]
+    take_up_unrecorded(record)
     while True:
         current = submissions[-1] if submissions else None
         if current is not None and current["end"] is None:
@@ -128,9 +143,11 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
         spec = write_task(route, study, prepared, layout, disk_gb)
         shutil.rmtree(layout.job(spec["job_id"]), ignore_errors=True)  # the state of the attempt the cluster lost
         asks = dataclasses.replace(resources(JobLimits(**spec["limits"]), spec["gpu"]), gpus=route.slurm.gpus)
-        handle = backend.submit_task(f"gw-{route.name}", layout.task(spec["job_id"]), asks)
-        submissions.append({"slurm_job_id": handle.job_id, "submitted": utc_now(), "end": None})
+        name = f"gw-{route.name}-{sha256_json([study.name, spec['job_id'], len(submissions)])[:16]}"
+        submissions.append({"name": name, "slurm_job_id": None, "submitted": utc_now(), "end": None})
         record["task"] = spec["job_id"]
+        write_json_atomic(study / RECORD, record)  # before sbatch: a restart finds the job by this name
+        submissions[-1]["slurm_job_id"] = backend.submit_task(name, layout.task(spec["job_id"]), asks).job_id
         write_json_atomic(study / RECORD, record)  # before waiting: a restart waits for this same job
 
 

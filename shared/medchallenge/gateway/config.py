@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..phase.backend import BACKENDS
 from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
@@ -313,10 +314,8 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
-              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm",
-              "max_parallel_jobs"}
+              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs"}
 SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
-BACKENDS = ("local", "slurm")
 
 
 def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
@@ -349,8 +348,9 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
                       account=_take(slurm, "account", str, where) if "account" in slurm else None, gpus=gpus,
                       cpus=_positive(slurm, "cpus", where, 1) if "cpus" in slurm else None, extra=extra,
                       max_resubmissions=resubmissions)
-MAX_PARALLEL_JOBS = 64
 
+
+MAX_PARALLEL_JOBS = 64
 
 
 def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | None) -> int:

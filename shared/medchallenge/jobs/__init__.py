@@ -5,11 +5,12 @@ by the emulator, pre-flight and the hospital gateway alike.
     image = upload_case(Path("TST_001.nii.gz"), store)          # panimg, as GC converts an upload
     result = run_job("team/algorithm:1", [image.value(1, CT_IMAGE)], [TB_CAVERN_BOXES], work / "job-1",
                      model=Path("model.tar.gz"), limits=JobLimits(memory_gb=8, time_limit_s=1200), gpu="auto")
-    result.status, result.error, result.wall_seconds, result.peak_memory_bytes, result.used_gpu, result.outputs
+    result.status, result.error, result.wall_seconds, result.cpu_seconds, result.gpu_seconds, result.peak_memory_bytes,
+    result.used_gpu, result.outputs
 
 conditions.py: GC's conditions and the limits; values.py: socket values; uploads.py: panimg; model_tarball.py:
 /opt/ml/model; launch.py, docker_run.py, process_run.py: starting the job's process; outputs.py: reading the
-output sockets; runner.py: run_job.
+output sockets; runner.py: run_job; usage.py: what jobs used in all (wall, CPU and GPU seconds, peak memory).
 """
 
 from .conditions import CONDITIONS, JobLimits

@@ -43,6 +43,7 @@ NOT_STARTED = (126, 127)
 MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
 ENGINES = ("docker", "podman")
+NAME_IN_USE = "already in use"  # both engines' words when a container of the name exists
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 
 
@@ -64,14 +65,25 @@ def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True,
 _docker = functools.partial(_engine, "docker")
 
 
+def gpu_devices() -> list[str]:
+    """The GPUs named for this runner's job: Slurm's (SLURM_JOB_GPUS, the node's own ids), else CUDA_VISIBLE_DEVICES;
+    empty when none is named (a GPU job then gets one)."""
+    given = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    return [d.strip() for d in given.split(",") if d.strip()]
+
+
+def gpu_count(gpu: bool) -> int:
+    """The GPUs a job is given: those named for the runner's job (gpu_devices), else one; none without `gpu`."""
+    return (len(gpu_devices()) or 1) if gpu else 0
+
+
 def engine_differences(engine: str, gpu: bool) -> list[str]:
     """The options of `ENGINE run` where Podman differs from Docker. Podman asks the kernel for its own default
     open-files and processes limits, above what an unprivileged host (or a Slurm step) allows: "error setting rlimit
     type 7"; it is given the runner's own open-files limit and the pids limit. A GPU: the one(s) Slurm gave the
     runner's job (SLURM_JOB_GPUS: the node's own GPU ids, which the engine sees; CUDA_VISIBLE_DEVICES elsewhere),
     else one; Docker by --gpus, Podman by its CDI devices."""
-    given = os.environ.get("SLURM_JOB_GPUS") or os.environ.get("CUDA_VISIBLE_DEVICES", "")
-    devices = [d.strip() for d in given.split(",") if d.strip()]
+    devices = gpu_devices()
     options = []
     if engine == "podman":
         open_files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], OPEN_FILES)
@@ -156,18 +168,22 @@ def user_uids(user: str, passwd: bytes | None) -> list[int]:
     return uids
 
 
-def _memory_cgroup(pid: int, container_id: str) -> Path | None:
-    """The memory cgroup folder of the container's first process (v1 `memory` controller or the v2 unified tree),
-    if visible here and named after the container (a process that is gone, or another one, gives None)."""
+# where a container's figures are, per cgroup version: (v1 controller, its mount, the file), then the v2 unified tree
+MEMORY_FILES = (("memory", "/sys/fs/cgroup/memory", "memory.max_usage_in_bytes"), ("", "/sys/fs/cgroup", "memory.peak"))
+CPU_FILES = (("cpuacct", "/sys/fs/cgroup/cpuacct", "cpuacct.usage"), ("", "/sys/fs/cgroup", "cpu.stat"))
+
+
+def _container_cgroup(pid: int, container_id: str, files: tuple[tuple[str, str, str], ...]) -> Path | None:
+    """The cgroup folder of the container's first process holding one of `files` (MEMORY_FILES, CPU_FILES), if
+    visible here and named after the container (a process that is gone, or another one, gives None)."""
     try:
         lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
     except OSError:
         return None
-    for wanted, root, probe in (("memory", "/sys/fs/cgroup/memory", "memory.max_usage_in_bytes"),
-                                ("", "/sys/fs/cgroup", "memory.peak")):
+    for wanted, root, probe in files:
         for line in lines:
             _, controllers, path = line.split(":", 2)
-            if controllers == wanted and container_id in path and Path(f"{root}{path}/{probe}").exists():
+            if wanted in controllers.split(",") and container_id in path and Path(f"{root}{path}/{probe}").exists():
                 return Path(f"{root}{path}")
     return None
 
@@ -181,6 +197,22 @@ def _read_peak(cgroup: Path | None) -> int | None:
         except (OSError, ValueError, IndexError):
             continue
     return None
+
+
+def _read_cpu_seconds(cgroup: Path | None) -> float | None:
+    """The CPU time of every process the container ran so far (user and system): v1's cpuacct.usage (ns), v2's
+    cpu.stat usage_usec."""
+    if cgroup is None:
+        return None
+    try:
+        return int((cgroup / "cpuacct.usage").read_text()) / 1e9
+    except (OSError, ValueError):
+        pass
+    try:
+        fields = dict(line.split() for line in (cgroup / "cpu.stat").read_text().splitlines() if line.strip())
+        return int(fields["usage_usec"]) / 1e6
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def _gpu_pids() -> set[int] | None:
@@ -403,13 +435,17 @@ class DockerImage:
                 *engine_differences(self.engine, gpu), self.image]
 
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
-        """Run the container to its end or its time limit, measuring its memory peak and GPU use; always removed."""
+        """Run the container to its end or its time limit, measuring its memory peak, CPU time (its cgroup, read every
+        POLL_S while it runs) and GPU use; always removed."""
         name = f"{self.name_prefix}-{name}"
-        self._cli("rm", "--force", name, check=False)  # left by a runner killed during this job (the same pk)
         quota = DiskQuota(folders, limits.disk_bytes)
         started = time.perf_counter()
         # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
         run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
+        if run.returncode != 0 and NAME_IN_USE in run.stderr:  # left by a runner killed during this job (its pk)
+            self._cli("rm", "--force", name, check=False)
+            started = time.perf_counter()
+            run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
         if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
             self._cli("rm", "--force", name, check=False)
             return Execution(exit_code=run.returncode, wall_seconds=time.perf_counter() - started,
@@ -427,12 +463,15 @@ class DockerImage:
     def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float,
                 quota: DiskQuota) -> Execution:
         pid = int(self._cli("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
-        cgroup = _memory_cgroup(pid, container_id) if pid and container_id else None
+        cgroup = _container_cgroup(pid, container_id, MEMORY_FILES) if pid and container_id else None
+        cpu_cgroup = _container_cgroup(pid, container_id, CPU_FILES) if pid and container_id else None
         waiter = subprocess.Popen([self.engine, "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                   text=True)
         peak, used_gpu, timed_out, last_gpu_poll, gpu_measurable = _read_peak(cgroup), False, False, 0.0, True
+        cpu = _read_cpu_seconds(cpu_cgroup)
         while waiter.poll() is None:
             peak = _read_peak(cgroup) or peak
+            cpu = _read_cpu_seconds(cpu_cgroup) or cpu
             now = time.perf_counter()
             if gpu and not used_gpu and now - last_gpu_poll > 0.5:
                 last_gpu_poll = now
@@ -450,6 +489,8 @@ class DockerImage:
             except subprocess.TimeoutExpired:
                 pass
         wall = time.perf_counter() - started
+        # the container's cgroup goes with its last process: the last reading stands unless it is still there
+        peak, cpu = _read_peak(cgroup) or peak, _read_cpu_seconds(cpu_cgroup) or cpu
         quota.exceeded(final=True)
         state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
         if state.get("Running"):  # `ENGINE wait` ended without the container: the engine failed, not the job
@@ -463,6 +504,7 @@ class DockerImage:
         diff = self._cli("diff", name, check=False).stdout if self.list_writes else ""
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
                          disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
+                         cpu_seconds=cpu, gpus=gpu_count(gpu),
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff, self.engine))

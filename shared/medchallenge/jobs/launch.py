@@ -29,6 +29,8 @@ class Execution:
     oom_killed: bool = False
     disk_error: str | None = None  # stopped over its disk limit (disk_quota.py): why
     peak_memory_bytes: int | None = None  # None: not measurable here
+    cpu_seconds: float | None = None  # CPU time of all its processes, user and system; None: not measurable here
+    gpus: int = 0  # GPUs given to it (its GPU seconds: wall seconds x gpus)
     used_gpu: bool | None = None  # None: not measurable here
     stdout_tail: list[str] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)

@@ -2,8 +2,9 @@
 installed without Docker, and the tests of the job runner that need no engine. The folders come as the project's
 INPUT_DIR, OUTPUT_DIR and MODEL_DIR (and TMPDIR and HOME: the job's /tmp, so that nothing is written outside the job
 folder); the time limit and RLIMIT_DATA are enforced as in a container, the process dies with its runner, its peak
-memory is its own (VmHWM sampled while it runs: process_memory.py), and the conditions a process cannot have (no
-network, its own user and file system, CPUs, GPU) are listed in every result as not enforced."""
+memory is its own (VmHWM sampled while it runs: process_memory.py), its CPU time its rusage (with the children it
+waited for), and the conditions a process cannot have (no network, its own user and file system, CPUs, GPU) are
+listed in every result as not enforced."""
 
 from __future__ import annotations
 
@@ -62,10 +63,10 @@ class LocalProcess:
                                    preexec_fn=limit_data, start_new_session=True)
         with process:
             tails = read_tails(process)
-            timed_out, status = False, None
+            timed_out, status, usage = False, None, None
             with PeakMemory(process.pid) as peak:
                 while status is None:
-                    pid, status_raw, _ = os.wait4(process.pid, os.WNOHANG)
+                    pid, status_raw, usage = os.wait4(process.pid, os.WNOHANG)
                     if pid:
                         status = os.waitstatus_to_exitcode(status_raw)
                         break
@@ -73,7 +74,7 @@ class LocalProcess:
                     if disk_error or time.perf_counter() - started > limits.time_limit_s:
                         timed_out = not disk_error
                         os.killpg(process.pid, signal.SIGKILL)
-                        _, status_raw, _ = os.wait4(process.pid, 0)
+                        _, status_raw, usage = os.wait4(process.pid, 0)
                         status = os.waitstatus_to_exitcode(status_raw)
                         break
                     time.sleep(0.05)
@@ -83,5 +84,5 @@ class LocalProcess:
             stdout_tail, stderr_tail = (tail.lines() for tail in tails)
         exit_code = 128 - status if status < 0 else status  # killed by signal N: 128 + N, as a shell shows it
         return Execution(exit_code=exit_code, wall_seconds=wall, timed_out=timed_out, disk_error=quota.error,
-                         peak_memory_bytes=peak.bytes, used_gpu=None,
+                         peak_memory_bytes=peak.bytes, cpu_seconds=usage.ru_utime + usage.ru_stime, used_gpu=None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail, unenforced=list(UNENFORCED))

@@ -76,7 +76,9 @@ def _duration(seconds: float) -> str:
 
 @dataclass
 class JobResult:
-    """One job: its status, GC's error line when it failed, what it cost, and every declared output socket."""
+    """One job: its status, GC's error line when it failed, what it cost, and every declared output socket. Its GPU
+    seconds are the seconds it held a GPU: wall seconds x the GPUs given to it (as a cluster bills an allocated GPU,
+    used or idle); its CPU seconds the CPU time of all its processes (user and system)."""
 
     pk: str
     status: Literal["succeeded", "failed"]
@@ -89,6 +91,8 @@ class JobResult:
     inputs: list[SocketValue]
     outputs: list[OutputResult]
     limits: JobLimits
+    cpu_seconds: float | None = None  # None: not measurable here
+    gpu_seconds: float = 0.0
     stdout_tail: list[str] = field(default_factory=list)
     stderr_tail: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -115,6 +119,8 @@ class JobResult:
         """The job as pre-flight reports it (no container text beyond the cleaned log tails and error)."""
         return {"pk": self.pk, "status": self.status, "error": self.error, "exit_code": self.exit_code,
                 "wall_seconds": round(self.wall_seconds, 3), "peak_memory_bytes": self.peak_memory_bytes,
+                "cpu_seconds": None if self.cpu_seconds is None else round(self.cpu_seconds, 3),
+                "gpu_seconds": round(self.gpu_seconds, 3),
                 "gpu_passed": self.gpu_passed, "used_gpu": self.used_gpu,
                 "inputs": [{"socket": v.socket.slug, "image_name": v.image_name} for v in self.inputs],
                 "outputs": [o.to_json() for o in self.outputs], "notes": self.notes,
@@ -223,6 +229,7 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
                        exit_code=execution.exit_code, wall_seconds=execution.wall_seconds,
                        peak_memory_bytes=execution.peak_memory_bytes, gpu_passed=passed_gpu,
                        used_gpu=execution.used_gpu, inputs=list(inputs), outputs=results, limits=limits,
+                       cpu_seconds=execution.cpu_seconds, gpu_seconds=execution.wall_seconds * execution.gpus,
                        stdout_tail=[printable(x, indent=True) for x in execution.stdout_tail[-TAIL_LINES:]],
                        stderr_tail=[printable(x, indent=True) for x in execution.stderr_tail[-TAIL_LINES:]],
                        notes=notes, folder=work_dir)

@@ -1,17 +1,13 @@
 """Where a phase's tasks run: a backend takes each submission's tasks, then the steps that follow them (its
 evaluation, then the leaderboard), and waits. `local.py` runs them on this machine; `slurm.py` (when present) as
-Slurm job arrays. Results are read from OUT afterwards, never from the backend."""
+Slurm job arrays; `run.open_backend` opens one by name. Results are read from OUT afterwards, never from the backend."""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Protocol
-
-from ..errors import InputError
-from .layout import PhaseLayout
 
 BACKENDS = ("local", "slurm")
 
@@ -41,20 +37,3 @@ class Backend(Protocol):
 
     def wait(self, handles: Sequence[Handle]) -> None:
         """Return when all the work of `handles` is over."""
-
-
-def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Backend:
-    """The backend `name` with its options (the local backend: jobs, progress; Slurm: its own)."""
-    if name == "local":
-        from .local import LocalBackend
-
-        return LocalBackend(layout, **options)
-    if name == "slurm":
-        try:
-            module = importlib.import_module("medchallenge.phase.slurm")
-        except ModuleNotFoundError as exc:
-            if exc.name != "medchallenge.phase.slurm":
-                raise
-            raise InputError("--backend slurm: this installation of medchallenge has no Slurm backend") from None
-        return module.SlurmBackend(layout, **options)
-    raise InputError(f"--backend {name}: expected one of {', '.join(BACKENDS)}")

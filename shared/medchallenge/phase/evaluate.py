@@ -18,12 +18,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from ..errors import InputError, report_errors
-from ..gc_emulator import ALGORITHMS, CaseJob
+from ..grand_challenge.emulator import ALGORITHMS, CaseJob
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs import JobLimits
 from ..logs import setup_logging
 from ..preflight import REVIEW_FOLDER, report, review_figures, score_jobs
-from ..preflight_page import render_page
+from ..preflight.page import render_page
 from .hashes import sha256_json
 from .layout import PhaseLayout
 from .records import BACKEND_FIELDS, backend_notes, is_final, read_result, read_state

@@ -46,6 +46,11 @@ class PhaseLayout:
     def running(self, job_id: str) -> Path:
         return self.job(job_id) / "running.json"
 
+    def image_check(self, digest: str) -> Path:
+        """The notes of an image's upload checks, kept by its digest once one task passed them (the outcome is the
+        image's: the other tasks do not check it again)."""
+        return self.out / "images" / f"{digest.removeprefix('sha256:')}.json"
+
     @property
     def logs(self) -> Path:
         return self.out / "logs"

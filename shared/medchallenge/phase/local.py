@@ -16,7 +16,7 @@ from pathlib import Path
 from .backend import Resources
 from .layout import PhaseLayout
 
-POLL_S = 0.2
+POLL_S = 0.05  # a task's end seen within this: the next one starts (polling a few processes costs nothing)
 STEP = Resources(cpus=1, memory_gb=0, gpus=0, time_limit_s=0)  # an evaluation or the leaderboard
 
 

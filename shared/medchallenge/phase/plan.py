@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from ..errors import InputError
-from ..gc_emulator import AlgorithmSpec
+from ..grand_challenge.emulator import AlgorithmSpec
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from .backend import Resources

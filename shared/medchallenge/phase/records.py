@@ -16,7 +16,7 @@ from .layout import PhaseLayout
 
 FINAL = ("succeeded", "failed")
 # fields a backend may add to state.json (Slurm: why a task ended outside the job, how often it was requeued)
-BACKEND_FIELDS = ("cause", "requeued", "cpu_seconds", "gpu_seconds", "slurm_job_id")
+BACKEND_FIELDS = ("cause", "requeued", "slurm_job_id")
 
 
 def read_state(layout: PhaseLayout, job_id: str) -> dict[str, Any] | None:
@@ -38,9 +38,11 @@ def backend_notes(state: dict[str, Any]) -> list[str]:
         notes.append(f"ended by {state['cause']}")
     if state.get("requeued"):
         notes.append(f"requeued {state['requeued']} time(s) by the scheduler")
-    for key in ("cpu_seconds", "gpu_seconds"):
-        if state.get(key) is not None:
-            notes.append(f"{key.replace('_', ' ')}: {state[key]}")
+    if state.get("slurm_cpu_seconds") is not None or state.get("slurm_max_rss_bytes") is not None:
+        cpu, rss = state.get("slurm_cpu_seconds"), state.get("slurm_max_rss_bytes")
+        notes.append("Slurm's accounting of the task (its runner: the container is not in the Slurm step): CPU "
+                     + ("–" if cpu is None else f"{cpu:.1f} s") + ", MaxRSS "
+                     + ("–" if rss is None else f"{rss / (1 << 20):.0f} MiB"))
     return notes
 
 
@@ -78,7 +80,8 @@ def read_result(layout: PhaseLayout, job_id: str, sockets: dict[str, Socket]) ->
     return JobResult(
         pk=job["pk"], status=job["status"], error=job["error"], exit_code=job["exit_code"],
         wall_seconds=job["wall_seconds"], peak_memory_bytes=job["peak_memory_bytes"], gpu_passed=job["gpu_passed"],
-        used_gpu=job["used_gpu"], inputs=[_value(v, sockets) for v in data["inputs"]],
+        used_gpu=job["used_gpu"], cpu_seconds=job.get("cpu_seconds"), gpu_seconds=job.get("gpu_seconds") or 0.0,
+        inputs=[_value(v, sockets) for v in data["inputs"]],
         outputs=[OutputResult(sockets[o["socket"]], _value(o["value"], sockets) if o["value"] else None, o["error"])
                  for o in data["outputs"]],
         limits=JobLimits(**data["limits"]), stdout_tail=job["stdout_tail"], stderr_tail=job["stderr_tail"],

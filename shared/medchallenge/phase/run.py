@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import importlib
 import logging
 import os
 import signal
@@ -14,20 +15,22 @@ import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from .. import bootstrap as boot
 from ..errors import InputError
-from ..gc_emulator import ALGORITHMS, find_cases
+from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
 from ..logs import setup_logging
-from .backend import BACKENDS, Handle, open_backend
+from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
 from .evaluate import evaluation_current
 from .hashes import HashCache
 from .layout import PhaseLayout
 from .leaderboard import leaderboard_current
+from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, plan_submission
 from .records import is_final, read_state
 from .status import phase_status, render
@@ -35,6 +38,21 @@ from .submissions import read_submissions
 
 log = logging.getLogger("medchallenge.phase")
 ENGINES = ("docker", "podman")
+
+
+def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Backend:
+    """The backend `name` with its options (the local backend: jobs, progress; Slurm: its own)."""
+    if name == "local":
+        return LocalBackend(layout, **options)
+    if name == "slurm":
+        try:
+            module = importlib.import_module("medchallenge.phase.slurm")
+        except ModuleNotFoundError as exc:
+            if exc.name != "medchallenge.phase.slurm":
+                raise
+            raise InputError("--backend slurm: this installation of medchallenge has no Slurm backend") from None
+        return module.SlurmBackend(layout, **options)
+    raise InputError(f"--backend {name}: expected one of {', '.join(BACKENDS)}")
 
 
 def build_parser() -> argparse.ArgumentParser:

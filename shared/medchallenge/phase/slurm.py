@@ -9,8 +9,9 @@ that submits (sys.executable, with its environment: sbatch exports it) must be t
 What Slurm reports goes into the job's state.json: a task that ended without a result (killed by the node's
 out-of-memory killer, preempted, its node failed, cancelled, past Slurm's time limit, or the runner itself failed)
 gets {"status": "interrupted", "cause": ...}, which the next `phase run` runs again; a finished task gets the times
-Slurm requeued it ("requeued") and its Slurm id. The causes are read from `scontrol show job` (slurmctld keeps a
-finished job for MinJobAge) by the evaluation job before it evaluates and by `phase run` while it waits.
+Slurm requeued it ("requeued") and its Slurm id, and where sacct answers Slurm's accounting of it (its runner's:
+the container is not in the Slurm step; docs/scale.md). The causes are read from `scontrol show job` (slurmctld
+keeps a finished job for MinJobAge) by the evaluation job before it evaluates and by `phase run` while it waits.
 
     python -m medchallenge.phase.slurm task MANIFEST            (a task of an array: SLURM_ARRAY_TASK_ID)
     python -m medchallenge.phase.slurm after OUT [--array JOB=MANIFEST ...] -- COMMAND...
@@ -51,6 +52,8 @@ CAUSES = {"OUT_OF_MEMORY": "node_oom", "PREEMPTED": "preempted", "NODE_FAIL": "n
           "CANCELLED": "cancelled", "DEADLINE": "cancelled", "TIMEOUT": "slurm_time_limit", "FAILED": "task_failed",
           "COMPLETED": "no_result"}
 OPTIONS = ("partition", "account", "max_parallel", "extra", "step_memory_gb", "step_time_limit_s", "poll_s")
+SACCT_FORMAT = "JobID,State,TotalCPU,MaxRSS"
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # sacct's sizes
 
 
 class SlurmError(InputError):
@@ -129,6 +132,14 @@ def job_end(job_id: str) -> TaskEnd | None:
     return next((_task_end(job) for job in _shown_jobs(job_id) if job.get("JobId") == job_id), None)
 
 
+def jobs_named(name: str) -> list[str]:
+    """The ids of the jobs slurmctld knows (pending, running, or over within MinJobAge) that `submit_task(name, ...)`
+    would have named so, oldest first."""
+    shown = parse_scontrol(_slurm("scontrol", "show", "job", "--oneliner", check=False).stdout)
+    named = [job["JobId"] for job in shown if job.get("JobName") == f"mc-{name}" and job.get("JobId", "").isdigit()]
+    return sorted(named, key=int)
+
+
 def lost_cause(end: TaskEnd | None) -> str:
     """Why a task ended without a result, in the phase's words (CAUSES), from Slurm's final state of it."""
     if end is None:
@@ -160,6 +171,61 @@ def record_causes(layout: PhaseLayout, handle: SlurmHandle) -> list[str]:
                                      "slurm_state": end.state, "exit_code": end.exit_code,
                                      "requeued": end.restarts, "slurm_job_id": slurm_id})
         noted.append(job_id)
+    return noted
+
+
+def slurm_seconds(text: str) -> float | None:
+    """sacct's time ([D-][HH:]MM:SS[.mmm]) in seconds; None for an empty or unreadable one."""
+    days, _, clock = text.strip().rpartition("-")
+    parts = clock.split(":")
+    try:
+        if not 2 <= len(parts) <= 3:
+            return None
+        return sum(float(part) * 60**i for i, part in enumerate(reversed(parts))) + int(days or 0) * 86_400
+    except ValueError:
+        return None
+
+
+def slurm_bytes(text: str) -> int | None:
+    """sacct's size (`1234K`, `1.5M`, `0`) in bytes; None for an empty or unreadable one."""
+    found = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([KMGT]?)", text.strip())
+    return round(float(found.group(1)) * SIZE_UNITS[found.group(2)]) if found else None
+
+
+def sacct_usage(array_job: str) -> dict[str, dict[str, float | int | None]]:
+    """Slurm's accounting of each finished task of an array (by its id ARRAY_INDEX): its batch step's TotalCPU and
+    MaxRSS, as `slurm_cpu_seconds` and `slurm_max_rss_bytes`; empty where sacct has no accounting (a cluster
+    without slurmdbd: "Slurm accounting storage is disabled") or there is no sacct."""
+    try:
+        listed = _slurm("sacct", f"--jobs={array_job}", f"--format={SACCT_FORMAT}", "--parsable2", "--noheader",
+                        check=False)
+    except SlurmError:
+        return {}
+    usage = {}
+    for line in listed.stdout.splitlines() if listed.returncode == 0 else []:
+        fields = line.split("|")
+        if len(fields) == 4 and fields[0].endswith(".batch") and fields[1] not in ACTIVE:
+            usage[fields[0].removesuffix(".batch")] = {"slurm_cpu_seconds": slurm_seconds(fields[2]),
+                                                       "slurm_max_rss_bytes": slurm_bytes(fields[3])}
+    return usage
+
+
+def record_usage(layout: PhaseLayout, handle: SlurmHandle) -> list[str]:
+    """Add Slurm's accounting (sacct_usage) to the state of each finished task of the array that lacks it; returns
+    the job ids noted."""
+    if handle.manifest is None:
+        return []
+    usage = None
+    noted = []
+    for index, spec in enumerate(manifest_specs(handle.manifest)):
+        state = read_state(layout, spec.stem)
+        slurm_id = f"{handle.job_id}_{index}"
+        if not is_final(state) or state.get("slurm_job_id") != slurm_id or "slurm_cpu_seconds" in state:
+            continue
+        usage = sacct_usage(handle.job_id) if usage is None else usage
+        if slurm_id in usage:
+            write_state(layout, spec.stem, {**state, **usage[slurm_id]})
+            noted.append(spec.stem)
     return noted
 
 
@@ -238,6 +304,7 @@ class SlurmBackend:
                     if seen.get(handle.job_id) != tasks:
                         seen[handle.job_id] = tasks
                         record_causes(self.layout, handle)
+                        record_usage(self.layout, handle)
                         done[handle.job_id] = sum(is_final(read_state(self.layout, spec.stem))
                                                   for spec in manifest_specs(handle.manifest))
                 progress = f"slurm: {sum(done.values())}/{total} job(s) done, {len(active)} pending or running"
@@ -301,6 +368,7 @@ def main(argv: list[str] | None = None) -> int:
         noted = record_causes(layout, SlurmHandle(job_id, Path(manifest)))
         if noted:
             log.info("array %s: %d task(s) ended without a result (noted in their state.json)", job_id, len(noted))
+        record_usage(layout, SlurmHandle(job_id, Path(manifest)))
     sys.stdout.flush()
     return subprocess.call(args.command)
 

@@ -1,6 +1,7 @@
 """`medchallenge phase status OUT`: per submission how many jobs are done, running, queued and failed, its
 evaluation, and what a person has to do: the refused submissions and why, the jobs' errors (the team's, as
-grand-challenge reports them) and the jobs lost outside the job, which the next `phase run` runs again."""
+grand-challenge reports them) and the jobs lost outside the job, which the next `phase run` runs again; and what the
+finished jobs used (wall, CPU and GPU seconds, peak memory), per submission and for the phase."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import report_errors
+from ..jobs.usage import usage_totals
 from .evaluate import read_json
 from .layout import PhaseLayout
 from .leaderboard import leaderboard_current
@@ -52,35 +54,55 @@ def job_status(layout: PhaseLayout, job_id: str, run_active: bool) -> tuple[str,
     return ("queued" if run_active else "not-run"), state
 
 
-def submission_status(layout: PhaseLayout, team: str, run_active: bool) -> dict[str, Any]:
+def submission_status(layout: PhaseLayout, team: str, run_active: bool,
+                      finished: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """The submission's counts, errors, lost jobs, evaluation and what its finished jobs used; their states are
+    added to `finished` (by job id: a job two submissions share is one job of the phase)."""
     submission = read_json(layout.submission_file(team), "submission.json")
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     lost: Counter[str] = Counter()
+    own: dict[str, dict[str, Any]] = {}
     for job in submission["jobs"]:
         status, state = job_status(layout, job["job_id"], run_active)
         counts[status] += 1
+        if is_final(state):
+            own[job["job_id"]] = state
         if status == "failed":
             errors[state.get("error") or "failed"] += 1
         elif state is not None and status in ("not-run", "queued"):
             cause = state.get("cause") or state.get("status") or "unknown"
             lost[f"{cause}: {state['error']}" if state.get("error") else cause] += 1
     evaluation = _marker(layout.evaluation_state(team)) or {"status": "not evaluated"}
+    finished.update(own)
     return {"team": team, "refused": submission["refused"], "jobs": len(submission["jobs"]),
             **{k: counts[k] for k in ("succeeded", "failed", "running", "queued", "not-run")},
             "errors": errors.most_common(), "lost": dict(lost), "evaluation": evaluation.get("status"),
-            "evaluation_error": evaluation.get("error")}
+            "evaluation_error": evaluation.get("error"), "usage": usage_totals(own.values())}
 
 
 def phase_status(layout: PhaseLayout) -> dict[str, Any]:
+    """Each submission's status, and what the phase's finished jobs used in all (`usage`)."""
     phase = read_json(layout.phase_file, "phase.json")
     run = _marker(layout.out / "run.json")
     run_active = run is not None and run.get("finished") is None and _alive(run)
-    submissions = [submission_status(layout, team, run_active) for team in phase["submissions"]]
+    finished: dict[str, dict[str, Any]] = {}
+    submissions = [submission_status(layout, team, run_active, finished) for team in phase["submissions"]]
     complete = all(s["refused"] or s["succeeded"] + s["failed"] == s["jobs"] for s in submissions)
     return {"challenge": phase["challenge"], "run_active": run_active, "submissions": submissions,
-            "complete": complete, "leaderboard": str(layout.out / "leaderboard.html")
-            if complete and leaderboard_current(layout) else None}
+            "usage": usage_totals(finished.values()), "complete": complete,
+            "leaderboard": str(layout.out / "leaderboard.html") if complete and leaderboard_current(layout) else None}
+
+
+def usage_line(usage: dict[str, Any]) -> str:
+    """What finished jobs used, in one line."""
+    def seconds(value: float | None) -> str:
+        return "–" if value is None else f"{value:.1f} s"
+
+    peak = usage["max_peak_memory_bytes"]
+    return (f"{usage['jobs']} finished job(s) used: wall {seconds(usage['wall_seconds'])}, CPU "
+            f"{seconds(usage['cpu_seconds'])}, GPU {seconds(usage['gpu_seconds'])}, peak memory "
+            + ("–" if peak is None else f"{peak / (1 << 20):.0f} MiB"))
 
 
 def render(status: dict[str, Any], out: Path) -> str:
@@ -102,8 +124,12 @@ def render(status: dict[str, Any], out: Path) -> str:
                          f"{out / 'submissions' / s['team'] / 'report.html'}")
         for cause, count in s["lost"].items():
             lines.append(f"    {count} lost outside the job ({cause}); the next `phase run` runs them again")
+        if s["usage"]["jobs"]:
+            lines.append(f"    {usage_line(s['usage'])}")
         if s["not-run"]:
             actions.append(f"{s['team']}: {s['not-run']} job(s) not run: `medchallenge phase run` again")
+    if status["usage"]["jobs"]:
+        lines.append(f"phase: {usage_line(status['usage'])} (a job two submissions share counted once)")
     if status["leaderboard"]:
         lines.append(f"leaderboard: {status['leaderboard']}")
     elif status["complete"]:

@@ -37,19 +37,33 @@ from .records import failed_before_running, write_result, write_state
 log = logging.getLogger("medchallenge.phase")
 OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
 NAME_PREFIX = "medchallenge-phase"  # the job's container is named NAME_PREFIX-<job_id>
+# what state.json keeps of the job's result (JobResult.to_json), beside the task's own time, host and times
+STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "gpu_seconds", "peak_memory_bytes",
+                "gpu_passed", "used_gpu")
 
 
 class GuardedLauncher:
     """A launcher whose failures to start or follow the container are the engine's (EngineError), not the job's;
-    and a GPU asked for but absent on this node is the node's."""
+    a GPU asked for but absent on this node is the node's; and an image's upload checks, once passed, are not done
+    again by the phase's other tasks (`checked`: where their notes are kept)."""
 
-    def __init__(self, launcher: DockerImage, gpu: bool):
+    def __init__(self, launcher: DockerImage, gpu: bool, checked: Path):
         self.launcher = launcher
         self.description = launcher.description
         self.gpu = gpu
+        self.checked = checked
 
     def check(self) -> list[str]:
-        return self.launcher.check()
+        try:
+            notes = json.loads(self.checked.read_text())["notes"]
+            if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
+                return notes
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        notes = self.launcher.check()  # a refusal is not kept: it may be the engine's failure, not the image's
+        self.checked.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(self.checked, {"notes": notes})
+        return notes
 
     def gpu_available(self) -> bool:
         available = self.launcher.gpu_available()
@@ -113,7 +127,8 @@ def run_task(spec: dict[str, Any]) -> JobResult:
                           image_file=Path(v["image_file"])) for v in spec["inputs"]]
     limits = JobLimits(**spec["limits"])
     try:
-        guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"])
+        guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"],
+                                  layout.image_check(spec["image"]["digest"]))
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
                        gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
@@ -164,12 +179,11 @@ def main(argv: list[str] | None = None) -> int:
         layout.running(job_id).unlink(missing_ok=True)
         raise
     write_result(folder, result)
+    job = result.to_json()
     write_state(layout, job_id, {
-        "status": result.status, "error": result.error, "cause": _cause(result.error),
-        "exit_code": result.exit_code, "wall_seconds": round(result.wall_seconds, 3),
-        "task_seconds": round(time.perf_counter() - clock, 3), "peak_memory_bytes": result.peak_memory_bytes,
-        "gpu_passed": result.gpu_passed, "used_gpu": result.used_gpu, "host": socket.gethostname(),
-        "started": started, "finished": _now()})
+        **{key: job[key] for key in STATE_FIELDS}, "cause": _cause(result.error),
+        "task_seconds": round(time.perf_counter() - clock, 3), "host": socket.gethostname(), "started": started,
+        "finished": _now()})
     layout.running(job_id).unlink(missing_ok=True)
     log.info("job %s: %s%s", job_id, result.status, f": {result.error}" if result.error else "")
     return 0

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, report_errors
-from ..gc_pack import check_ground_truth
+from ..grand_challenge.pack import check_ground_truth
 from ..io import write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..registry import CONFIGURATIONS, Configuration
@@ -54,7 +54,7 @@ def run_evaluator(configuration: Configuration, input_dir: Path, ground_truth: P
     options as environment); SubmissionRefused with its `error:` line when it refuses the input."""
     command = [sys.executable, "-m", "medchallenge.cli", "evaluate", configuration.challenge.name,
                "--input", str(input_dir), "--ground-truth", str(ground_truth), "--output", str(output),
-               "--no-progress", "--no-plots"]
+               "--no-progress", "--no-plots", "--no-review"]  # AIcrowd shows only the scores
     result = subprocess.run(command, env={**os.environ, **configuration.edition.build_args}, capture_output=True,
                             text=True)
     if result.returncode != 0:

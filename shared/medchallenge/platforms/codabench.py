@@ -42,7 +42,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import InputError, report_errors
-from ..gc_pack import mounted_folder, archive_members, check_ground_truth
+from ..grand_challenge.pack import mounted_folder, archive_members, check_ground_truth
 from ..io import atomic_output
 from ..logs import setup_logging
 from ..registry import CONFIGURATIONS, Configuration

@@ -113,14 +113,18 @@ def _wrapped(text: str, width: int = 52, lines: int = 4) -> str:
     return "\n".join(textwrap.wrap(text, width)[:lines])
 
 
-def figure_concepts_png(image: np.ndarray, true_concepts: Sequence[str], predicted_concepts: Sequence[str],
+def figure_concepts_png(image: np.ndarray | None, true_concepts: Sequence[str], predicted_concepts: Sequence[str],
                         true_caption: str | None, predicted_caption: str | None, title: str) -> bytes:
-    """A caption figure with its concepts: found (black), missed (green: in the ground truth only), extra (red: in
-    the predictions only), and the two captions. Text is drawn as text (no mathtext), cut to a few lines."""
+    """A caption figure (None: not available, an empty panel says so) with its concepts: found (black), missed
+    (green: in the ground truth only), extra (red: in the predictions only), and the two captions. Text is drawn as
+    text (no mathtext), cut to a few lines."""
     figure = _figure(5.2, 2.4)
     figure.set_dpi(72)
     ax = figure.add_axes((0.01, 0.02, 0.36, 0.84))
-    ax.imshow(image, cmap="gray" if image.ndim == 2 else None, interpolation="nearest")
+    if image is None:
+        ax.text(0.5, 0.5, "no image", ha="center", va="center", fontsize=7, color="grey")
+    else:
+        ax.imshow(image, cmap="gray" if image.ndim == 2 else None, interpolation="nearest")
     ax.set_xticks([])
     ax.set_yticks([])
     found = [c for c in predicted_concepts if c in set(true_concepts)]

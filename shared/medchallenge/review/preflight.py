@@ -1,5 +1,7 @@
-"""The review of a pre-flight's scored jobs: the convention check and, per case, a figure with the predictions and
-the ground truth, worst-scoring cases first (at most `MAX_FIGURES`)."""
+"""The review of scored predictions (a pre-flight's or a phase's jobs, or the evaluator's input): the convention
+check and, per case, a figure with the predictions and the ground truth, worst-scoring cases first (at most
+`MAX_FIGURES`). Without a case's image, a caption case is drawn without its figure and a RibFrac case's masks on a
+blank view; TB and object-CXR cases need their images (and the convention check their sizes)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..contract import case_key
-from .conventions import Finding, check_conventions, checked_transforms
+from ..imaging import open_picture, read_image
+from .conventions import Finding, check_conventions, checked_transforms, needs_image_sizes
 from .figures import ct_boxes_png, ct_masks_png, figure_concepts_png, radiograph_points_png
 from .geometry import Geometry, read_geometry
 
@@ -43,13 +46,18 @@ class Review:
                 "notes": self.notes}
 
 
-def _tb_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str, Path], evaluator: Any) -> list[CaseFigure]:
+def _volume(path: Path) -> np.ndarray:
+    """A case's CT (array z, y, x), read after the project's header and size checks."""
     import SimpleITK as sitk
 
+    return sitk.GetArrayFromImage(read_image(path, "case image"))
+
+
+def _tb_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str, Path], evaluator: Any) -> list[CaseFigure]:
     scores = evaluator.unit_scores(cases, records, "map")
     figures = []
     for case_id in sorted((i for i in scores if case_key(i) in files), key=lambda i: scores[i])[:MAX_FIGURES]:
-        volume = sitk.GetArrayFromImage(sitk.ReadImage(str(files[case_key(case_id)])))
+        volume = _volume(files[case_key(case_id)])
         boxes = cases.sources
         caption = f"case score {scores[case_id]:.3f}"
         figures.append(CaseFigure(case_id, caption, ct_boxes_png(
@@ -61,7 +69,7 @@ def _radiograph(path: Path) -> tuple[np.ndarray, float]:
     """The radiograph in grey, at most RADIOGRAPH_SIDE pixels on its longer side, and the scale applied."""
     from PIL import Image
 
-    with Image.open(path) as image:
+    with open_picture(path) as image:
         grey = image.convert("L")
         scale = min(1.0, RADIOGRAPH_SIDE / max(grey.size))
         if scale < 1.0:
@@ -110,11 +118,11 @@ def _ribfrac_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str,
         return (sum(not g["hit"] for g in record.ground_truth), sum(d["hit_label"] == 0 for d in record.detections))
 
     figures = []
-    shown = [i for i in cases.ids if i in files and i in records]
+    shown = [i for i in cases.ids if i in records]
     for case_id in sorted(shown, key=missed_and_false, reverse=True)[:MAX_FIGURES]:
         source = cases.sources[case_id]
-        volume = sitk.GetArrayFromImage(sitk.ReadImage(str(files[case_id])))
         truth = sitk.GetArrayFromImage(sitk.ReadImage(str(source.gt_volume)))
+        volume = _volume(files[case_id]) if case_id in files else np.zeros(truth.shape, np.int16)
         predicted = (np.zeros_like(truth) if source.pred_volume is None
                      else sitk.GetArrayFromImage(sitk.ReadImage(str(source.pred_volume))))
         missed, false = missed_and_false(case_id)
@@ -126,17 +134,17 @@ def _ribfrac_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str,
 
 def _caption_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str, Path],
                      evaluator: Any) -> list[CaseFigure]:
-    from PIL import Image
-
     inputs = cases.inputs
     metric = "concept_f1" if inputs.concepts_gt is not None else "bleu"
     scores = evaluator.unit_scores(cases, records, metric) or {}
     figures = []
-    for case_id in sorted((i for i in scores if i in files), key=lambda i: scores[i])[:MAX_FIGURES]:
-        with Image.open(files[case_id]) as opened:
-            image = opened.convert("L")
-            image.thumbnail((RADIOGRAPH_SIDE // 2, RADIOGRAPH_SIDE // 2))
-            pixels = np.asarray(image)
+    for case_id in sorted(scores, key=lambda i: scores[i])[:MAX_FIGURES]:
+        pixels = None
+        if case_id in files:
+            with open_picture(files[case_id]) as opened:
+                image = opened.convert("L")
+                image.thumbnail((RADIOGRAPH_SIDE // 2, RADIOGRAPH_SIDE // 2))
+                pixels = np.asarray(image)
         caption = f"{metric} {scores[case_id]:.3f}"
         figures.append(CaseFigure(case_id, caption, figure_concepts_png(
             pixels, (inputs.concepts_gt or {}).get(case_id, ()), (inputs.concept_run or {}).get(case_id, ()),
@@ -165,6 +173,9 @@ def review_jobs(challenge: str, evaluator: Any, scored: Any, case_files: list[Pa
     from `case_files`. A case whose image cannot be read gets a note instead of a figure."""
     files = {uploaded_case_id(path.name): path for path in case_files}
     review = Review(tried=checked_transforms(challenge))
+    if review.tried and not files and needs_image_sizes(challenge):
+        review.tried = []
+        review.notes.append("no case images: the convention check needs their sizes and was not run")
     if review.tried:
         geometry: dict[str, Geometry] = {}
         for key, path in files.items():

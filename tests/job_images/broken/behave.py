@@ -18,6 +18,11 @@ print(f"read {sorted(p.name for p in image)}; model {sorted(p.name for p in Path
 if BEHAVIOUR == "ok":
     time.sleep(0.5)  # as a model loads: the runner's memory poll (every 0.1 s) sees the job running
     (OUTPUT / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
+elif BEHAVIOUR == "busy":  # a second of CPU time (a model's inference), then its boxes
+    started = time.process_time()
+    while time.process_time() - started < 1.0:
+        pass
+    (OUTPUT / "tb-cavern-boxes.json").write_text(json.dumps(BOXES))
 elif BEHAVIOUR == "model-boxes":  # the boxes its model tarball lists for this case's image (a lookup "model")
     name = inputs[0]["image"]["name"]
     boxes = json.loads(Path("/opt/ml/model/boxes.json").read_text()).get(name, [])

@@ -25,14 +25,14 @@ import sys
 import tarfile
 from pathlib import Path
 
-from .errors import InputError, report_errors
-from .io import atomic_output, write_json_atomic
-from .logs import setup_logging
-from .registry import CONFIGURATIONS_WITH_DATA, Configuration, Mount
+from ..errors import InputError, report_errors
+from ..io import atomic_output, write_json_atomic
+from ..logs import setup_logging
+from ..registry import CONFIGURATIONS_WITH_DATA, Configuration, Mount
 
 PACKAGES = {configuration.name: configuration for configuration in CONFIGURATIONS_WITH_DATA}
 
-log = logging.getLogger("medchallenge.gc_pack")
+log = logging.getLogger("medchallenge.grand_challenge.pack")
 
 
 def archive_members(folder: Path) -> list[Path]:
@@ -113,7 +113,7 @@ def pack_all(out: Path) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m medchallenge.gc_pack", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m medchallenge.grand_challenge.pack", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("challenge", nargs="?", choices=sorted(PACKAGES), help="what to pack (or --all)")
     parser.add_argument("--all", action="store_true", help="every challenge, from the folders compose.yaml mounts")

@@ -22,23 +22,23 @@ import argparse
 import importlib
 import logging
 import shutil
-import sys
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from . import bootstrap as boot
-from .errors import InputError, report_errors
-from .evaluator import build_parser, score, write_results
-from .gc_emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from .io import atomic_output, write_json_atomic, write_text_atomic
-from .jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
-from .jobs.conditions import add_limit_arguments
-from .leaderboard import edition_environment
-from .logs import setup_logging
-from .preflight_page import render_page
-from .registry import CHALLENGES
-from .review import review_jobs
+from .. import __version__
+from .. import bootstrap as boot
+from ..errors import InputError, report_errors
+from ..evaluator import build_parser, score, write_results
+from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
+from ..io import atomic_output, write_json_atomic, write_text_atomic
+from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
+from ..jobs.conditions import add_limit_arguments
+from ..jobs.usage import usage_totals
+from ..leaderboard import edition_environment
+from ..logs import setup_logging
+from ..registry import CHALLENGES
+from ..review import review_jobs
+from .page import render_page
 
 log = logging.getLogger("medchallenge.preflight")
 REPORT_FILES = ("preflight.json", "preflight.html")
@@ -90,7 +90,7 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path,
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
-            str(evaluation), "--no-progress", "--bootstrap", str(args.bootstrap),
+            str(evaluation), "--no-progress", "--no-review", "--bootstrap", str(args.bootstrap),
             "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level)]
     failed = [job.case.name for job in jobs if not job.result.succeeded]
     section: dict[str, Any] = {"evaluator": CHALLENGES[args.challenge].evaluator_module, "edition": args.edition,
@@ -127,7 +127,8 @@ def review_figures(folder: Path, evaluation: dict[str, Any] | None) -> dict[str,
 def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, image_notes: list[str],
            evaluation: dict[str, Any] | None) -> dict[str, Any]:
     results = [job.result for job in jobs]
-    peaks = [r.peak_memory_bytes for r in results if r.peak_memory_bytes is not None]
+    entries = [{"case": job.case.name, **job.result.to_json()} for job in jobs]
+    usage = usage_totals(entries)
     failed = [r for r in results if not r.succeeded]
     gpu_passed = any(r.gpu_passed for r in results)
     instance, vcpus = limits.instance(gpu_passed)
@@ -138,16 +139,17 @@ def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, ima
         "model": args.model.name if args.model else None,
         "ready": not failed and (evaluation is None or evaluation["error"] is None),
         "summary": {"num_jobs": len(results), "num_succeeded": len(results) - len(failed),
-                    "num_failed": len(failed), "total_wall_seconds": round(sum(r.wall_seconds for r in results), 3),
+                    "num_failed": len(failed), "total_wall_seconds": usage["wall_seconds"] or 0.0,
                     "max_wall_seconds": round(max((r.wall_seconds for r in results), default=0.0), 3),
-                    "max_peak_memory_bytes": max(peaks) if peaks else None,
+                    "total_cpu_seconds": usage["cpu_seconds"], "total_gpu_seconds": usage["gpu_seconds"] or 0.0,
+                    "max_peak_memory_bytes": usage["max_peak_memory_bytes"],
                     "gpu_passed": any(r.gpu_passed for r in results),
                     "used_gpu": any(bool(r.used_gpu) for r in results)},
         "limits": {**limits.to_json(), "cpus": limits.effective_cpus(gpu_passed), "cpus_asked": limits.cpus,
                    "gc_instance": instance, "gc_instance_vcpus": vcpus},
         "conditions": [{"condition": c, "how": how, "source": source} for c, how, source in CONDITIONS],
         "image_notes": image_notes,
-        "jobs": [{"case": job.case.name, **job.result.to_json()} for job in jobs],
+        "jobs": entries,
         "evaluation": evaluation,
     }
 
@@ -158,10 +160,11 @@ def _size(value: int | None) -> str:
 
 def terminal_table(data: dict[str, Any]) -> str:
     """The short table printed at the end: one line per job, then the aggregates."""
-    lines = [f"{'case':<28} {'status':<9} {'seconds':>8} {'memory':>9} {'GPU':>4}  error"]
+    lines = [f"{'case':<28} {'status':<9} {'seconds':>8} {'CPU s':>7} {'memory':>9} {'GPU':>4}  error"]
     for job in data["jobs"]:
         gpu = "yes" if job["used_gpu"] else "no" if job["used_gpu"] is False else "?"
-        lines.append(f"{job['case'][:28]:<28} {job['status']:<9} {job['wall_seconds']:>8.1f} "
+        cpu = "–" if job["cpu_seconds"] is None else f"{job['cpu_seconds']:.1f}"
+        lines.append(f"{job['case'][:28]:<28} {job['status']:<9} {job['wall_seconds']:>8.1f} {cpu:>7} "
                      f"{_size(job['peak_memory_bytes']):>9} {gpu:>4}  {(job['error'] or '')[:160]}")
     lines.extend(f"note: {job['case']}: {note}" for job in data["jobs"] for note in job["notes"]
                  if note.startswith(GATEWAY_REFUSES))
@@ -212,6 +215,3 @@ def main(argv: list[str] | None = None) -> int:
     print(f"report: {args.output / 'preflight.html'}")
     return 0 if data["ready"] else 1
 
-
-if __name__ == "__main__":
-    sys.exit(main())

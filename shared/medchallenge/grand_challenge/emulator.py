@@ -28,17 +28,17 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import __version__
-from .errors import report_errors
-from .io import write_text_atomic
-from .jobs import DockerImage, EmulationError, JobLimits, JobResult, Launcher, LocalProcess, run_job, upload_case
-from .jobs.runner import GpuRequest
-from .jobs.values import SocketValue, serialize_values
-from .logs import setup_logging
-from .registry import CHALLENGES
-from .sockets import Socket
+from .. import __version__
+from ..errors import report_errors
+from ..io import write_text_atomic
+from ..jobs import DockerImage, EmulationError, JobLimits, JobResult, Launcher, LocalProcess, run_job, upload_case
+from ..jobs.runner import GpuRequest
+from ..jobs.values import SocketValue, serialize_values
+from ..logs import setup_logging
+from ..registry import CHALLENGES
+from ..sockets import Socket
 
-log = logging.getLogger("medchallenge.gc_emulator")
+log = logging.getLogger("medchallenge.grand_challenge.emulator")
 
 __all__ = ["ALGORITHMS", "AlgorithmSpec", "EmulationError", "Socket", "emulate", "find_cases", "upload_case"]
 
@@ -154,7 +154,8 @@ def local_launcher(spec: AlgorithmSpec, repo: Path) -> LocalProcess:
 
 @report_errors
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m medchallenge.gc_emulator", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m medchallenge.grand_challenge.emulator",
+                                     description=__doc__.split("\n\n")[0])
     parser.add_argument("challenge", choices=sorted(ALGORITHMS))
     parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
     parser.add_argument("--work", type=Path, required=True, help="folder for the jobs and the evaluation input")

@@ -32,13 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from . import bootstrap as boot
-from .errors import InputError, report_errors
-from .evaluator import Evaluator, Scored, build_parser, score, write_results
-from .io import write_json_atomic, write_text_atomic
-from .leaderboard_page import render, team_label
-from .logs import setup_logging
-from .registry import CHALLENGES
+from .. import bootstrap as boot
+from ..errors import InputError, report_errors
+from ..evaluator import Evaluator, Scored, build_parser, score, write_results
+from ..io import write_json_atomic, write_text_atomic
+from ..logs import setup_logging
+from ..registry import CHALLENGES
+from .page import render, team_label
 from .significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
 
 log = logging.getLogger("medchallenge.leaderboard")
@@ -314,7 +314,3 @@ def main(argv: list[str] | None = None) -> int:
                  row["high"] if row["high"] is not None else float("nan"), row["median_rank"])
     log.info("leaderboard of %d submission(s) -> %s", len(scored), args.output / "leaderboard.html")
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

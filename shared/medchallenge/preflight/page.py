@@ -4,25 +4,19 @@ escaped."""
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Mapping
 from html import escape
 from typing import Any
 
-STYLE = """
-body { font-family: sans-serif; margin: 24px; color: #1b1b1b; max-width: 1200px; }
-table { border-collapse: collapse; margin: 8px 0 20px; }
-th, td { border: 1px solid #c8c8c8; padding: 4px 8px; text-align: left; vertical-align: top; font-size: 14px; }
-th { background: #eef1f5; }
-td.number { text-align: right; font-variant-numeric: tabular-nums; }
+from ..review.page import BASE_STYLE, review_section
+from ..review.page import STYLE as REVIEW_STYLE
+
+STYLE = BASE_STYLE + """
 .succeeded { background: #dff3e3; }
 .failed { background: #f9dcdc; }
 .verdict { font-size: 20px; padding: 8px 12px; display: inline-block; }
 pre { background: #f6f6f6; padding: 8px; font-size: 12px; overflow-x: auto; }
-figure { display: inline-block; margin: 4px 8px 8px 0; vertical-align: top; }
-figcaption { font-size: 12px; max-width: 320px; overflow-wrap: anywhere; }
-.convention { background: #fff4d6; padding: 6px 10px; }
-"""
+""" + REVIEW_STYLE
 
 
 def _text(value: Any) -> str:
@@ -31,6 +25,10 @@ def _text(value: Any) -> str:
 
 def _mib(value: int | None) -> str:
     return "–" if value is None else f"{value / (1 << 20):.0f} MiB"
+
+
+def _seconds(value: float | None) -> str:
+    return "–" if value is None else f"{value:.2f}"
 
 
 def _gpu(job: dict[str, Any]) -> str:
@@ -46,6 +44,8 @@ def job_rows(data: dict[str, Any]) -> str:
                               for o in job["outputs"]) or "–"
         rows.append(f'<tr class="{job["status"]}"><td>{escape(job["case"])}</td><td>{job["status"]}</td>'
                     f'<td class="number">{job["wall_seconds"]:.2f}</td>'
+                    f'<td class="number">{_seconds(job["cpu_seconds"])}</td>'
+                    f'<td class="number">{_seconds(job["gpu_seconds"])}</td>'
                     f'<td class="number">{_mib(job["peak_memory_bytes"])}</td><td>{_gpu(job)}</td>'
                     f'<td>{outputs}</td><td>{_text(job["error"])}</td></tr>')
     return "".join(rows)
@@ -82,24 +82,6 @@ def evaluation_section(evaluation: dict[str, Any] | None) -> str:
             f"{''.join(rows)}</table>" + (f"<ul>{notes}</ul>" if notes else ""))
 
 
-def review_section(evaluation: dict[str, Any] | None, figures: Mapping[str, bytes]) -> str:
-    """The convention check's lines and the case figures (PNG data URIs: the page stays one offline file)."""
-    review = (evaluation or {}).get("review")
-    if not review:
-        return ""
-    findings = "".join(f'<p class="convention">{escape(line)}</p>' for line in review["conventions"])
-    tried = ", ".join(escape(t) for t in review["transforms_tried"])
-    checked = (f"<p>Convention check: no simple transform ({tried}) scores far better.</p>" if tried and not findings
-               else "")
-    shown = "".join(f'<figure><img alt="{escape(entry["case"])}" src="data:image/png;base64,'
-                    f'{base64.b64encode(figures[entry["file"]]).decode()}"><figcaption>{escape(entry["case"])}: '
-                    f'{escape(entry["caption"])}</figcaption></figure>'
-                    for entry in review["figures"] if entry["file"] in figures)
-    notes = "".join(f"<li>{escape(n)}</li>" for n in review["notes"])
-    return ("<h2>What the algorithm did (worst-scoring cases first; green: ground truth, red: predictions)</h2>"
-            f"{findings}{checked}<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
-
-
 def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None) -> str:
     """The page of a pre-flight, or of a phase's submission (`data["team"]`: a report of its jobs, not advice), with
     the review's figures (`figures`: their bytes by file name)."""
@@ -124,16 +106,18 @@ def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None
 <h1>{title} for {escape(data['challenge'])}</h1>
 <p class="verdict {'succeeded' if data['ready'] else 'failed'}">{verdict}</p>
 <p>{summary['num_succeeded']} of {summary['num_jobs']} jobs succeeded; {summary['total_wall_seconds']:.1f} s in all,
-{summary['max_wall_seconds']:.1f} s the longest; peak memory {_mib(summary['max_peak_memory_bytes'])};
+{summary['max_wall_seconds']:.1f} s the longest; CPU {_seconds(summary['total_cpu_seconds'])} s, GPU
+{_seconds(summary['total_gpu_seconds'])} s in all; peak memory {_mib(summary['max_peak_memory_bytes'])};
 limits {limits['memory_gb']:g} GB and {limits['time_limit_s']:g} s per job (grand-challenge's instance
 {escape(limits['gc_instance'])}, {limits['gc_instance_vcpus']} vCPUs); model {_text(data['model'])}.</p>
 {f'<ul>{image_notes}</ul>' if image_notes else ''}
 <h2>Jobs</h2>
-<table id="jobs"><tr><th>case</th><th>status</th><th>seconds</th><th>peak memory</th><th>GPU</th>
+<table id="jobs"><tr><th>case</th><th>status</th><th>seconds</th><th>CPU seconds</th><th>GPU seconds</th>
+<th>peak memory</th><th>GPU</th>
 <th>output sockets</th><th>error (grand-challenge's words)</th></tr>{job_rows(data)}</table>
 {job_logs(data)}
 {evaluation_section(data['evaluation'])}
-{review_section(data['evaluation'], figures or {})}
+{review_section((data['evaluation'] or {}).get('review'), figures or {})}
 <h2>Conditions the jobs ran under</h2>
 <table id="conditions"><tr><th>condition</th><th>as grand-challenge</th><th>source</th></tr>{conditions}</table>
 <p>{escape(data['tool'])}</p>
