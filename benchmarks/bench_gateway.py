@@ -44,7 +44,7 @@ def _pacs(port: int, received: list):
         ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
 
     def store(event):
-        received.append((time.perf_counter(), str(event.dataset.Modality)))
+        received.append((time.perf_counter(), str(event.dataset.Modality), str(event.dataset.StudyInstanceUID)))
         return 0x0000
 
     return ae.start_server(("127.0.0.1", port), block=False, evt_handlers=[(evt.EVT_C_STORE, store)])

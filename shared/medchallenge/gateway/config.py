@@ -57,7 +57,7 @@ class Route:
     `command`, the algorithm's entry as a process on this host (jobs.process_run: installs without Docker, tests);
     its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
     "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py); with `slurm` (backend
-    = "slurm"), a Slurm cluster (cluster.py); else the gateway."""
+    = "slurm"), a Slurm cluster (cluster.py); else the gateway; up to `max_parallel_jobs` studies' jobs at once."""
 
     name: str
     modalities: tuple[str, ...]
@@ -73,6 +73,7 @@ class Route:
     input_socket: str | None = None  # interface "generic": the input socket's slug
     outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
     slurm: SlurmRoute | None = None
+    max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route on this host: 1)
 
     @property
     def algorithm(self) -> str:
@@ -313,7 +314,7 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
-              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm"}
+              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs"}
 SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
 
 
@@ -349,6 +350,24 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
                       max_resubmissions=resubmissions)
 
 
+MAX_PARALLEL_JOBS = 64
+
+
+def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | None) -> int:
+    """A route's `max_parallel_jobs` (default 1: one study at a time), 1 to MAX_PARALLEL_JOBS; a GPU route run on
+    this host (`gpu` "on" or "auto", not on Slurm, which gives each job GPUs of its own) is clipped to 1, with one
+    line: each of its jobs is given the same GPU (`--gpus 1`), and one job per GPU is what a GPU can hold."""
+    value = _take(table, "max_parallel_jobs", int, where, 1)
+    if not 1 <= value <= MAX_PARALLEL_JOBS:
+        raise InputError(f"{where}: max_parallel_jobs = {value}: expected 1 to {MAX_PARALLEL_JOBS}")
+    if value > 1 and gpu != "off" and slurm is None:
+        log.warning("%s: max_parallel_jobs = %d clipped to 1: a route with gpu = %r runs one job at a time (each "
+                    "job is given the same GPU); set gpu = \"off\" to run its jobs in parallel on the CPU",
+                    where, value, gpu)
+        return 1
+    return value
+
+
 def _route(table: dict, where: str) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
     _no_unknown_keys(table, ROUTE_KEYS, where)
@@ -370,6 +389,7 @@ def _route(table: dict, where: str) -> Route:
         inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
         model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu,
         slurm=_slurm_route(table, where, gpu))
+    route = dataclasses.replace(route, max_parallel_jobs=_max_parallel_jobs(table, where, gpu, route.slurm))
     if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
         outputs = _take(table, "outputs", list, where)
         if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and

@@ -84,9 +84,10 @@ def study_upload(study: Path, socket_slug: str, upload: Path) -> DicomSeries:
 
 
 def route_launcher(route: Route) -> Launcher:
-    """What starts the route's job: its Docker image, or its command as a local process."""
+    """What starts the route's job: its Docker image (without `docker diff`: which files a job wrote outside its
+    folders is pre-flight's note, not the gateway's), or its command as a local process."""
     if route.image is not None:
-        return DockerImage(route.image, name_prefix=CONTAINER_PREFIX)
+        return DockerImage(route.image, name_prefix=CONTAINER_PREFIX, list_writes=False)
     return LocalProcess(route.command)
 
 

@@ -35,8 +35,9 @@ def run_route_job(route: Route, job: Path, disk_gb: float = DEFAULT_DISK_GB) -> 
 
 
 def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
-    """Watch the inbox of every route with one, one thread per route, until `stopping` is set; an image route's
-    inbox that no job container could be given (job_runner in a container, the inbox not mounted) stops it first."""
+    """Watch the inbox of every route with one, one thread per route (and one per job running: up to the route's
+    max_parallel_jobs), until `stopping` is set; an image route's inbox that no job container could be given
+    (job_runner in a container, the inbox not mounted) stops it first."""
     routes = [r for r in config.routes if r.inbox is not None]
     if not routes:
         raise InputError("no route with an inbox in the configuration: the job runner would have nothing to do")
@@ -47,7 +48,7 @@ def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
     disk_gb = config.limits.work_quota_bytes / GIB  # what one job may write
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
                                 args=(route.inbox, lambda job, route=route: run_route_job(route, job, disk_gb),
-                                      stopping.is_set, config.disk_full_retry_seconds))
+                                      stopping.is_set, config.disk_full_retry_seconds, route.max_parallel_jobs))
                for route in routes]
     for thread in threads:
         thread.start()

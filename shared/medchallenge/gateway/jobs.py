@@ -22,7 +22,7 @@ from .config import Route
 from .image_routes import JOB_FOLDER, run_image_route
 from .stopping import GatewayStopping
 
-POLL_SECONDS = 0.5
+POLL_SECONDS = 0.05  # a look for the job-runner service's done/<study> (one stat): the result taken within this
 JOB_MARGIN_SECONDS = 300  # the job runner converts the study and starts the container before the job's time limit
 
 

@@ -60,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_job_runner(config, stopping)
         return 0
     gateway = Gateway(config)
-    signal.signal(signal.SIGTERM, lambda *_: gateway.stopping.set())
-    signal.signal(signal.SIGINT, lambda *_: gateway.stopping.set())
+    signal.signal(signal.SIGTERM, lambda *_: gateway.stop())
+    signal.signal(signal.SIGINT, lambda *_: gateway.stop())
     gateway.serve()
     return 0

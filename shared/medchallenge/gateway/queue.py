@@ -63,6 +63,7 @@ class WorkQueue:
         self.ledger = root / SENT_LEDGER
         self.ledger.touch()
         self.sent = set(self.ledger.read_text().split())
+        self.ledger_lock = threading.Lock()
         self.lock = threading.Lock()  # between the storage handler (network threads) and the worker
         self.bytes_held = folder_bytes(root)  # recounted by the worker (`recount`); added to by `store`
         self.study_bytes = {p.name: folder_bytes(p) for p in (root / "incoming").iterdir()}  # by study UID
@@ -146,14 +147,15 @@ class WorkQueue:
             self.bytes_held = held
 
     def sent_uids(self) -> set[str]:
-        return set(self.sent)
+        with self.ledger_lock:
+            return set(self.sent)
 
     def record_sent(self, sop_uid: str) -> None:
-        with open(self.ledger, "a") as handle:
+        with self.ledger_lock, open(self.ledger, "a") as handle:  # the worker's job threads send at once
             handle.write(sop_uid + "\n")
             handle.flush()
             os.fsync(handle.fileno())
-        self.sent.add(sop_uid)
+            self.sent.add(sop_uid)
 
     def processed_instances(self, study_uid: str) -> set[str]:
         """The instances of the study that were run before, whether its results were sent or it failed (a failed

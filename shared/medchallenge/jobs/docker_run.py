@@ -334,14 +334,18 @@ def start_error(stderr: str) -> str:
 
 
 class DockerImage:
-    """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`)."""
+    """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`). `list_writes`:
+    the files the job wrote outside its folders are read (`ENGINE diff`, for pre-flight's note); the hospital gateway,
+    running the images its hospital configured, skips it (it took 0.4 to 0.7 s of each radiograph job here)."""
 
-    def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker"):
+    def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker",
+                 list_writes: bool = True):
         if engine not in ENGINES:
             raise EmulationError(f"engine {engine}: not one of {', '.join(ENGINES)}")
         self.image = image
         self.name_prefix = name_prefix
         self.engine = engine
+        self.list_writes = list_writes
         self.description = f"{engine} image {image}"
         self._cli = functools.partial(_engine, engine)
         self._gpu: bool | None = None
@@ -480,7 +484,10 @@ class DockerImage:
                 self._cli("kill", name, check=False)
                 waiter.wait()
                 break
-            time.sleep(POLL_S)
+            try:  # the container's end ends the wait at once
+                waiter.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
         wall = time.perf_counter() - started
         # the container's cgroup goes with its last process: the last reading stands unless it is still there
         peak, cpu = _read_peak(cgroup) or peak, _read_cpu_seconds(cpu_cgroup) or cpu
@@ -494,7 +501,7 @@ class DockerImage:
         with subprocess.Popen([self.engine, "logs", *tail, name], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE) as logs:
             stdout_tail, stderr_tail = (lines.lines() for lines in read_tails(logs))
-        diff = self._cli("diff", name, check=False).stdout
+        diff = self._cli("diff", name, check=False).stdout if self.list_writes else ""
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
                          disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
                          cpu_seconds=cpu, gpus=gpu_count(gpu),
