@@ -84,6 +84,13 @@ body_parts = {json.dumps(body_parts)}
 interface = "{name}"
 command = {json.dumps([sys.executable, str(inference), "--device", "cpu"])}
 """
+    routes = route("ribfrac", ["CT"], ["RIB"]) + route("object-cxr", ["CR"], []) + route("tb-caverns", ["CT"], [])
+    return gateway_sections(tmp, port, pacs_port) + routes
+
+
+def gateway_sections(tmp: Path, port: int, pacs_port: int) -> str:
+    """The configuration's gateway, caller and PACS: a gateway on loopback, work in `tmp`, the bench's sender and
+    PACS stand-in."""
     return f"""
 [gateway]
 ae_title = "GATEWAY"
@@ -98,7 +105,7 @@ addresses = ["127.0.0.1"]
 ae_title = "BENCHPACS"
 host = "127.0.0.1"
 port = {pacs_port}
-""" + route("ribfrac", ["CT"], ["RIB"]) + route("object-cxr", ["CR"], []) + route("tb-caverns", ["CT"], [])
+"""
 
 
 def _studies(tmp: Path, shape: tuple[int, int, int], radiograph_size: int) -> dict[str, list[Path]]:

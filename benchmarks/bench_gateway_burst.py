@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_gateway import QUIET_SECONDS, ROOT, _free_port, _pacs, _send
+from bench_gateway import QUIET_SECONDS, ROOT, _free_port, _pacs, _send, gateway_sections
 
 SEED = 3131
 
@@ -40,21 +40,7 @@ def _image() -> str:
 
 
 def _config(tmp: Path, port: int, pacs_port: int, parallel: int) -> str:
-    return f"""
-[gateway]
-ae_title = "GATEWAY"
-host = "127.0.0.1"
-port = {port}
-work_dir = "{tmp / 'work'}"
-study_quiet_seconds = {QUIET_SECONDS}
-[[caller]]
-ae_title = "BENCHSENDER"
-addresses = ["127.0.0.1"]
-[pacs]
-ae_title = "BENCHPACS"
-host = "127.0.0.1"
-port = {pacs_port}
-[[route]]
+    return gateway_sections(tmp, port, pacs_port) + f"""[[route]]
 name = "object-cxr"
 modalities = ["CR", "DX"]
 interface = "object-cxr"
