@@ -302,6 +302,10 @@ def test_an_images_upload_checks_once_passed_are_not_done_again_by_the_phases_ot
         with pytest.raises(EmulationError, match="runs as root"):
             GuardedLauncher(image, False, layout.image_check(f"sha256:{'ef' * 32}")).check()
     assert [image.checks for image in refused] == [1, 1]
+    tagged = CountingImage()  # a tag without a digest (a gateway route's image, which may change): checked each time
+    for _ in range(2):
+        GuardedLauncher(tagged, False, None).check()
+    assert tagged.checks == 2
 
 
 def test_a_second_phase_run_on_the_same_folder_is_refused_in_one_line(tmp_path, capsys):

@@ -45,15 +45,18 @@ STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "
 class GuardedLauncher:
     """A launcher whose failures to start or follow the container are the engine's (EngineError), not the job's;
     a GPU asked for but absent on this node is the node's; and an image's upload checks, once passed, are not done
-    again by the phase's other tasks (`checked`: where their notes are kept)."""
+    again by the phase's other tasks (`checked`: where their notes are kept; None for a tag without a digest, a
+    gateway route's image, which may change between jobs: checked each time)."""
 
-    def __init__(self, launcher: DockerImage, gpu: bool, checked: Path):
+    def __init__(self, launcher: DockerImage, gpu: bool, checked: Path | None):
         self.launcher = launcher
         self.description = launcher.description
         self.gpu = gpu
         self.checked = checked
 
     def check(self) -> list[str]:
+        if self.checked is None:
+            return self.launcher.check()
         try:
             notes = json.loads(self.checked.read_text())["notes"]
             if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
@@ -128,7 +131,7 @@ def run_task(spec: dict[str, Any]) -> JobResult:
     limits = JobLimits(**spec["limits"])
     try:
         guarded = GuardedLauncher(launcher(spec["engine"], image_to_run(spec)), spec["gpu"],
-                                  layout.image_check(spec["image"]["digest"]))
+                                  layout.image_check(spec["image"]["digest"]) if spec["image"]["digest"] else None)
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
                        gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
