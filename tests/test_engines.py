@@ -28,6 +28,9 @@ def test_the_gpus_slurm_gave_the_job_are_the_container_s(monkeypatch):
     assert engine_differences("docker", gpu=True) == ["--gpus", '"device=2,3"']
     assert engine_differences("podman", gpu=True)[-4:] == ["--device", "nvidia.com/gpu=2", "--device",
                                                            "nvidia.com/gpu=3"]
+    # a GPU the caller chose (a gateway route's, from its pool) is the container's, whatever the environment names
+    assert engine_differences("docker", gpu=True, devices=["1"]) == ["--gpus", '"device=1"']
+    assert engine_differences("podman", gpu=True, devices=["1"])[-2:] == ["--device", "nvidia.com/gpu=1"]
 
 
 def test_podman_s_own_etc_is_not_the_job_s_writing_but_a_file_there_is():

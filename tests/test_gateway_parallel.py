@@ -5,6 +5,7 @@ the jobs killed with the gateway run again, once, after its restart."""
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import json
 import logging
@@ -25,8 +26,11 @@ from gateway_helpers import (OBJECT_CXR_INFERENCE, REPO, GatewayProcess, audit_l
 from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset
 from medchallenge.errors import InputError
 from medchallenge.gateway import load_config
+from medchallenge.gateway.image_routes import job_gpu, route_launcher
 from medchallenge.inbox import watch_inbox
 from medchallenge.io import write_dicom_atomic
+from medchallenge.jobs import JobLimits
+from medchallenge.jobs.launch import JobFolders
 from medchallenge.synth.object_cxr_images import generate_image
 
 TOGETHER = 3  # jobs that must run at the same time
@@ -76,6 +80,40 @@ def test_max_parallel_jobs_is_one_by_default_checked_and_a_gpu_route_runs_one_jo
     said = (check.stdout + check.stderr).splitlines()
     assert check.returncode == 0 and sum("clipped to 1" in line for line in said) == 1
     assert sum("configuration valid" in line for line in said) == 1 and len(said) == 2
+
+
+def test_a_gpu_route_runs_one_job_per_gpu_of_its_devices_each_job_on_a_gpu_of_its_own(tmp_path, caplog):
+    with caplog.at_level(logging.WARNING):
+        (route,) = [r for r in load_config(_config(tmp_path, 'max_parallel_jobs = 3\ngpu_devices = ["0", "1"]\n',
+                                                   "on")).routes if r.name == "object-cxr"]
+    assert (route.max_parallel_jobs, route.gpu_devices) == (2, ("0", "1"))
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "max_parallel_jobs = 3 clipped to 2" in line and "gpu_devices (0, 1)" in line
+    for extra, gpu in (('gpu_devices = ["0"]\n', "off"), ('gpu_devices = ["0", "0"]\n', "on"),
+                       ('gpu_devices = ["../0"]\n', "on"), ('gpu_devices = [0]\n', "on")):
+        with pytest.raises(InputError, match=r"\[\[route\]\] 2: gpu_devices"):
+            load_config(_config(tmp_path, extra, gpu))
+    taken, together = [], threading.Barrier(2, timeout=30)
+
+    def job() -> None:
+        with job_gpu(route) as devices:
+            taken.append(devices)
+            together.wait()  # both jobs hold a GPU at once: each a different one
+
+    threads = [threading.Thread(target=job) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(taken) == [("0",), ("1",)]
+    with job_gpu(route) as first, job_gpu(route) as second:  # given back after each job
+        assert {first, second} == {("0",), ("1",)}
+    with job_gpu(dataclasses.replace(route, gpu_devices=())) as devices:
+        assert devices is None  # none named: the engine's choice, one job at a time
+    image_route = dataclasses.replace(route, image="medchallenge/object-cxr-algorithm", command=())
+    folders = JobFolders(*(tmp_path / name for name in ("input", "output", "model", "tmp")))
+    command = route_launcher(image_route, ("1",)).command(folders, JobLimits(), True, "job")
+    assert ("--gpus", '"device=1"') in set(zip(command, command[1:]))
 
 
 def test_the_watcher_runs_jobs_at_once_a_failure_and_a_full_disk_each_only_their_own(tmp_path, caplog):

@@ -57,7 +57,8 @@ class Route:
     `command`, the algorithm's entry as a process on this host (jobs.process_run: installs without Docker, tests);
     its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
     "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py); with `slurm` (backend
-    = "slurm"), a Slurm cluster (cluster.py); else the gateway; up to `max_parallel_jobs` studies' jobs at once."""
+    = "slurm"), a Slurm cluster (cluster.py); else the gateway; up to `max_parallel_jobs` studies' jobs at once (a
+    GPU route on this host: one per GPU of its `gpu_devices`, each job given one of them)."""
 
     name: str
     modalities: tuple[str, ...]
@@ -73,7 +74,8 @@ class Route:
     input_socket: str | None = None  # interface "generic": the input socket's slug
     outputs: tuple[tuple[str, str], ...] = ()  # interface "generic": (slug, kind) of each output socket
     slurm: SlurmRoute | None = None
-    max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route on this host: 1)
+    max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route on this host: one per GPU)
+    gpu_devices: tuple[str, ...] = ()  # a GPU route on this host: the GPUs its jobs take, one job each
 
     @property
     def algorithm(self) -> str:
@@ -314,7 +316,8 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
-              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs"}
+              "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs",
+              "gpu_devices"}
 SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
 
 
@@ -353,18 +356,36 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
 MAX_PARALLEL_JOBS = 64
 
 
-def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | None) -> int:
+GPU_DEVICE = re.compile(r"[0-9]{1,3}|(GPU|MIG)-[0-9a-fA-F-]{8,64}")  # an index, or a GPU's or MIG device's UUID
+
+
+def _gpu_devices(table: dict, where: str, gpu: str, slurm: SlurmRoute | None) -> tuple[str, ...]:
+    """A GPU route's `gpu_devices` on this host (indices or UUIDs as `nvidia-smi -L` shows them, each once): the GPUs
+    its jobs take, one job per GPU. None given: each job gets one GPU of the engine's choice, one job at a time."""
+    devices = _strings(table, "gpu_devices", where, False)
+    if devices and (gpu == "off" or slurm is not None):
+        raise InputError(f"{where}: gpu_devices is for a route with gpu = \"on\" or \"auto\" run on this host (on "
+                         "Slurm, the cluster gives each job its GPUs)")
+    if len(set(devices)) != len(devices) or not all(GPU_DEVICE.fullmatch(d) for d in devices):
+        raise InputError(f"{where}: gpu_devices: expected distinct GPU indices (\"0\", \"1\") or UUIDs "
+                         "(\"GPU-...\", \"MIG-...\")")
+    return devices
+
+
+def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | None,
+                       gpu_devices: tuple[str, ...]) -> int:
     """A route's `max_parallel_jobs` (default 1: one study at a time), 1 to MAX_PARALLEL_JOBS; a GPU route run on
-    this host (`gpu` "on" or "auto", not on Slurm, which gives each job GPUs of its own) is clipped to 1, with one
-    line: each of its jobs is given the same GPU (`--gpus 1`), and one job per GPU is what a GPU can hold."""
+    this host (`gpu` "on" or "auto", not on Slurm, which gives each job GPUs of its own) runs one job per GPU of its
+    `gpu_devices` (one without them: each job would be given the same GPU): more is clipped, with one line."""
     value = _take(table, "max_parallel_jobs", int, where, 1)
     if not 1 <= value <= MAX_PARALLEL_JOBS:
         raise InputError(f"{where}: max_parallel_jobs = {value}: expected 1 to {MAX_PARALLEL_JOBS}")
-    if value > 1 and gpu != "off" and slurm is None:
-        log.warning("%s: max_parallel_jobs = %d clipped to 1: a route with gpu = %r runs one job at a time (each "
-                    "job is given the same GPU); set gpu = \"off\" to run its jobs in parallel on the CPU",
-                    where, value, gpu)
-        return 1
+    most = max(1, len(gpu_devices))
+    if value > most and gpu != "off" and slurm is None:
+        log.warning("%s: max_parallel_jobs = %d clipped to %d: a route with gpu = %r runs one job per GPU of its "
+                    "gpu_devices (%s); set gpu = \"off\" to run its jobs in parallel on the CPU", where, value, most,
+                    gpu, ", ".join(gpu_devices) or "none given: one job at a time")
+        return most
     return value
 
 
@@ -389,7 +410,9 @@ def _route(table: dict, where: str) -> Route:
         inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
         model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu,
         slurm=_slurm_route(table, where, gpu))
-    route = dataclasses.replace(route, max_parallel_jobs=_max_parallel_jobs(table, where, gpu, route.slurm))
+    devices = _gpu_devices(table, where, gpu, route.slurm)
+    route = dataclasses.replace(route, gpu_devices=devices,
+                                max_parallel_jobs=_max_parallel_jobs(table, where, gpu, route.slurm, devices))
     if route.interface == "generic":  # the interface declared here: its input socket and its outputs' kinds
         outputs = _take(table, "outputs", list, where)
         if not outputs or not all(isinstance(o, dict) and isinstance(o.get("slug"), str) and

@@ -6,12 +6,15 @@ its command as a local process), the output sockets as DICOM objects in the stud
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import queue
 import shutil
 import subprocess
+import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from ..dicom.detectors import FOREIGN_OBJECT
@@ -83,12 +86,38 @@ def study_upload(study: Path, socket_slug: str, upload: Path) -> DicomSeries:
     return chosen
 
 
-def route_launcher(route: Route) -> Launcher:
+def route_launcher(route: Route, gpu_devices: Sequence[str] | None = None) -> Launcher:
     """What starts the route's job: its Docker image (without `docker diff`: which files a job wrote outside its
-    folders is pre-flight's note, not the gateway's), or its command as a local process."""
+    folders is pre-flight's note, not the gateway's; on `gpu_devices` where given), or its command as a local
+    process."""
     if route.image is not None:
-        return DockerImage(route.image, name_prefix=CONTAINER_PREFIX, list_writes=False)
+        return DockerImage(route.image, name_prefix=CONTAINER_PREFIX, list_writes=False, gpu_devices=gpu_devices)
     return LocalProcess(route.command)
+
+
+_gpu_pools: dict[tuple[str, tuple[str, ...]], queue.SimpleQueue] = {}
+_gpu_pools_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def job_gpu(route: Route) -> Iterator[tuple[str, ...] | None]:
+    """The GPU a job of the route takes, for as long as it runs: one of its `gpu_devices` that no other job of the
+    route in this process holds (the route runs at most one job per GPU, so one is free), or None where the route
+    names none (the engine's choice) or runs on the CPU."""
+    if route.gpu == "off" or not route.gpu_devices:
+        yield None
+        return
+    with _gpu_pools_lock:
+        pool = _gpu_pools.get((route.name, route.gpu_devices))
+        if pool is None:
+            pool = _gpu_pools[(route.name, route.gpu_devices)] = queue.SimpleQueue()
+            for device in route.gpu_devices:
+                pool.put(device)
+    device = pool.get()
+    try:
+        yield (device,)
+    finally:
+        pool.put(device)
 
 
 def job_pk(route: Route, study: Path) -> str:
@@ -167,11 +196,12 @@ def run_image_route(route: Route, study: Path, disk_gb: float = DEFAULT_DISK_GB)
     shutil.rmtree(work, ignore_errors=True)
     try:
         prepared = prepare_job(route, study, work)
-        result = run_job(route_launcher(route), [prepared.input_value], list(prepared.interface.outputs),
-                         work / "run", model=route.model,
-                         limits=JobLimits(memory_gb=route.memory_gb, time_limit_s=route.timeout_seconds,
-                                          disk_gb=disk_gb),
-                         gpu=route.gpu, pk=job_pk(route, study))
+        with job_gpu(route) as devices:
+            result = run_job(route_launcher(route, devices), [prepared.input_value], list(prepared.interface.outputs),
+                             work / "run", model=route.model,
+                             limits=JobLimits(memory_gb=route.memory_gb, time_limit_s=route.timeout_seconds,
+                                              disk_gb=disk_gb),
+                             gpu=route.gpu, pk=job_pk(route, study))
         datasets = job_datasets(prepared, result, work / "result.json")
     finally:  # the job's copies of the images, the model and the outputs go; its record (result.json) stays
         for name in ("upload", "converted", "run"):

@@ -22,6 +22,7 @@ import subprocess
 import tarfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,18 +73,20 @@ def gpu_devices() -> list[str]:
     return [d.strip() for d in given.split(",") if d.strip()]
 
 
-def gpu_count(gpu: bool) -> int:
-    """The GPUs a job is given: those named for the runner's job (gpu_devices), else one; none without `gpu`."""
-    return (len(gpu_devices()) or 1) if gpu else 0
+def gpu_count(gpu: bool, devices: Sequence[str] | None = None) -> int:
+    """The GPUs a job is given: `devices`, else those named for the runner's job (gpu_devices), else one; none
+    without `gpu`."""
+    return (len(gpu_devices() if devices is None else devices) or 1) if gpu else 0
 
 
-def engine_differences(engine: str, gpu: bool) -> list[str]:
+def engine_differences(engine: str, gpu: bool, devices: Sequence[str] | None = None) -> list[str]:
     """The options of `ENGINE run` where Podman differs from Docker. Podman asks the kernel for its own default
     open-files and processes limits, above what an unprivileged host (or a Slurm step) allows: "error setting rlimit
     type 7"; it is given the runner's own open-files limit and the pids limit. A GPU: the one(s) Slurm gave the
     runner's job (SLURM_JOB_GPUS: the node's own GPU ids, which the engine sees; CUDA_VISIBLE_DEVICES elsewhere),
-    else one; Docker by --gpus, Podman by its CDI devices."""
-    devices = gpu_devices()
+    or `devices` where the caller chose them (a gateway route's GPU of its pool), else one; Docker by --gpus, Podman
+    by its CDI devices."""
+    devices = gpu_devices() if devices is None else list(devices)
     options = []
     if engine == "podman":
         open_files = min(resource.getrlimit(resource.RLIMIT_NOFILE)[1], OPEN_FILES)
@@ -339,13 +342,14 @@ class DockerImage:
     running the images its hospital configured, skips it (it took 0.4 to 0.7 s of each radiograph job here)."""
 
     def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker",
-                 list_writes: bool = True):
+                 list_writes: bool = True, gpu_devices: Sequence[str] | None = None):
         if engine not in ENGINES:
             raise EmulationError(f"engine {engine}: not one of {', '.join(ENGINES)}")
         self.image = image
         self.name_prefix = name_prefix
         self.engine = engine
         self.list_writes = list_writes
+        self.gpu_devices = None if gpu_devices is None else tuple(gpu_devices)  # None: the runner's (gpu_devices())
         self.description = f"{engine} image {image}"
         self._cli = functools.partial(_engine, engine)
         self._gpu: bool | None = None
@@ -432,7 +436,7 @@ class DockerImage:
                 *[a for host, target, readonly in mounts
                   for a in ("--mount", f"type=bind,source={host_path(host, host_mounts())},target={target}"
                                        + (",readonly" if readonly else ""))],
-                *engine_differences(self.engine, gpu), self.image]
+                *engine_differences(self.engine, gpu, self.gpu_devices), self.image]
 
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         """Run the container to its end or its time limit, measuring its memory peak, CPU time (its cgroup, read every
@@ -504,7 +508,7 @@ class DockerImage:
         diff = self._cli("diff", name, check=False).stdout if self.list_writes else ""
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
                          disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
-                         cpu_seconds=cpu, gpus=gpu_count(gpu),
+                         cpu_seconds=cpu, gpus=gpu_count(gpu, self.gpu_devices),
                          used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff, self.engine))
