@@ -12,8 +12,10 @@ result (from the first C-STORE) p50/p90/max, and where a study's time goes (mean
 records): the job as the gateway waited for it (hand-over, the job runner's conversion, `docker run` and its
 bookkeeping, the container, the results written as DICOM), of which the container (from `docker run` to its end) and
 the rest, the job runner's own; the result sent to the PACS; the time queued (behind other studies); and the CPU
-seconds per study of the gateway and the job runner with the `docker` commands they ran (not the Docker engine's,
-nor the containers'). The 1-minute load average is reported: on a shared machine the times depend on it.
+seconds per study of the gateway and the job runner with the `docker` commands they ran, of the containers (their
+cgroups, the job records' cpu_seconds) and of the Docker engine (dockerd and containerd, a lower bound),
+and the rate at which they would keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is
+reported: on a shared machine the times depend on it.
 """
 
 from __future__ import annotations
@@ -75,6 +77,20 @@ def _cpu_seconds(pid: int) -> float:
     return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
+def _engine_cpu_seconds() -> float:
+    """The CPU seconds of the Docker engine so far: dockerd and containerd with the children they waited for (a
+    container's shim, reparented when it starts, is not counted: a lower bound); a container's own processes are in
+    its cgroup, counted apart."""
+    pids = subprocess.run(["pgrep", "-x", "dockerd|containerd"], capture_output=True, text=True).stdout.split()
+    total = 0.0
+    for pid in pids:
+        try:
+            total += _cpu_seconds(int(pid))
+        except OSError:  # gone meanwhile
+            pass
+    return total
+
+
 def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     """One burst through a fresh gateway and job runner with `parallel` jobs at once: its measures."""
     port, pacs_port = _free_port(), _free_port()
@@ -87,6 +103,7 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     log = open(tmp / f"gateway-{parallel}.log", "w")
     processes = [subprocess.Popen(command + extra, env=env, stdout=log, stderr=subprocess.STDOUT)
                  for extra in ([], ["--job-runner"])]
+    engine_before = _engine_cpu_seconds()
     try:
         started = _send(files, port)
         deadline = time.monotonic() + 1800
@@ -102,8 +119,11 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
                                f"{(tmp / f'gateway-{parallel}.log').read_text()[-2000:]}")
         sent = tmp / f"p{parallel}" / "work" / "sent"
         jobs = [json.loads(p.read_text()) for p in sent.glob("*/job.json")]
-        containers = [json.loads(p.read_text())["wall_seconds"] for p in sent.glob("*/job/result.json")]
+        records = [json.loads(p.read_text()) for p in sent.glob("*/job/result.json")]
+        containers = [record["wall_seconds"] for record in records]
+        container_cpu = [record.get("cpu_seconds") or 0.0 for record in records]
         cpu = sum(_cpu_seconds(p.pid) for p in processes)
+        engine_cpu = _engine_cpu_seconds() - engine_before
     finally:
         for process in processes:
             process.terminate()
@@ -127,6 +147,11 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         f"{key}_job_runner_own_mean_seconds": round(detector - container, 2),
         f"{key}_send_mean_seconds": round(send, 3),
         f"{key}_gateway_and_job_runner_cpu_seconds_per_study": round(cpu / len(files), 2),
+        f"{key}_container_cpu_seconds_per_study": round(statistics.mean(container_cpu), 2),
+        f"{key}_engine_cpu_seconds_per_study": round(engine_cpu / len(files), 2),
+        # the rate at which the machine's CPUs would be busy with nothing else (the sender and PACS stand-in aside)
+        f"{key}_cpu_bound_studies_per_minute": round(60 * len(os.sched_getaffinity(0)) * len(files)
+                                                     / (cpu + sum(container_cpu) + engine_cpu), 1),
         f"{key}_queued_mean_seconds": round(statistics.mean(latencies) - QUIET_SECONDS - detector - send, 2),
         f"{key}_results_received": len(received),
         f"{key}_load_average_1min": round(os.getloadavg()[0], 2),
