@@ -4,6 +4,9 @@ tests/e2e/test_gateway_slurm.py.)"""
 
 from __future__ import annotations
 
+import json
+import threading
+
 import pytest
 from gateway_helpers import config_text
 
@@ -99,8 +102,26 @@ def test_a_submission_without_its_slurm_id_is_the_job_of_its_name_or_none(monkey
     monkeypatch.setattr(cluster, "jobs_named", lambda name: known.get(name, []))
     record = {"task": "t", "submissions": [{"name": "gw-cxr-0", "slurm_job_id": "9", "end": "cancelled"},
                                            {"name": "gw-cxr-a", "slurm_job_id": None, "end": None}]}
-    cluster.take_up_unrecorded(record)
+    cluster.take_up_unrecorded(record, ran_to_its_end=False)
     assert [s["slurm_job_id"] for s in record["submissions"]] == ["9", "21"]
     record["submissions"].append({"name": "gw-cxr-b", "slurm_job_id": None, "end": None})
-    cluster.take_up_unrecorded(record)
+    cluster.take_up_unrecorded(record, ran_to_its_end=False)
     assert [s["name"] for s in record["submissions"]] == ["gw-cxr-0", "gw-cxr-a"]
+
+
+def test_a_finished_job_slurm_has_forgotten_is_taken_up_by_its_state(tmp_path, monkeypatch):
+    """The gateway stopped between the record and the Slurm id, and stayed down past Slurm's MinJobAge while the job
+    ran to its end: the restart takes the job's final state (no second submission, no internal error)."""
+    monkeypatch.setattr(cluster, "jobs_named", lambda name: [])
+    monkeypatch.setattr(cluster, "active_jobs", lambda ids: pytest.fail(f"waited for {ids}"))
+    monkeypatch.setattr(cluster, "write_task", lambda *args: pytest.fail("submitted again"))
+    route = load_config(write_config(tmp_path)).routes[1]
+    study = tmp_path / "work" / "running" / "study-1"
+    study.mkdir(parents=True)
+    layout = cluster.cluster_layout(study)
+    layout.state("t").parent.mkdir(parents=True)
+    layout.state("t").write_text('{"status": "succeeded"}')
+    record = {"task": "t", "submissions": [{"name": "gw-cxr-a", "slurm_job_id": None, "end": None}]}
+    cluster._await_job(route, study, None, layout, 1.0, record, threading.Event())
+    assert record["submissions"] == [{"name": "gw-cxr-a", "slurm_job_id": None, "end": "succeeded"}]
+    assert json.loads((study / cluster.RECORD).read_text()) == record

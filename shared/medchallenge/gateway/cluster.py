@@ -92,16 +92,17 @@ def _read_record(study: Path) -> dict:
     return record
 
 
-def take_up_unrecorded(record: dict) -> None:
+def take_up_unrecorded(record: dict, ran_to_its_end: bool) -> None:
     """A submission written before `sbatch` whose Slurm id was not (the gateway stopped between the two): the job
-    Slurm knows by its name, else none was submitted and the entry goes."""
+    Slurm knows by its name; else, where the job's state says it ran to its end, a job Slurm has forgotten since
+    (the entry stays, without an id); else none was submitted and the entry goes."""
     current = record["submissions"][-1] if record["submissions"] else None
     if current is None or current["slurm_job_id"] is not None:
         return
     named = jobs_named(current["name"])
     if named:
         current["slurm_job_id"] = named[-1]
-    else:
+    elif not ran_to_its_end:
         record["submissions"].pop()
 
 
@@ -119,10 +120,10 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
     backend = SlurmBackend(layout, partition=route.slurm.partition, account=route.slurm.account,
                            extra=list(route.slurm.extra))
     submissions = record["submissions"]
-    take_up_unrecorded(record)
+    take_up_unrecorded(record, record["task"] is not None and is_final(read_state(layout, record["task"])))
     while True:
         current = submissions[-1] if submissions else None
-        if current is not None and current["end"] is None:
+        if current is not None and current["end"] is None and current["slurm_job_id"] is not None:
             _wait(current["slurm_job_id"], stopping)
         state = read_state(layout, record["task"]) if record["task"] else None
         if is_final(state):
