@@ -12,7 +12,8 @@ result (from the first C-STORE) p50/p90/max, and where a study's time goes (mean
 records): the job as the gateway waited for it (hand-over, the job runner's conversion, `docker run` and its
 bookkeeping, the container, the results written as DICOM), of which the container (from `docker run` to its end) and
 the rest, the job runner's own; the result sent to the PACS; the time queued (behind other studies); and the CPU
-seconds per study of the gateway and the job runner with the `docker` commands they ran, of the containers (their
+seconds per study (from the end of their start-up) of the gateway (receiving, routing, the hand-over, sending), of the
+job runner with the `docker` commands it ran (conversion, the results as DICOM), of the containers (their
 cgroups, the job records' cpu_seconds) and of the Docker engine (dockerd and containerd, a lower bound),
 and the rate at which they would keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is
 reported: on a shared machine the times depend on it.
@@ -91,6 +92,16 @@ def _engine_cpu_seconds() -> float:
     return total
 
 
+def _wait_started(log: Path, processes: list[subprocess.Popen]) -> None:
+    """Until the gateway listens and the job runner watches its inbox: the CPU seconds of their start-up (imports,
+    configuration) are not the studies'."""
+    deadline = time.monotonic() + 300
+    while not all(line in log.read_text() for line in ("listening on", "job runner: watching")):
+        if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
+            raise RuntimeError(f"the gateway or the job runner did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.1)
+
+
 def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     """One burst through a fresh gateway and job runner with `parallel` jobs at once: its measures."""
     port, pacs_port = _free_port(), _free_port()
@@ -103,8 +114,10 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     log = open(tmp / f"gateway-{parallel}.log", "w")
     processes = [subprocess.Popen(command + extra, env=env, stdout=log, stderr=subprocess.STDOUT)
                  for extra in ([], ["--job-runner"])]
-    engine_before = _engine_cpu_seconds()
     try:
+        _wait_started(tmp / f"gateway-{parallel}.log", processes)
+        started_cpu = [_cpu_seconds(p.pid) for p in processes]
+        engine_before = _engine_cpu_seconds()
         started = _send(files, port)
         deadline = time.monotonic() + 1800
         while len({r[2] for r in received}) < len(files) and time.monotonic() < deadline:
@@ -122,7 +135,7 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         records = [json.loads(p.read_text()) for p in sent.glob("*/job/result.json")]
         containers = [record["wall_seconds"] for record in records]
         container_cpu = [record.get("cpu_seconds") or 0.0 for record in records]
-        cpu = sum(_cpu_seconds(p.pid) for p in processes)
+        gateway_cpu, job_runner_cpu = (_cpu_seconds(p.pid) - before for p, before in zip(processes, started_cpu))
         engine_cpu = _engine_cpu_seconds() - engine_before
     finally:
         for process in processes:
@@ -146,12 +159,14 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         f"{key}_container_mean_seconds": round(container, 2),
         f"{key}_job_runner_own_mean_seconds": round(detector - container, 2),
         f"{key}_send_mean_seconds": round(send, 3),
-        f"{key}_gateway_and_job_runner_cpu_seconds_per_study": round(cpu / len(files), 2),
+        f"{key}_gateway_cpu_seconds_per_study": round(gateway_cpu / len(files), 2),
+        f"{key}_job_runner_cpu_seconds_per_study": round(job_runner_cpu / len(files), 2),
         f"{key}_container_cpu_seconds_per_study": round(statistics.mean(container_cpu), 2),
         f"{key}_engine_cpu_seconds_per_study": round(engine_cpu / len(files), 2),
         # the rate at which the machine's CPUs would be busy with nothing else (the sender and PACS stand-in aside)
         f"{key}_cpu_bound_studies_per_minute": round(60 * len(os.sched_getaffinity(0)) * len(files)
-                                                     / (cpu + sum(container_cpu) + engine_cpu), 1),
+                                                     / (gateway_cpu + job_runner_cpu + sum(container_cpu)
+                                                        + engine_cpu), 1),
         f"{key}_queued_mean_seconds": round(statistics.mean(latencies) - QUIET_SECONDS - detector - send, 2),
         f"{key}_results_received": len(received),
         f"{key}_load_average_1min": round(os.getloadavg()[0], 2),

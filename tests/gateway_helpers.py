@@ -32,17 +32,18 @@ def free_port() -> int:
 
 
 class FakePacs:
-    """Receives C-STOREs on loopback and keeps the datasets (by SOP Instance UID, as a PACS stores them)."""
+    """Receives C-STOREs on loopback and keeps the datasets (by SOP Instance UID, as a PACS stores them), each with
+    the file meta of the transfer syntax it came in; accepts `transfer_syntaxes` (all that pynetdicom knows)."""
 
     def __init__(self, ae_title: str = "FAKEPACS", host: str = "127.0.0.1", port: int | None = None,
-                 ssl_context=None):
+                 ssl_context=None, transfer_syntaxes: list[str] | None = None):
         from pynetdicom import AE, ALL_TRANSFER_SYNTAXES, AllStoragePresentationContexts, evt
 
         self.port = port or free_port()
         self.received: list[pydicom.Dataset] = []
         ae = AE(ae_title=ae_title)
         for context in AllStoragePresentationContexts:
-            ae.add_supported_context(context.abstract_syntax, ALL_TRANSFER_SYNTAXES)
+            ae.add_supported_context(context.abstract_syntax, transfer_syntaxes or ALL_TRANSFER_SYNTAXES)
 
         def store(event):
             ds = event.dataset

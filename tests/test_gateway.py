@@ -14,14 +14,16 @@ from pathlib import Path
 
 import pydicom
 import pytest
+from pydicom.uid import ExplicitVRLittleEndian, ImplicitVRLittleEndian
 from dicom_helpers import dciodvfy_errors
 from gateway_helpers import (INFERENCE, REPO, FakePacs, GatewayProcess, config_text, free_port, send_files, states,
                              wait_for)
 
 from medchallenge.dicom.series import find_series, select_study_series
-from medchallenge.dicom.sr import read_box_report, read_failure_note
+from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
 from medchallenge.gateway import WorkQueue, load_config, main
 from medchallenge.errors import InputError
+from medchallenge.io import write_dicom_atomic
 
 
 def start(tmp_path: Path, pacs: FakePacs, command: list[str], quiet: float = 1.0) -> tuple[GatewayProcess, int, Path]:
@@ -130,6 +132,38 @@ def test_results_confirmed_before_are_not_sent_again(tmp_path, pacs, studies):
     assert sender.send(queue, files) == 2
     assert sender.send(queue, files) == 0  # e.g. after a restart between sending and moving the study to sent/
     assert len(pacs.received) == 2 and queue.sent_uids() == {pydicom.dcmread(f).SOPInstanceUID for f in files}
+
+
+@pytest.mark.parametrize("accepted", [None, ImplicitVRLittleEndian])
+def test_a_result_goes_to_the_pacs_as_stored_or_converted_where_it_takes_another_transfer_syntax(
+        tmp_path, studies, monkeypatch, accepted):
+    """A result file is sent as it is stored (only its meta information read: its dataset is neither decoded nor
+    encoded again); a PACS taking its SOP class only in another transfer syntax gets it converted, the same
+    content."""
+    from medchallenge.dicom.detectors import FOREIGN_OBJECT
+    from medchallenge.dicom.series import read_headers
+    from medchallenge.dicom.sr import PointFinding, point_report
+    from medchallenge.gateway import Pacs
+
+    (series,) = read_headers(studies["cxr"])
+    points = [PointFinding(10.0, 20.0, 0.9), PointFinding(100.5, 30.25, 0.4)]
+    result = write_dicom_atomic(tmp_path / "sr.dcm", point_report(series, 0.8, points, FOREIGN_OBJECT))
+    expected = pydicom.dcmread(result)
+    decoded = []
+    dcmread = pydicom.dcmread
+    monkeypatch.setattr(pydicom, "dcmread", lambda path, *args, **kwargs: decoded.append(path) or
+                        dcmread(path, *args, **kwargs))
+    pacs = FakePacs(transfer_syntaxes=accepted and [accepted])
+    try:
+        config = tmp_path / "gateway.toml"
+        config.write_text(config_text(tmp_path / "work", free_port(), pacs.port, ["true"]))
+        assert Pacs(load_config(config)).send(WorkQueue(tmp_path / "work"), [result]) == 1
+    finally:
+        pacs.close()
+    (received,) = pacs.received
+    assert received.file_meta.TransferSyntaxUID == (accepted or ExplicitVRLittleEndian)
+    assert decoded == ([] if accepted is None else [result])
+    assert received == expected and read_point_report(received)[1] == points
 
 
 @pytest.mark.parametrize("edit, message", [

@@ -86,6 +86,8 @@ def test_the_statement_lists_exactly_the_sop_classes_the_writers_create(tmp_path
     initiated = {row[1] for row in table(statement, "###### 4.2.1.4.1 Activity: send a study's results")}
     created = {row[1] for row in table(statement, "## 8 Annexes: created SOP instances")}
     assert {str(ds.SOPClassUID) for ds in written} == initiated == created
+    assert {str(ds.file_meta.TransferSyntaxUID) for ds in written} == {"1.2.840.10008.1.2.1"}  # sent as written
+    assert "sent as written (Explicit VR Little Endian)" in " ".join(statement.split())
     scu = {row[1] for row in table(statement, "##### 4.2.1.1 SOP classes") if row[2] == "Yes"}
     assert scu == initiated
     charsets = {str(ds.get("SpecificCharacterSet", "")) for ds in written}

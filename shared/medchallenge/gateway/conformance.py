@@ -141,8 +141,10 @@ Every storage SOP class below is accepted in each of these {len(storage[0][1]) i
 ###### 4.2.1.4.1 Activity: send a study's results
 
 One association per study to {_code(config.pacs_ae_title)} at {_code(config.pacs_host)}:{config.pacs_port}
-({pacs_tls}), proposing only the SOP classes of the results to send, each result instance once (a ledger of
-confirmed SOP Instance UIDs), released after the last. A refused or failed C-STORE leaves the study queued for
+({pacs_tls}), proposing only the SOP classes of the results to send, each with every transfer syntax below in a
+presentation context of its own; a result is sent as written (Explicit VR Little Endian) where the PACS accepts that
+context, else converted to a transfer syntax it accepts; each result instance once (a ledger of confirmed SOP
+Instance UIDs), released after the last. A refused or failed C-STORE leaves the study queued for
 another attempt (at most {config.max_attempts}).
 
 {_table(("Abstract syntax", "UID", "Transfer syntaxes", "Role", "Extended negotiation"),
