@@ -12,7 +12,8 @@ result (from the first C-STORE) p50/p90/max, and where a study's time goes (mean
 records): the job as the gateway waited for it (hand-over, the job runner's conversion, `docker run` and its
 bookkeeping, the container, the results written as DICOM), of which the container (from `docker run` to its end) and
 the rest, the job runner's own; the result sent to the PACS; the time queued (behind other studies); and the CPU
-seconds per study of the gateway and the job runner with the `docker` commands they ran, of the containers (their
+seconds per study of the gateway and the job runner with the `docker` commands they ran (also apart: the gateway, the
+job runner itself, its `docker` commands), of the containers (their
 cgroups, the job records' cpu_seconds) and of the Docker engine (dockerd and containerd, a lower bound),
 and the rate at which they would keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is
 reported: on a shared machine the times depend on it.
@@ -71,10 +72,16 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+def _own_and_children_cpu_seconds(pid: int) -> tuple[float, float]:
+    """The CPU seconds of a process itself and of its children it waited for (the `docker` commands of the job
+    runner)."""
+    fields = [int(value) for value in Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[11:15]]
+    return (fields[0] + fields[1]) / os.sysconf("SC_CLK_TCK"), (fields[2] + fields[3]) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_seconds(pid: int) -> float:
-    """The CPU seconds of a process and of its children it waited for (the `docker` commands of the job runner)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """The CPU seconds of a process and of its children it waited for."""
+    return sum(_own_and_children_cpu_seconds(pid))
 
 
 def _engine_cpu_seconds() -> float:
@@ -122,7 +129,9 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         records = [json.loads(p.read_text()) for p in sent.glob("*/job/result.json")]
         containers = [record["wall_seconds"] for record in records]
         container_cpu = [record.get("cpu_seconds") or 0.0 for record in records]
-        cpu = sum(_cpu_seconds(p.pid) for p in processes)
+        gateway_cpu = _cpu_seconds(processes[0].pid)
+        runner_cpu, engine_cli_cpu = _own_and_children_cpu_seconds(processes[1].pid)
+        cpu = gateway_cpu + runner_cpu + engine_cli_cpu
         engine_cpu = _engine_cpu_seconds() - engine_before
     finally:
         for process in processes:
@@ -147,6 +156,9 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         f"{key}_job_runner_own_mean_seconds": round(detector - container, 2),
         f"{key}_send_mean_seconds": round(send, 3),
         f"{key}_gateway_and_job_runner_cpu_seconds_per_study": round(cpu / len(files), 2),
+        f"{key}_gateway_cpu_seconds_per_study": round(gateway_cpu / len(files), 2),
+        f"{key}_job_runner_own_cpu_seconds_per_study": round(runner_cpu / len(files), 2),
+        f"{key}_engine_cli_cpu_seconds_per_study": round(engine_cli_cpu / len(files), 2),
         f"{key}_container_cpu_seconds_per_study": round(statistics.mean(container_cpu), 2),
         f"{key}_engine_cpu_seconds_per_study": round(engine_cpu / len(files), 2),
         # the rate at which the machine's CPUs would be busy with nothing else (the sender and PACS stand-in aside)
