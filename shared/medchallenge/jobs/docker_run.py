@@ -338,6 +338,33 @@ def start_error(stderr: str) -> str:
     return (found.group(1) if found else first.removeprefix("docker: ")).strip() or "no reason given"
 
 
+@functools.lru_cache(maxsize=64)
+def image_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> bytes | None:
+    """The /etc/passwd of the image `image_id` (`image` by name; links followed inside the image), read from a
+    container created and never started, so nothing of the image runs; None where the image has none. At most
+    PASSWD_BYTES. Read once per image id (what an id names never changes) and engine."""
+    path = PASSWD
+    container = f"{name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
+    _engine(engine, "create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
+    try:
+        for _ in range(LINK_HOPS):
+            archive = _engine_bytes(engine, "cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
+            if archive is None:
+                return None
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                member = tar.next()
+                if member is None or not (member.isfile() or member.issym()):
+                    return None
+                if member.isfile():
+                    return tar.extractfile(member).read()
+                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+        raise EmulationError(f"image {image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
+    except tarfile.TarError:
+        raise EmulationError(f"image {image}: its {PASSWD} could not be read") from None
+    finally:
+        _engine(engine, "rm", "--force", container, check=False)
+
+
 class DockerImage:
     """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`). `list_writes`:
     the files the job wrote outside its folders are read (`ENGINE diff`, for pre-flight's note); the hospital gateway,
@@ -381,7 +408,8 @@ class DockerImage:
         """Refuse an image whose USER the engine runs as uid 0 (`root`, `0`, `00`, `0000:0`, a uid-0 alias in its
         /etc/passwd) or cannot resolve; its /etc/passwd is read only for a user name."""
         name = user.split(":", 1)[0]
-        uids = user_uids(user, self._read_passwd(image_id) if name and _go_int(name) is None else None)
+        by_name = name and _go_int(name) is None
+        uids = user_uids(user, image_passwd(self.engine, self.image, image_id, self.name_prefix) if by_name else None)
         shown = ascii(user)
         if not uids:
             raise EmulationError(f"image {self.image}: USER {shown} is not in the image's {PASSWD}, so no job "
@@ -391,31 +419,6 @@ class DockerImage:
             raise EmulationError(f"image {self.image}: The container runs as root{why}. Please add a user, group and "
                                  "USER instruction to your Dockerfile, rebuild, test and upload the container again "
                                  "(grand-challenge refuses it)")
-
-    def _read_passwd(self, image_id: str) -> bytes | None:
-        """The /etc/passwd of the image inspected (links followed inside the image), read from a container created
-        and never started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
-        path = PASSWD
-        container = f"{self.name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
-        self._cli("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
-        try:
-            for _ in range(LINK_HOPS):
-                archive = _engine_bytes(self.engine, "cp", f"{container}:{path}", "-",
-                                        limit=PASSWD_BYTES + (64 << 10))
-                if archive is None:
-                    return None
-                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                    member = tar.next()
-                    if member is None or not (member.isfile() or member.issym()):
-                        return None
-                    if member.isfile():
-                        return tar.extractfile(member).read()
-                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
-            raise EmulationError(f"image {self.image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
-        except tarfile.TarError:
-            raise EmulationError(f"image {self.image}: its {PASSWD} could not be read") from None
-        finally:
-            self._cli("rm", "--force", container, check=False)
 
     def gpu_available(self) -> bool:
         if self._gpu is None:
