@@ -6,7 +6,8 @@ hospital's job-runner service) gives the engine its job folders by their host pa
 
 The engine is Docker or Podman (daemonless, what clusters without a Docker daemon run): the same conditions through
 the same CLI, except where Podman differs (engine_differences: its open-files and processes limits, GPUs by CDI;
-image ids without their `sha256:`, its log's --tail, the /etc it mounts into)."""
+image ids without their `sha256:`, the /etc it mounts into). A job's container is run attached: one engine command
+gives its end, its status and its log lines."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .disk_quota import DiskQuota
 from .errors import EmulationError
 from .launch import Execution, JobFolders
-from .log_tail import LOG_LINES, read_tails
+from .log_tail import read_tails
 
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
@@ -472,9 +473,13 @@ class DockerImage:
             raise EmulationError(f"{self.engine} is not installed (no `{self.engine}` on PATH)") from None
         try:
             with process:
-                tails = read_tails(process)
-                sampled = self._follow(process, name, id_file, limits, gpu, started, quota)
-                stdout_tail, stderr_tail = (tail.lines() for tail in tails)
+                try:
+                    tails = read_tails(process)
+                    sampled = self._follow(process, name, id_file, limits, gpu, started, quota)
+                    stdout_tail, stderr_tail = (tail.lines() for tail in tails)
+                except BaseException:  # not waiting for the container's end: it is removed below
+                    process.kill()
+                    raise
             container_id = _read_id(id_file)
             if container_id is None:  # the engine made no container: what it wrote is all its own
                 if NAME_IN_USE in "\n".join(stderr_tail):
