@@ -35,6 +35,7 @@ from .log_tail import read_tails
 
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
+KILL_WAIT_S = 30  # for the attached run's end once its container is killed
 PASSWD = "/etc/passwd"
 PASSWD_BYTES = 1 << 20  # an image's /etc/passwd read to resolve its USER, at most
 LINK_HOPS = 8  # links followed to an image's /etc/passwd, at most
@@ -527,7 +528,11 @@ class DockerImage:
             if disk_error or now - started > limits.time_limit_s:
                 sampled.timed_out = not disk_error
                 self._cli("kill", name, check=False)
-                process.wait()
+                try:
+                    process.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:  # no container of the name yet: the run stopped, whatever made
+                    process.kill()                 # of it removed after
+                    process.wait()
                 break
             try:  # the container's end ends the wait at once
                 process.wait(timeout=POLL_S)
