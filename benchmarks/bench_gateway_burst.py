@@ -15,9 +15,9 @@ the rest, the job runner's own; the result sent to the PACS; the time queued (be
 seconds per study of the gateway and the job runner with the `docker` commands they ran (also apart: the gateway, the
 job runner itself, its `docker` commands; and without the CPU they took to start, before the first study), of the
 containers (their cgroups, the job records' cpu_seconds) and of the Docker engine (dockerd and containerd without
-the shims; all of the engine's work, so meaningful only where nothing else uses the engine), and the rate at which they would
-keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is reported: on a shared machine the
-times depend on it.
+the shims; all of the engine's work, so meaningful only where nothing else uses the engine), and the rate at which
+they would keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is reported: on a shared
+machine the times depend on it.
 """
 
 from __future__ import annotations
