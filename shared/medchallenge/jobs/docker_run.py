@@ -340,11 +340,27 @@ def start_error(stderr: str) -> str:
     return (found.group(1) if found else first.removeprefix("docker: ")).strip() or "no reason given"
 
 
-@functools.lru_cache(maxsize=64)
+_passwds: dict[tuple[str, str], bytes] = {}  # (engine, image id) -> the image's /etc/passwd, as read once
+PASSWDS_KEPT = 64
+
+
 def image_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> bytes | None:
-    """The /etc/passwd of the image `image_id` (`image` by name; links followed inside the image), read from a
-    container created and never started, so nothing of the image runs; None where the image has none. At most
-    PASSWD_BYTES. Read once per image id (what an id names never changes) and engine."""
+    """The /etc/passwd of the image `image_id` (`image` by name), read once per image id (what an id names never
+    changes) and engine; None where it could not be read (asked again next time)."""
+    key = (engine, image_id)
+    if key not in _passwds:
+        passwd = _read_passwd(engine, image, image_id, name_prefix)
+        if passwd is None:
+            return None
+        if len(_passwds) >= PASSWDS_KEPT:
+            _passwds.pop(next(iter(_passwds)))
+        _passwds[key] = passwd
+    return _passwds[key]
+
+
+def _read_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> bytes | None:
+    """The /etc/passwd of the image (links followed inside the image), read from a container created and never
+    started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
     path = PASSWD
     container = f"{name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
     _engine(engine, "create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
