@@ -12,11 +12,13 @@ result (from the first C-STORE) p50/p90/max, and where a study's time goes (mean
 records): the job as the gateway waited for it (hand-over, the job runner's conversion, `docker run` and its
 bookkeeping, the container, the results written as DICOM), of which the container (from `docker run` to its end) and
 the rest, the job runner's own; the result sent to the PACS; the time queued (behind other studies); and the CPU
-seconds per study (from the end of their start-up) of the gateway (receiving, routing, the hand-over, sending), of the
-job runner with the `docker` commands it ran (conversion, the results as DICOM), of the containers (their
-cgroups, the job records' cpu_seconds) and of the Docker engine (dockerd and containerd, a lower bound),
-and the rate at which they would keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is
-reported: on a shared machine the times depend on it.
+seconds per study (from the end of their start-up: the CPU they took to start, before the first study, is reported
+apart) of the gateway (receiving, routing, the hand-over, sending) and of the job runner (conversion, the results as
+DICOM) with the `docker` commands it ran (also apart: the gateway, the job runner itself, its `docker` commands), of the
+containers (their cgroups, the job records' cpu_seconds) and of the Docker engine (dockerd and containerd without
+the shims; all of the engine's work, so meaningful only where nothing else uses the engine), and the rate at which
+they would keep this machine's CPUs busy (the CPU-bound ceiling). The 1-minute load average is reported: on a shared
+machine the times depend on it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import statistics
 import subprocess
 import sys
@@ -72,10 +75,16 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, round(fraction * (len(ordered) - 1)))]
 
 
+def _own_and_children_cpu_seconds(pid: int) -> tuple[float, float]:
+    """The CPU seconds of a process itself and of its children it waited for (the `docker` commands of the job
+    runner)."""
+    fields = [int(value) for value in Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[11:15]]
+    return (fields[0] + fields[1]) / os.sysconf("SC_CLK_TCK"), (fields[2] + fields[3]) / os.sysconf("SC_CLK_TCK")
+
+
 def _cpu_seconds(pid: int) -> float:
-    """The CPU seconds of a process and of its children it waited for (the `docker` commands of the job runner)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return sum(int(value) for value in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    """The CPU seconds of a process and of its children it waited for."""
+    return sum(_own_and_children_cpu_seconds(pid))
 
 
 def _engine_cpu_seconds() -> float:
@@ -92,14 +101,25 @@ def _engine_cpu_seconds() -> float:
     return total
 
 
-def _wait_started(log: Path, processes: list[subprocess.Popen]) -> None:
-    """Until the gateway listens and the job runner watches its inbox: the CPU seconds of their start-up (imports,
-    configuration) are not the studies'."""
+def _cpu_parts(processes: list[subprocess.Popen]) -> tuple[float, float, float]:
+    """The CPU seconds so far of the gateway, of the job runner itself and of the `docker` commands it ran."""
+    return (_cpu_seconds(processes[0].pid), *_own_and_children_cpu_seconds(processes[1].pid))
+
+
+def _started_cpu_seconds(processes: list[subprocess.Popen], port: int, log: Path) -> tuple[float, float, float]:
+    """`_cpu_parts` once the gateway and the job runner have started (imports, configuration): read once the gateway
+    accepts connections and the job runner watches its inbox, before the first study."""
     deadline = time.monotonic() + 300
-    while not all(line in log.read_text() for line in ("listening on", "job runner: watching")):
-        if time.monotonic() > deadline or any(p.poll() is not None for p in processes):
-            raise RuntimeError(f"the gateway or the job runner did not start: {log.read_text()[-2000:]}")
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            time.sleep(0.1)
+            continue
+        if "job runner: watching" in log.read_text(errors="replace"):
+            return _cpu_parts(processes)
         time.sleep(0.1)
+    raise RuntimeError(f"the gateway or its job runner did not start: {log.read_text()[-2000:]}")
 
 
 def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
@@ -115,8 +135,7 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
     processes = [subprocess.Popen(command + extra, env=env, stdout=log, stderr=subprocess.STDOUT)
                  for extra in ([], ["--job-runner"])]
     try:
-        _wait_started(tmp / f"gateway-{parallel}.log", processes)
-        started_cpu = [_cpu_seconds(p.pid) for p in processes]
+        startup = _started_cpu_seconds(processes, port, tmp / f"gateway-{parallel}.log")
         engine_before = _engine_cpu_seconds()
         started = _send(files, port)
         deadline = time.monotonic() + 1800
@@ -135,7 +154,8 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         records = [json.loads(p.read_text()) for p in sent.glob("*/job/result.json")]
         containers = [record["wall_seconds"] for record in records]
         container_cpu = [record.get("cpu_seconds") or 0.0 for record in records]
-        gateway_cpu, job_runner_cpu = (_cpu_seconds(p.pid) - before for p, before in zip(processes, started_cpu))
+        gateway_cpu, runner_cpu, engine_cli_cpu = (now - before for now, before in zip(_cpu_parts(processes), startup))
+        cpu = gateway_cpu + runner_cpu + engine_cli_cpu
         engine_cpu = _engine_cpu_seconds() - engine_before
     finally:
         for process in processes:
@@ -159,14 +179,16 @@ def _burst(tmp: Path, files: list[Path], parallel: int) -> dict:
         f"{key}_container_mean_seconds": round(container, 2),
         f"{key}_job_runner_own_mean_seconds": round(detector - container, 2),
         f"{key}_send_mean_seconds": round(send, 3),
+        f"{key}_gateway_and_job_runner_cpu_seconds_per_study": round(cpu / len(files), 2),
+        f"{key}_gateway_and_job_runner_startup_cpu_seconds": round(sum(startup), 2),
         f"{key}_gateway_cpu_seconds_per_study": round(gateway_cpu / len(files), 2),
-        f"{key}_job_runner_cpu_seconds_per_study": round(job_runner_cpu / len(files), 2),
+        f"{key}_job_runner_own_cpu_seconds_per_study": round(runner_cpu / len(files), 2),
+        f"{key}_engine_cli_cpu_seconds_per_study": round(engine_cli_cpu / len(files), 2),
         f"{key}_container_cpu_seconds_per_study": round(statistics.mean(container_cpu), 2),
         f"{key}_engine_cpu_seconds_per_study": round(engine_cpu / len(files), 2),
         # the rate at which the machine's CPUs would be busy with nothing else (the sender and PACS stand-in aside)
         f"{key}_cpu_bound_studies_per_minute": round(60 * len(os.sched_getaffinity(0)) * len(files)
-                                                     / (gateway_cpu + job_runner_cpu + sum(container_cpu)
-                                                        + engine_cpu), 1),
+                                                     / (cpu + sum(container_cpu) + engine_cpu), 1),
         f"{key}_queued_mean_seconds": round(statistics.mean(latencies) - QUIET_SECONDS - detector - send, 2),
         f"{key}_results_received": len(received),
         f"{key}_load_average_1min": round(os.getloadavg()[0], 2),

@@ -19,6 +19,7 @@ from ..inbox import watch_inbox
 from ..jobs.conditions import DEFAULT_DISK_GB, GIB
 from ..jobs.docker_run import host_mounts, host_path
 from ..jobs.runner import TIME_LIMIT
+from ..jobs.uploads import preload_panimg
 from .config import GatewayConfig, Route
 from .image_routes import run_image_route
 
@@ -37,7 +38,8 @@ def run_route_job(route: Route, job: Path, disk_gb: float = DEFAULT_DISK_GB) -> 
 def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
     """Watch the inbox of every route with one, one thread per route (and one per job running: up to the route's
     max_parallel_jobs), until `stopping` is set; an image route's inbox that no job container could be given
-    (job_runner in a container, the inbox not mounted) stops it first."""
+    (job_runner in a container, the inbox not mounted) stops it first. panimg, which converts each study for its
+    job, is imported at the start, not at the first study."""
     routes = [r for r in config.routes if r.inbox is not None]
     if not routes:
         raise InputError("no route with an inbox in the configuration: the job runner would have nothing to do")
@@ -45,6 +47,7 @@ def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
     for route in routes:
         if route.image is not None:
             host_path(route.inbox, mounts)
+    preload_panimg()  # every route's study is converted for its job (image_routes.prepare_job)
     disk_gb = config.limits.work_quota_bytes / GIB  # what one job may write
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
                                 args=(route.inbox, lambda job, route=route: run_route_job(route, job, disk_gb),

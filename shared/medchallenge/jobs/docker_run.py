@@ -6,7 +6,8 @@ hospital's job-runner service) gives the engine its job folders by their host pa
 
 The engine is Docker or Podman (daemonless, what clusters without a Docker daemon run): the same conditions through
 the same CLI, except where Podman differs (engine_differences: its open-files and processes limits, GPUs by CDI;
-image ids without their `sha256:`, its log's --tail, the /etc it mounts into)."""
+image ids without their `sha256:`, the /etc it mounts into). A job's container is run attached: one engine command
+gives its end, its status and its log lines."""
 
 from __future__ import annotations
 
@@ -30,10 +31,11 @@ from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .disk_quota import DiskQuota
 from .errors import EmulationError
 from .launch import Execution, JobFolders
-from .log_tail import LOG_LINES, read_tails
+from .log_tail import read_tails
 
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
+KILL_WAIT_S = 30  # for the attached run's end once its container is killed
 PASSWD = "/etc/passwd"
 PASSWD_BYTES = 1 << 20  # an image's /etc/passwd read to resolve its USER, at most
 LINK_HOPS = 8  # links followed to an image's /etc/passwd, at most
@@ -46,6 +48,8 @@ PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job st
 ENGINES = ("docker", "podman")
 NAME_IN_USE = "already in use"  # both engines' words when a container of the name exists
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
+CONTAINER_ID_FILE = "container.id"  # in the job's folder while its container runs: the id the engine gave it
+NEVER = "0001-01-01"  # a container's StartedAt while it never started (Go's zero time)
 
 
 def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True,
@@ -336,6 +340,49 @@ def start_error(stderr: str) -> str:
     return (found.group(1) if found else first.removeprefix("docker: ")).strip() or "no reason given"
 
 
+_passwds: dict[tuple[str, str], bytes] = {}  # (engine, image id) -> the image's /etc/passwd, as read once
+PASSWDS_KEPT = 64
+
+
+def image_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> bytes | None:
+    """The /etc/passwd of the image `image_id` (`image` by name), read once per image id (what an id names never
+    changes) and engine; None where it could not be read (asked again next time)."""
+    key = (engine, image_id)
+    if key not in _passwds:
+        passwd = _read_passwd(engine, image, image_id, name_prefix)
+        if passwd is None:
+            return None
+        if len(_passwds) >= PASSWDS_KEPT:
+            _passwds.pop(next(iter(_passwds)))
+        _passwds[key] = passwd
+    return _passwds[key]
+
+
+def _read_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> bytes | None:
+    """The /etc/passwd of the image (links followed inside the image), read from a container created and never
+    started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
+    path = PASSWD
+    container = f"{name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
+    _engine(engine, "create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
+    try:
+        for _ in range(LINK_HOPS):
+            archive = _engine_bytes(engine, "cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
+            if archive is None:
+                return None
+            with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+                member = tar.next()
+                if member is None or not (member.isfile() or member.issym()):
+                    return None
+                if member.isfile():
+                    return tar.extractfile(member).read()
+                path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
+        raise EmulationError(f"image {image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
+    except tarfile.TarError:
+        raise EmulationError(f"image {image}: its {PASSWD} could not be read") from None
+    finally:
+        _engine(engine, "rm", "--force", container, check=False)
+
+
 class DockerImage:
     """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`). `list_writes`:
     the files the job wrote outside its folders are read (`ENGINE diff`, for pre-flight's note); the hospital gateway,
@@ -379,7 +426,8 @@ class DockerImage:
         """Refuse an image whose USER the engine runs as uid 0 (`root`, `0`, `00`, `0000:0`, a uid-0 alias in its
         /etc/passwd) or cannot resolve; its /etc/passwd is read only for a user name."""
         name = user.split(":", 1)[0]
-        uids = user_uids(user, self._read_passwd(image_id) if name and _go_int(name) is None else None)
+        by_name = name and _go_int(name) is None
+        uids = user_uids(user, image_passwd(self.engine, self.image, image_id, self.name_prefix) if by_name else None)
         shown = ascii(user)
         if not uids:
             raise EmulationError(f"image {self.image}: USER {shown} is not in the image's {PASSWD}, so no job "
@@ -390,42 +438,21 @@ class DockerImage:
                                  "USER instruction to your Dockerfile, rebuild, test and upload the container again "
                                  "(grand-challenge refuses it)")
 
-    def _read_passwd(self, image_id: str) -> bytes | None:
-        """The /etc/passwd of the image inspected (links followed inside the image), read from a container created
-        and never started, so nothing of the image runs; None where the image has none. At most PASSWD_BYTES."""
-        path = PASSWD
-        container = f"{self.name_prefix}-inspect-{uuid.uuid4().hex[:12]}"
-        self._cli("create", "--name", container, "--network", "none", "--entrypoint", "/dev/null", image_id)
-        try:
-            for _ in range(LINK_HOPS):
-                archive = _engine_bytes(self.engine, "cp", f"{container}:{path}", "-",
-                                        limit=PASSWD_BYTES + (64 << 10))
-                if archive is None:
-                    return None
-                with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-                    member = tar.next()
-                    if member is None or not (member.isfile() or member.issym()):
-                        return None
-                    if member.isfile():
-                        return tar.extractfile(member).read()
-                    path = posixpath.normpath(posixpath.join(posixpath.dirname(path), member.linkname))
-            raise EmulationError(f"image {self.image}: {PASSWD} is a chain of more than {LINK_HOPS} links")
-        except tarfile.TarError:
-            raise EmulationError(f"image {self.image}: its {PASSWD} could not be read") from None
-        finally:
-            self._cli("rm", "--force", container, check=False)
-
     def gpu_available(self) -> bool:
         if self._gpu is None:
             self._gpu = host_has_gpu(self.engine)
         return self._gpu
 
-    def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> list[str]:
-        """`ENGINE run` with GC's conditions (no command: the image's entrypoint and cmd run as they are)."""
+    def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str,
+                id_file: Path | None = None) -> list[str]:
+        """`ENGINE run` with GC's conditions (no command: the image's entrypoint and cmd run as they are), attached:
+        it ends with the container, its status the container's, the container's stdout and stderr its own; the
+        container's id written to `id_file` once the container is made; a signal to it is not passed on."""
         cpus = limits.effective_cpus(gpu)
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
                   (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
-        return [self.engine, "run", "--detach", "--name", name, "--network", "none", "--cap-drop", "ALL",
+        return [self.engine, "run", "--name", name, *(["--cidfile", str(id_file)] if id_file else []),
+                "--sig-proxy=false", "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
                 "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
@@ -440,75 +467,170 @@ class DockerImage:
 
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         """Run the container to its end or its time limit, measuring its memory peak, CPU time (its cgroup, read every
-        POLL_S while it runs) and GPU use; always removed."""
+        POLL_S while it runs) and GPU use; always removed. Four engine commands a job: `image inspect` (check), the
+        attached `run` (the container's end, status and log lines), `inspect` (how it ended) and `rm`."""
         name = f"{self.name_prefix}-{name}"
         quota = DiskQuota(folders, limits.disk_bytes)
-        started = time.perf_counter()
-        # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
-        run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
-        if run.returncode != 0 and NAME_IN_USE in run.stderr:  # left by a runner killed during this job (its pk)
-            self._cli("rm", "--force", name, check=False)
-            started = time.perf_counter()
-            run = self._cli(*self.command(folders, limits, gpu, name)[1:], check=False, cwd=folders.tmp.parent)
-        if run.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on grand-challenge
-            self._cli("rm", "--force", name, check=False)
-            return Execution(exit_code=run.returncode, wall_seconds=time.perf_counter() - started,
-                             start_error=start_error(run.stderr))
-        if run.returncode != 0:
-            self._cli("rm", "--force", name, check=False)
-            first = next((line for line in run.stderr.splitlines() if line.strip()), f"status {run.returncode}")
-            first = first.removeprefix(f"{self.engine}: ").removeprefix("Error: ").strip()
-            raise EmulationError(f"{self.engine} could not start the job: {first}")
-        try:
-            return self._follow(name, run.stdout.strip(), limits, gpu, started, quota)
-        finally:
-            self._cli("rm", "--force", name, check=False)
+        for _ in range(2):
+            try:
+                return self._run(folders, limits, gpu, name, quota)
+            except _NameInUse:  # left by a runner killed during this job (its pk): removed, tried again
+                continue
+        raise EmulationError(f"{self.engine} could not start the job: the container name {name} stays in use")
 
-    def _follow(self, name: str, container_id: str, limits: JobLimits, gpu: bool, started: float,
-                quota: DiskQuota) -> Execution:
-        pid = int(self._cli("inspect", "--format", "{{.State.Pid}}", name).stdout.strip() or 0)
-        cgroup = _container_cgroup(pid, container_id, MEMORY_FILES) if pid and container_id else None
-        cpu_cgroup = _container_cgroup(pid, container_id, CPU_FILES) if pid and container_id else None
-        waiter = subprocess.Popen([self.engine, "wait", name], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                  text=True)
-        peak, used_gpu, timed_out, last_gpu_poll, gpu_measurable = _read_peak(cgroup), False, False, 0.0, True
-        cpu = _read_cpu_seconds(cpu_cgroup)
-        while waiter.poll() is None:
-            peak = _read_peak(cgroup) or peak
-            cpu = _read_cpu_seconds(cpu_cgroup) or cpu
-            now = time.perf_counter()
-            if gpu and not used_gpu and now - last_gpu_poll > 0.5:
-                last_gpu_poll = now
-                pids = _gpu_pids()
-                gpu_measurable = pids is not None
-                used_gpu = bool(pids and pids & _cgroup_pids(cgroup))
-            disk_error = quota.exceeded()
-            if disk_error or now - started > limits.time_limit_s:
-                timed_out = not disk_error
-                self._cli("kill", name, check=False)
-                waiter.wait()
-                break
-            try:  # the container's end ends the wait at once
-                waiter.wait(timeout=POLL_S)
-            except subprocess.TimeoutExpired:
-                pass
-        wall = time.perf_counter() - started
-        # the container's cgroup goes with its last process: the last reading stands unless it is still there
-        peak, cpu = _read_peak(cgroup) or peak, _read_cpu_seconds(cpu_cgroup) or cpu
-        quota.exceeded(final=True)
-        state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
-        if state.get("Running"):  # `ENGINE wait` ended without the container: the engine failed, not the job
-            raise EmulationError(f"{self.engine} lost track of the job's container {name} (`wait` failed)")
-        # Podman 4.3's --tail loses a line written in two parts (Python's unbuffered print): its whole log, which
-        # LOG_BYTES bounds, is read through the bounded tail
-        tail = ["--tail", str(LOG_LINES)] if self.engine == "docker" else []
-        with subprocess.Popen([self.engine, "logs", *tail, name], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE) as logs:
-            stdout_tail, stderr_tail = (lines.lines() for lines in read_tails(logs))
-        diff = self._cli("diff", name, check=False).stdout if self.list_writes else ""
-        return Execution(exit_code=state.get("ExitCode"), wall_seconds=wall, timed_out=timed_out,
-                         disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")), peak_memory_bytes=peak,
-                         cpu_seconds=cpu, gpus=gpu_count(gpu, self.gpu_devices),
-                         used_gpu=used_gpu if (not gpu or gpu_measurable) else None,
+    def _run(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str, quota: DiskQuota) -> Execution:
+        id_file = folders.tmp.parent / CONTAINER_ID_FILE
+        id_file.unlink(missing_ok=True)
+        started = time.perf_counter()
+        try:
+            # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
+            process = subprocess.Popen(self.command(folders, limits, gpu, name, id_file), stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folders.tmp.parent)
+        except FileNotFoundError:
+            raise EmulationError(f"{self.engine} is not installed (no `{self.engine}` on PATH)") from None
+        try:
+            with process:
+                try:
+                    tails = read_tails(process)
+                    sampled = self._follow(process, name, id_file, limits, gpu, started, quota)
+                    stdout_tail, stderr_tail = (tail.lines() for tail in tails)
+                except BaseException:  # not waiting for the container's end: it is removed below
+                    process.kill()
+                    raise
+            container_id = _read_id(id_file)
+            if container_id is None:  # the engine made no container: what it wrote is all its own
+                if NAME_IN_USE in "\n".join(stderr_tail):
+                    raise _NameInUse
+                raise EmulationError(f"{self.engine} could not start the job: "
+                                     f"{_first_line(stderr_tail, self.engine, process.returncode)}")
+            state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
+            never_started = state.get("StartedAt", NEVER).startswith(NEVER)
+            diff = "" if never_started or not self.list_writes else self._cli("diff", name, check=False).stdout
+        finally:  # the container, or one of its name left by a killed runner
+            self._cli("rm", "--force", name, check=False)
+            id_file.unlink(missing_ok=True)
+        if state.get("Running"):  # the attached `run` ended without the container: the engine failed, not the job
+            raise EmulationError(f"{self.engine} lost track of the job's container {name} (`run` ended)")
+        if never_started:  # made, never started: what the `run` wrote is the engine's
+            if process.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on GC
+                return Execution(exit_code=process.returncode, wall_seconds=sampled.wall,
+                                 start_error=start_error("\n".join(stderr_tail)))
+            raise EmulationError(f"{self.engine} could not start the job: "
+                                 f"{_first_line(stderr_tail, self.engine, process.returncode)}")
+        return Execution(exit_code=state.get("ExitCode"), wall_seconds=sampled.wall, timed_out=sampled.timed_out,
+                         disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")),
+                         peak_memory_bytes=sampled.peak, cpu_seconds=sampled.cpu,
+                         gpus=gpu_count(gpu, self.gpu_devices),
+                         used_gpu=sampled.used_gpu if (not gpu or sampled.gpu_measurable) else None,
                          stdout_tail=stdout_tail, stderr_tail=stderr_tail,
                          written_outside=written_outside(diff, self.engine))
+
+    def _follow(self, process: subprocess.Popen, name: str, id_file: Path, limits: JobLimits, gpu: bool,
+                started: float, quota: DiskQuota) -> _Sampled:
+        """Wait for the attached `run` to end, reading the container's cgroup every POLL_S (once it is found) and
+        stopping it at its time or disk limit."""
+        sampled, cgroups, last_gpu_poll = _Sampled(), _Cgroups(self.engine, name, id_file), 0.0
+        while process.poll() is None:
+            memory, cpu = cgroups.find()
+            sampled.peak = _read_peak(memory) or sampled.peak
+            sampled.cpu = _read_cpu_seconds(cpu) or sampled.cpu
+            now = time.perf_counter()
+            if gpu and not sampled.used_gpu and now - last_gpu_poll > 0.5:
+                last_gpu_poll = now
+                pids = _gpu_pids()
+                sampled.gpu_measurable = pids is not None
+                sampled.used_gpu = bool(pids and pids & _cgroup_pids(memory))
+            disk_error = quota.exceeded()
+            if disk_error or now - started > limits.time_limit_s:
+                sampled.timed_out = not disk_error
+                self._cli("kill", name, check=False)
+                try:
+                    process.wait(timeout=KILL_WAIT_S)
+                except subprocess.TimeoutExpired:  # no container of the name yet: the run stopped, whatever made
+                    process.kill()                 # of it removed after
+                    process.wait()
+                break
+            try:  # the container's end ends the wait at once
+                process.wait(timeout=POLL_S)
+            except subprocess.TimeoutExpired:
+                pass
+        sampled.wall = time.perf_counter() - started
+        # the container's cgroup goes with its last process: the last reading stands unless it is still there
+        memory, cpu = cgroups.found or (None, None)
+        sampled.peak, sampled.cpu = _read_peak(memory) or sampled.peak, _read_cpu_seconds(cpu) or sampled.cpu
+        quota.exceeded(final=True)
+        return sampled
+
+
+@dataclass
+class _Sampled:
+    """What was measured of a container while it ran."""
+
+    wall: float = 0.0
+    timed_out: bool = False
+    peak: int | None = None
+    cpu: float | None = None
+    used_gpu: bool = False
+    gpu_measurable: bool = True
+
+
+class _NameInUse(Exception):
+    """The container's name is taken: by a container left by a runner killed during the same job."""
+
+
+def _read_id(id_file: Path) -> str | None:
+    """The container id the engine wrote into `id_file` (`run --cidfile`), None before."""
+    try:
+        return id_file.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def _first_line(lines: list[str], engine: str, status: int | None) -> str:
+    first = next((line for line in lines if line.strip()), f"status {status}")
+    return first.removeprefix(f"{engine}: ").removeprefix("Error: ").strip()
+
+
+# where each engine puts a container's cgroups, learned from its first container (its pid's /proc/PID/cgroup): the
+# folder with the container's id as `{id}`, per engine and MEMORY_FILES/CPU_FILES
+_cgroup_layouts: dict[tuple[str, str], str] = {}
+LAYOUT_WAIT_S = 2.0  # a container's cgroup not where its engine's last one was after this: asked of the engine
+
+
+class _Cgroups:
+    """The memory and CPU cgroup folders of one job's container, found once it runs: where the engine's previous
+    container's were (no engine command), else through its pid (`ENGINE inspect`, each POLL_S until it runs)."""
+
+    def __init__(self, engine: str, name: str, id_file: Path):
+        self.engine, self.name, self.id_file = engine, name, id_file
+        self.found: tuple[Path | None, Path | None] | None = None
+        self.container_id: str | None = None
+        self.id_seen = 0.0
+
+    def find(self) -> tuple[Path | None, Path | None]:
+        if self.found is not None:
+            return self.found
+        if self.container_id is None:
+            self.container_id = _read_id(self.id_file)
+            self.id_seen = time.monotonic()
+            if self.container_id is None:
+                return None, None
+        kinds = {"memory": MEMORY_FILES, "cpu": CPU_FILES}
+        layouts = [_cgroup_layouts.get((self.engine, kind)) for kind in kinds]
+        if all(layouts):
+            folders = [Path(layout.replace("{id}", self.container_id)) for layout in layouts]
+            if all(folder.is_dir() for folder in folders):
+                self.found = (folders[0], folders[1])
+                return self.found
+            if time.monotonic() - self.id_seen < LAYOUT_WAIT_S:  # not started yet
+                return None, None
+        pid = int(_engine(self.engine, "inspect", "--format", "{{.State.Pid}}", self.name, check=False).stdout.strip()
+                  or 0)
+        if not pid:  # not started yet, or ended
+            return None, None
+        folders = [_container_cgroup(pid, self.container_id, files) for files in kinds.values()]
+        for kind, folder in zip(kinds, folders):
+            if folder is not None and str(folder).count(self.container_id) == 1:
+                _cgroup_layouts[(self.engine, kind)] = str(folder).replace(self.container_id, "{id}")
+        self.found = (folders[0], folders[1])
+        return self.found
