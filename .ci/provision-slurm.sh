@@ -110,7 +110,7 @@ chown slurm:slurm /var/lib/slurm/slurmctld /var/log/slurm
 if [ "$restart" = 1 ]; then
   for pid_file in /run/slurmctld.pid /run/slurmd.pid; do
     if [ -s "$pid_file" ] && kill "$(cat "$pid_file")" 2>/dev/null; then
-      for _ in $(seq 1 20); do kill -0 "$(cat "$pid_file")" 2>/dev/null || break; sleep 0.5; done
+      for _ in $(seq 1 20); do kill -0 "$(cat "$pid_file" 2>/dev/null)" 2>/dev/null || break; sleep 0.5; done
     fi
   done
 fi
