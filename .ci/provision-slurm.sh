@@ -88,6 +88,7 @@ if [ -z "$cgroups_missing" ]; then
 TaskPlugin=task/cgroup"
   swap=no
   [ -f $cgroup_v1/memory/memory.memsw.limit_in_bytes ] && swap=yes  # swap accounting: the limit covers swap too
+  # MinRAMSpace (default 30 MB): low enough for the test whose step's --mem is below what a task's runner needs
   wanted_cgroup="$MARK
 CgroupPlugin=cgroup/v1
 CgroupMountpoint=$cgroup_v1

@@ -1,8 +1,10 @@
 """`medchallenge phase run --backend slurm` against a real Slurm (.ci/provision-slurm.sh: one node with this machine's
 CPUs and memory): the same phase gives exactly the metrics and leaderboard of the local backend; a task cancelled
-while it runs is noted as such and the next run finishes the phase without running finished jobs again; tasks queued
-on a node set DOWN complete once it is RESUMED, and tasks running on it are requeued, run again and counted; a job
-over its memory limit, through Podman, is reported as such."""
+while it runs is noted as such and the next run finishes the phase without running finished jobs again; so is one
+preempted that may not be requeued, and one preempted under the cluster's PreemptMode=REQUEUE runs again, counted, in
+the same run; a task whose runner Slurm kills for its step's memory (task/cgroup) is noted node_oom and runs again;
+tasks queued on a node set DOWN complete once it is RESUMED, and tasks running on it are requeued, run again and
+counted; a job over its memory limit, through Podman, is reported as such."""
 
 from __future__ import annotations
 
