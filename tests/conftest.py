@@ -68,6 +68,29 @@ def slurm() -> None:
     require("Slurm", None if found else "`sinfo` lists no node")
 
 
+def slurm_config() -> dict[str, str]:
+    """`scontrol show config` as KEY: value."""
+    shown = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True).stdout
+    return {key.strip(): value.strip() for key, _, value in
+            (line.partition("=") for line in shown.splitlines()) if value}
+
+
+@pytest.fixture(scope="session")
+def slurm_cgroup(slurm) -> None:
+    """Slurm limits each step's memory to its --mem (task/cgroup; .ci/provision-slurm.sh where cgroup v1 allows)."""
+    plugin = slurm_config().get("TaskPlugin", "")
+    require("Slurm's task/cgroup", None if "task/cgroup" in plugin else f"TaskPlugin is {plugin or 'unknown'}")
+
+
+@pytest.fixture(scope="session")
+def slurm_preemption(slurm) -> None:
+    """A partition `urgent` whose jobs preempt the default partition's (.ci/provision-slurm.sh)."""
+    preempt = slurm_config().get("PreemptType", "")
+    urgent = subprocess.run(["scontrol", "show", "partition", "urgent"], capture_output=True).returncode == 0
+    require("Slurm's preemption", None if preempt == "preempt/partition_prio" and urgent else
+            f"PreemptType is {preempt or 'unknown'}{'' if urgent else ', no partition urgent'}")
+
+
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory) -> dict[str, tuple[Path, Path]]:
     """(predictions, ground truth) of a small cohort per challenge (helpers.small_cohorts)."""

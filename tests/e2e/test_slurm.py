@@ -1,8 +1,10 @@
 """`medchallenge phase run --backend slurm` against a real Slurm (.ci/provision-slurm.sh: one node with this machine's
 CPUs and memory): the same phase gives exactly the metrics and leaderboard of the local backend; a task cancelled
-while it runs is noted as such and the next run finishes the phase without running finished jobs again; tasks queued
-on a node set DOWN complete once it is RESUMED, and tasks running on it are requeued, run again and counted; a job
-over its memory limit, through Podman, is reported as such."""
+while it runs is noted as such and the next run finishes the phase without running finished jobs again; so is one
+preempted that may not be requeued, and one preempted under the cluster's PreemptMode=REQUEUE runs again, counted, in
+the same run; a task whose runner Slurm kills for its step's memory (task/cgroup) is noted node_oom and runs again;
+tasks queued on a node set DOWN complete once it is RESUMED, and tasks running on it are requeued, run again and
+counted; a job over its memory limit, through Podman, is reported as such."""
 
 from __future__ import annotations
 
@@ -24,6 +26,9 @@ IMAGE = "mc-test-h30s"
 MEMORY_KILLED = r"The container was killed as it exceeded its memory limit \(1\.5 GB\)"
 CRASH = "The algorithm exited with status 1: RuntimeError: the model file weights.onnx is missing"
 SLURM_WAIT = 300  # seconds for Slurm to queue, start or requeue a task
+# a step's memory below what a task's runner needs: its Python's imports alone take ~18 MB besides the interpreter's
+# 5 MB (cgroup.conf's MinRAMSpace=10 lets Slurm give a step that little; its default is 30 MB)
+RUNNER_STARVED_MB = 12
 
 
 def submission(team: str, image: str, model: str | None = None) -> str:
@@ -133,44 +138,148 @@ def test_a_phase_through_slurm_gives_exactly_the_metrics_and_leaderboard_of_the_
     assert any(name.startswith("slurm-mc-leaderboard-") for name in logs)
 
 
-def test_a_task_cancelled_while_it_runs_is_noted_and_the_next_run_finishes_without_running_finished_jobs(phase):
-    out = phase.root / "cancel"
-    running = subprocess.Popen(phase_command(phase, out, "slow.toml", "--time-limit", "8", "--backend", "slurm"),
+def interrupt_a_running_task(phase: SimpleNamespace, out: Path, toml: str, interrupt, *extra: str) -> str:
+    """Run the phase of `toml` through Slurm, `interrupt(task)` one of sloth's tasks once its container runs, and let
+    the run end (it fails: a job is left without a result); returns the task's Slurm id."""
+    running = subprocess.Popen(phase_command(phase, out, toml, "--time-limit", "8", "--backend", "slurm", *extra),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         task = wait_for(lambda: squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i"), SLURM_WAIT,
                         "a running task")[0]
-        job_id = wait_for(lambda: [p.parent.name for p in out.glob("jobs/*/running.json")
-                                   if p.parent.name in team_jobs(out, "sloth")], SLURM_WAIT,
-                           "the task's job to start")[0]
+        wait_for(lambda: [p.parent.name for p in out.glob("jobs/*/running.json")
+                          if p.parent.name in team_jobs(out, "sloth")], SLURM_WAIT, "the task's job to start")
         time.sleep(2)  # the container runs
-        subprocess.run(["scancel", task], check=True)
+        interrupt(task)
         output, _ = running.communicate(timeout=600)
     finally:
         running.kill()
         cancel_jobs_of(out)
     assert running.returncode == 1, output[-2000:]
-    cancelled = [job for job, (_, state) in states(out).items() if state["status"] == "interrupted"]
-    assert len(cancelled) == 1 and states(out)[cancelled[0]][1]["cause"] == "cancelled"
-    assert states(out)[cancelled[0]][1]["slurm_job_id"] == task
+    return task
+
+
+def assert_noted_and_finished_by_the_next_run(phase: SimpleNamespace, out: Path, toml: str, task: str,
+                                              cause: str, slurm_state: str) -> None:
+    """The interrupted task's job is noted with Slurm's cause (state.json, `phase status`), its container is gone,
+    and the next `phase run` runs that job only and finishes the phase."""
+    interrupted = [job for job, (_, state) in states(out).items() if state["status"] == "interrupted"]
+    assert len(interrupted) == 1 and interrupted[0] in team_jobs(out, "sloth")
+    noted = states(out)[interrupted[0]][1]
+    assert (noted["cause"], noted["slurm_state"], noted["slurm_job_id"]) == (cause, slurm_state, task)
     status = subprocess.run([sys.executable, "-m", "medchallenge.phase.cli", "status", str(out)],
                             capture_output=True, text=True)
-    assert "cancelled" in status.stdout, status.stdout
+    assert f"1 lost outside the job ({cause})" in status.stdout, status.stdout
     containers = subprocess.run(["docker", "ps", "--all", "--quiet", "--filter", "name=medchallenge-phase-"
-                                 + cancelled[0]], capture_output=True, text=True, check=True).stdout
-    assert containers == ""  # the cancelled task removed its container
+                                 + interrupted[0]], capture_output=True, text=True, check=True).stdout
+    assert containers == ""  # the interrupted task removed its container
     before = states(out)
-    again = run_phase(phase, out, "--backend", "slurm", toml="slow.toml", time_limit="8")
+    again = run_phase(phase, out, "--backend", "slurm", toml=toml, time_limit="8")
     assert again.returncode == 0, again.stdout[-2000:]
     assert "1 job(s) to run (slurm backend)" in again.stdout
     after = states(out)
-    assert {job: after[job] for job in before if job not in cancelled} == \
-        {job: state for job, state in before.items() if job not in cancelled}
-    assert after[cancelled[0]][1]["status"] == "failed" and after[cancelled[0]][1]["error"].startswith(
+    assert {job: after[job] for job in before if job not in interrupted} == \
+        {job: state for job, state in before.items() if job not in interrupted}
+    assert after[interrupted[0]][1]["status"] == "failed" and after[interrupted[0]][1]["error"].startswith(
         "Time limit exceeded")
-    assert job_id in team_jobs(out, "sloth")
     board = json.loads((out / "leaderboard.json").read_text())
-    assert sorted(row["team"] for row in board["teams"]) == ["alpha", "sloth"]
+    assert "sloth" in [row["team"] for row in board["teams"]]
+
+
+def test_a_task_cancelled_while_it_runs_is_noted_and_the_next_run_finishes_without_running_finished_jobs(phase):
+    out = phase.root / "cancel"
+    task = interrupt_a_running_task(phase, out, "slow.toml", lambda task: subprocess.run(["scancel", task],
+                                                                                        check=True))
+    assert_noted_and_finished_by_the_next_run(phase, out, "slow.toml", task, "cancelled", "CANCELLED")
+
+
+def preempt(task: str) -> None:
+    """A job of the partition `urgent` (a higher PriorityTier on the same node) asking for all the node's CPUs: Slurm
+    preempts the default partition's running jobs, `task` among them."""
+    cpus = subprocess.run(["sinfo", "--noheader", "--partition=urgent", "--format=%c"], capture_output=True,
+                          text=True, check=True).stdout.split()[0]
+    subprocess.run(["sbatch", "--partition=urgent", f"--cpus-per-task={cpus}", "--mem=100M",
+                    "--job-name=mc-test-urgent", "--output=/dev/null", "--wrap", "sleep 3"], capture_output=True,
+                   check=True)
+    wait_for(lambda: not squeue(f"--jobs={task}", "--states=RUNNING", "--format=%i"), SLURM_WAIT,
+             f"task {task} preempted")
+
+
+def test_a_task_preempted_that_may_not_be_requeued_is_noted_preempted_and_the_next_run_finishes_it(
+        phase, slurm_preemption):
+    """Preemption cancels a task submitted --no-requeue (Slurm's state PREEMPTED): a cause outside the job."""
+    out = phase.root / "preempted"
+    task = interrupt_a_running_task(phase, out, "sloth.toml", preempt, "--max-parallel", "1",
+                                    "--sbatch-option=--no-requeue")
+    assert_noted_and_finished_by_the_next_run(phase, out, "sloth.toml", task, "preempted", "PREEMPTED")
+
+
+def wait_requeued(tasks: list[str]) -> None:
+    for task in tasks:
+        wait_for(lambda: re.search(r"JobState=PENDING .*Restarts=1", subprocess.run(
+            ["scontrol", "show", "job", "--oneliner", task], capture_output=True, text=True).stdout),
+            SLURM_WAIT, f"task {task} requeued")
+
+
+def release(tasks: list[str]) -> None:
+    """Slurm holds a requeued task back two minutes (BeginTime); an administrator's release."""
+    for task in tasks:
+        subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True)
+
+
+def assert_ran_to_their_end_and_counted(out: Path, requeued: list[str]) -> None:
+    """Each of sloth's four jobs ran to its own end (its time limit) once; those of the `requeued` tasks were run
+    again and counted."""
+    final = {s["slurm_job_id"]: s for _, s in states(out).values()}
+    assert len(final) == 4 and all(s["status"] == "failed" and s["error"].startswith("Time limit exceeded")
+                                   for s in final.values())
+    assert sorted(t for t, s in final.items() if s["requeued"] == 1) == sorted(requeued)
+    report = json.loads((out / "submissions" / "sloth" / "report.json").read_text())
+    assert sum("requeued 1 time(s) by the scheduler" in job["notes"] for job in report["jobs"]) == len(requeued)
+
+
+def test_a_task_preempted_is_requeued_run_again_and_counted_and_the_phase_finishes_in_one_run(
+        phase, slurm_preemption):
+    """The cluster's PreemptMode=REQUEUE: a preempted task (the phase submits --requeue) goes back to the queue."""
+    out = phase.root / "preempted-requeue"
+    running = subprocess.Popen(phase_command(phase, out, "sloth.toml", "--time-limit", "8", "--backend", "slurm",
+                                             "--max-parallel", "1"),
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        task = wait_for(lambda: squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i"), SLURM_WAIT,
+                        "a running task")[0]
+        wait_for(lambda: list(out.glob("jobs/*/running.json")), SLURM_WAIT, "the task's job to start")
+        time.sleep(2)  # its container runs
+        preempt(task)
+        wait_requeued([task])
+        release([task])
+        output, _ = running.communicate(timeout=600)
+    finally:
+        running.kill()
+        cancel_jobs_of(out)
+    assert running.returncode == 0, output[-2000:]
+    assert_ran_to_their_end_and_counted(out, [task])
+
+
+def test_a_task_whose_runner_slurm_kills_for_its_memory_is_noted_node_oom_and_the_next_run_runs_it(
+        phase, slurm_cgroup):
+    """Slurm's own out-of-memory kill (task/cgroup: the step's --mem), not the container's: a site's --mem too small
+    for the task's runner (Python, the engine's CLI) ends each task OUT_OF_MEMORY before it writes a state, and
+    the phase's evaluation and leaderboard jobs too; with the option fixed, the next run runs those jobs."""
+    out = phase.root / "node-oom"
+    starved = run_phase(phase, out, "--backend", "slurm", f"--sbatch-option=--mem={RUNNER_STARVED_MB}M",
+                        toml="alpha.toml")
+    assert starved.returncode == 1, starved.stdout[-2000:]
+    lost = {job: states(out)[job][1] for job in team_jobs(out, "alpha")}
+    assert len(lost) == 4 and all((s["status"], s["cause"], s["slurm_state"]) ==
+                                  ("interrupted", "node_oom", "OUT_OF_MEMORY") for s in lost.values()), lost
+    status = subprocess.run([sys.executable, "-m", "medchallenge.phase.cli", "status", str(out)],
+                            capture_output=True, text=True)
+    assert "4 lost outside the job (node_oom)" in status.stdout, status.stdout
+    again = run_phase(phase, out, "--backend", "slurm", toml="alpha.toml")
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert "4 job(s) to run (slurm backend)" in again.stdout
+    assert all(states(out)[job][1]["status"] == "succeeded" for job in lost)
+    assert json.loads((out / "leaderboard.json").read_text())["teams"][0]["team"] == "alpha"
 
 
 def test_tasks_queued_on_a_node_set_down_complete_once_it_is_resumed(phase):
@@ -208,25 +317,17 @@ def test_tasks_running_on_a_node_set_down_are_requeued_run_again_and_counted(pha
         tasks = squeue("--name=mc-sloth", "--states=RUNNING", "--format=%i")
         set_node("DOWN")
         try:
-            for task in tasks:
-                wait_for(lambda: re.search(r"JobState=PENDING .*Restarts=1", subprocess.run(
-                    ["scontrol", "show", "job", "--oneliner", task], capture_output=True, text=True).stdout),
-                    SLURM_WAIT, f"task {task} requeued")
+            wait_requeued(tasks)
         finally:
             set_node("RESUME")
-        for task in tasks:  # Slurm holds a requeued task back two minutes (BeginTime); an administrator's release
-            subprocess.run(["scontrol", "update", f"JobId={task}", "StartTime=now"], check=True)
+        release(tasks)
         output, _ = running.communicate(timeout=600)
     finally:
         running.kill()
         cancel_jobs_of(out)
     assert running.returncode == 0, output[-2000:]
-    final = {s["slurm_job_id"]: s for _, s in states(out).values()}
-    assert len(final) == 4 and all(s["status"] == "failed" and s["error"].startswith("Time limit exceeded")
-                                   for s in final.values())  # each ran to its own end once requeued
-    assert sorted(t for t, s in final.items() if s["requeued"] == 1) == sorted(tasks) and len(tasks) == 2
-    report = json.loads((out / "submissions" / "sloth" / "report.json").read_text())
-    assert sum("requeued 1 time(s) by the scheduler" in job["notes"] for job in report["jobs"]) == 2
+    assert len(tasks) == 2
+    assert_ran_to_their_end_and_counted(out, tasks)
 
 
 def test_through_podman_a_job_over_its_memory_limit_is_reported_as_such_and_the_rest_scores_as_with_docker(
