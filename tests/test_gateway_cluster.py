@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import json
 import threading
+from pathlib import Path
 
 import pytest
 from gateway_helpers import config_text
 
 from medchallenge.gateway import cluster, load_config, main
 from medchallenge.gateway.config import SlurmRoute
+from medchallenge.phase.layout import PhaseLayout
 
 SLURM_ROUTE = """
 [[route]]
@@ -71,8 +73,12 @@ def test_a_slurm_route_is_read_with_its_cluster_options(tmp_path):
     (lambda t: t.replace("gpus = 2", "gpus = 0"), "[route.slurm]: gpus = 0: expected 0 to 64, at least 1"),
     (lambda t: t.replace('gpu = "on"', 'gpu = "off"'), "[route.slurm]: gpus = 2: expected"),
     (lambda t: t.replace("gpus = 2", "nodes = 3"), "[route.slurm]: unknown key(s) nodes"),
-    (lambda t: t.replace('"--qos=clinical"', '"qos=clinical"'), "[route.slurm]: extra = ['qos=clinical']: expected "
-                                                                "sbatch options"),
+    (lambda t: t.replace('"--qos=clinical"', '"qos=clinical"'), "[route.slurm]: extra: 'qos=clinical': not an "
+                                                                "sbatch option a site sets"),
+    (lambda t: t.replace('"--qos=clinical"', '"--export=ALL,LD_PRELOAD=/x"'), "[route.slurm]: extra: "
+     "'--export=ALL,LD_PRELOAD=/x': not an sbatch option a site sets"),
+    (lambda t: t.replace("max_resubmissions = 3", 'job_name_prefix = "a/b"'), "[route.slurm]: job_name_prefix: a job "
+                                                                              "name prefix is 1-32 letters"),
     (lambda t: t.replace("max_resubmissions = 3", "max_resubmissions = -1"), "max_resubmissions = -1: expected"),
     (lambda t: t.replace("cpus = 4", "cpus = 0"), "[route.slurm]: cpus = 0: expected a positive number"),
 ])
@@ -98,14 +104,15 @@ def test_check_says_in_one_line_that_slurm_commands_are_missing(tmp_path, capsys
 
 def test_a_submission_without_its_slurm_id_is_the_job_of_its_name_or_none(monkeypatch):
     """The record written before sbatch: a restart finds the job by its name, or drops the entry (never submitted)."""
-    known = {"gw-cxr-a": ["17", "21"]}
+    known = {"site-gw-cxr-a": ["17", "21"]}  # Slurm's job names: the route's prefix and the record's name
     monkeypatch.setattr(cluster, "jobs_named", lambda name: known.get(name, []))
     record = {"task": "t", "submissions": [{"name": "gw-cxr-0", "slurm_job_id": "9", "end": "cancelled"},
                                            {"name": "gw-cxr-a", "slurm_job_id": None, "end": None}]}
-    cluster.take_up_unrecorded(record, ran_to_its_end=False)
+    backend = cluster.SlurmBackend(PhaseLayout(Path("/nonexistent")), job_name_prefix="site-")
+    cluster.take_up_unrecorded(record, False, backend)
     assert [s["slurm_job_id"] for s in record["submissions"]] == ["9", "21"]
     record["submissions"].append({"name": "gw-cxr-b", "slurm_job_id": None, "end": None})
-    cluster.take_up_unrecorded(record, ran_to_its_end=False)
+    cluster.take_up_unrecorded(record, False, backend)
     assert [s["name"] for s in record["submissions"]] == ["gw-cxr-0", "gw-cxr-a"]
 
 

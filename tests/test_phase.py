@@ -45,15 +45,13 @@ def test_a_submissions_file_gives_tags_archives_models_and_each_submissions_own_
     (tmp_path / "models" / "alpha.tar.gz").write_bytes(b"m")
     path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\n'
                                 'model = "models/alpha.tar.gz"\nmemory_gb = 16\ngpu = true\n\n[[submission]]\n'
-                                'team = "Beta_2"\nimage = "registry.example/beta/algo:1.0"\n\n[slurm]\n'
-                                'partition = "gpu"\n')
+                                'team = "Beta_2"\nimage = "registry.example/beta/algo:1.0"\n')
     parsed = read_submissions(path)
     alpha, beta = parsed.submissions
     assert (alpha.team, alpha.archive, alpha.model, alpha.memory_gb, alpha.gpu) == \
         ("alpha", (tmp_path / "alpha.tar.gz").resolve(), (tmp_path / "models" / "alpha.tar.gz").resolve(), 16.0, True)
     assert (beta.archive, beta.image, beta.model, beta.memory_gb, beta.gpu) == \
         (None, "registry.example/beta/algo:1.0", None, None, None)
-    assert parsed.slurm == {"partition": "gpu"}
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -88,8 +86,7 @@ def test_a_hostile_submission_is_refused_in_one_line_naming_the_file_and_submiss
      "team alpha is listed twice (as Alpha before"),
     ("[[submission]\n", "not a TOML file"),
     ("title = 'x'\n", "unknown table(s) 'title'"),
-    ("[slurm]\npartition = 'gpu'\n", "no [[submission]]"),
-    ('[[submission]]\nteam = "a"\nimage = "a:1"\n[slurm]\noptions = ["--x"]\n', "[slurm] must be a table of"),
+    ("[slurm]\npartition = 'gpu'\n", "[slurm]: the submissions file carries no scheduler options"),
 ])
 def test_a_bad_submissions_file_is_refused_in_one_line(tmp_path, text, message):
     path = write_toml(tmp_path, text)

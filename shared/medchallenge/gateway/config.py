@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..phase.backend import BACKENDS
+from ..phase.slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
 from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
@@ -45,8 +46,9 @@ class SlurmRoute:
     account: str | None = None
     gpus: int = 0
     cpus: float | None = None  # None: the job runner's (grand-challenge's instance for the memory)
-    extra: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()  # the sbatch options a site sets (phase.slurm_options.ALLOWED)
     max_resubmissions: int = 2
+    job_name_prefix: str = DEFAULT_PREFIX  # Slurm job names PREFIXgw-<route>-<study hash>
 
 
 @dataclass(frozen=True)
@@ -318,7 +320,7 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
               "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs",
               "gpu_devices"}
-SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
+SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions", "job_name_prefix"}
 
 
 def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
@@ -341,16 +343,16 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
     if not 0 <= gpus <= 64 or (gpu == "on" and gpus == 0) or (gpu == "off" and gpus > 0):
         raise InputError(f"{where}: gpus = {gpus}: expected 0 to 64, at least 1 with the route's gpu = \"on\" and "
                          "0 with gpu = \"off\"")
-    extra = _strings(slurm, "extra", where, required=False)
-    if not all(option.startswith("-") for option in extra):
-        raise InputError(f"{where}: extra = {list(extra)!r}: expected sbatch options, each starting with -")
+    extra = tuple(check_sbatch_options(_strings(slurm, "extra", where, required=False), f"{where}: extra"))
     resubmissions = _take(slurm, "max_resubmissions", int, where, 2)
     if not 0 <= resubmissions <= 100:
         raise InputError(f"{where}: max_resubmissions = {resubmissions}: expected 0 to 100")
     return SlurmRoute(partition=_take(slurm, "partition", str, where) if "partition" in slurm else None,
                       account=_take(slurm, "account", str, where) if "account" in slurm else None, gpus=gpus,
                       cpus=_positive(slurm, "cpus", where, 1) if "cpus" in slurm else None, extra=extra,
-                      max_resubmissions=resubmissions)
+                      max_resubmissions=resubmissions,
+                      job_name_prefix=check_prefix(slurm.get("job_name_prefix", DEFAULT_PREFIX),
+                                                   f"{where}: job_name_prefix"))
 
 
 MAX_PARALLEL_JOBS = 64

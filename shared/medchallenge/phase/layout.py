@@ -46,6 +46,10 @@ class PhaseLayout:
     def running(self, job_id: str) -> Path:
         return self.job(job_id) / "running.json"
 
+    def lease(self, job_id: str) -> Path:
+        """Beside the job's folder (a task clears the folder once it holds the lease: phase.leases)."""
+        return self.out / "jobs" / f"{job_id}.lease"
+
     def image_check(self, digest: str) -> Path:
         """The notes of an image's upload checks, kept by its digest once one task passed them (the outcome is the
         image's: the other tasks do not check it again)."""

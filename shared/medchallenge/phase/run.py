@@ -34,6 +34,7 @@ from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, plan_submission
 from .records import is_final, read_state
 from .status import phase_status, render
+from .slurm_options import DEFAULT_PREFIX, check_sbatch_options, read_site_file
 from .submissions import read_submissions
 
 log = logging.getLogger("medchallenge.phase")
@@ -74,13 +75,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    slurm = parser.add_argument_group("slurm backend (also from the submissions file's [slurm] table)")
+    slurm = parser.add_argument_group("slurm backend (the site's options: these win over --slurm-config's)")
+    slurm.add_argument("--slurm-config", type=Path, default=None, metavar="SITE.toml",
+                       help="the site's options of the Slurm backend (docs/scale.md)")
     slurm.add_argument("--partition", default=None)
     slurm.add_argument("--account", default=None)
     slurm.add_argument("--max-parallel", type=int, default=None, metavar="K",
                        help="tasks of one submission running at once (--array=...%%K)")
     slurm.add_argument("--sbatch-option", action="append", default=None, metavar="OPTION",
-                       help="an extra sbatch option, repeatable (e.g. --sbatch-option=--qos=long)")
+                       help="a further sbatch option a site sets, repeatable (--qos=, --constraint=, --gres=, "
+                            "--time=, --reservation=, --nodelist=, ...: e.g. --sbatch-option=--qos=long)")
+    slurm.add_argument("--job-name-prefix", default=None, metavar="PREFIX",
+                       help=f"Slurm job names PREFIX<team>, PREFIXevaluate-<team>, ... (default {DEFAULT_PREFIX})")
     return parser
 
 
@@ -98,15 +104,18 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"--jobs {args.jobs}: expected at least 1")
 
 
-def backend_options(args: argparse.Namespace, slurm_table: dict) -> dict:
+def backend_options(args: argparse.Namespace) -> dict:
+    """The backend's options: the local one's, or the site's Slurm options (its file's, the command line's win)."""
     if args.backend == "local":
         return {"jobs": args.jobs, "progress": not args.no_progress}
+    site = read_site_file(args.slurm_config) if args.slurm_config else {}
     given = {"partition": args.partition, "account": args.account, "max_parallel": args.max_parallel,
-             "extra": args.sbatch_option}
-    return {**slurm_table, **{k: v for k, v in given.items() if v is not None}}
+             "options": check_sbatch_options(args.sbatch_option, "--sbatch-option") if args.sbatch_option else None,
+             "job_name_prefix": args.job_name_prefix}
+    return {**site, **{k: v for k, v in given.items() if v is not None}}
 
 
-def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSubmission], dict]:
+def plan(args: argparse.Namespace, layout: PhaseLayout) -> list[PlannedSubmission]:
     """Read the submissions, convert the cases once, write every task spec and phase.json."""
     submissions_file = read_submissions(args.submissions)
     spec = ALGORITHMS[args.challenge]
@@ -125,13 +134,15 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
         "cases": [c.to_json() for c in cases], "engine": args.engine,
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level},
         "submissions": [p.team for p in planned]})
-    return planned, submissions_file.slurm
+    return planned
 
 
 def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tuple[list[Handle], int]:
-    """Each submission's jobs without a final result, its evaluation where it is not current, then the leaderboard
-    where it is not; a job two submissions share is submitted once. Returns the handles and the number of jobs."""
+    """Each submission's jobs without a final result that no earlier run's work still holds (backend.held: those
+    are waited for), its evaluation where it is not current, then the leaderboard where it is not; a job two
+    submissions share is submitted once. Returns the handles and the number of jobs submitted."""
     python, out = sys.executable, str(layout.out)
+    held = backend.held()
     submitted: dict[str, Handle] = {}
     evaluations: list[Handle] = []
     for submission in planned:
@@ -139,15 +150,17 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
             log.warning("warning: submission %s refused: %s", submission.team, submission.refused)
             continue
         ids = [job_id for _, job_id in submission.jobs]
-        todo = [i for i in dict.fromkeys(ids) if i not in submitted and not is_final(read_state(layout, i))]
+        todo = [i for i in dict.fromkeys(ids)
+                if i not in submitted and i not in held and not is_final(read_state(layout, i))]
         if todo:
             handle = backend.submit_tasks(submission.team, [layout.task(i) for i in todo], submission.resources)
             submitted.update(dict.fromkeys(todo, handle))
-        waits_for = list({id(h): h for h in (submitted[i] for i in ids if i in submitted)}.values())
+        waits_for = list({id(h): h for h in ({**held, **submitted}[i] for i in ids
+                                             if i in submitted or i in held)}.values())
         if waits_for or not evaluation_current(layout, submission.team):
             evaluations.append(backend.submit_after(waits_for, [python, "-m", "medchallenge.phase.evaluate", out,
                                                                 submission.team], f"evaluate-{submission.team}"))
-    handles = [*{id(h): h for h in submitted.values()}.values(), *evaluations]
+    handles = [*{id(h): h for h in [*held.values(), *submitted.values()]}.values(), *evaluations]
     if evaluations or not leaderboard_current(layout):
         handles.append(backend.submit_after(evaluations, [python, "-m", "medchallenge.phase.leaderboard", out],
                                             "leaderboard"))
@@ -177,17 +190,21 @@ def main(argv: list[str] | None = None) -> int:
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
     with only_run(layout):
+        backends: list[Backend] = []
         try:
-            return run(args, layout)
+            return run(args, layout, backends)
         except KeyboardInterrupt:
-            print(f"interrupted: the running jobs were stopped and their containers removed; run the same command "
-                  f"again to resume (`medchallenge phase status {layout.out}`)", file=sys.stderr)
+            print(backends[0].interrupted() if backends else "interrupted before any job was submitted; run the "
+                  "same command again to resume", file=sys.stderr)
             return 130
 
 
-def run(args: argparse.Namespace, layout: PhaseLayout) -> int:
-    planned, slurm_table = plan(args, layout)
-    backend = open_backend(args.backend, layout, backend_options(args, slurm_table))
+def run(args: argparse.Namespace, layout: PhaseLayout, opened: list[Backend]) -> int:
+    """Plan, submit, wait, print the status; the backend is put in `opened` once open (for Ctrl-C's message)."""
+    options = backend_options(args)  # a site's mistake is said before the cases are converted
+    planned = plan(args, layout)
+    backend = open_backend(args.backend, layout, options)
+    opened.append(backend)
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),
                   "finished": None}
     write_json_atomic(layout.out / "run.json", run_marker)

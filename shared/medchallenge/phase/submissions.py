@@ -7,9 +7,8 @@
     memory_gb = 16                     # optional: the algorithm's memory (grand-challenge: per algorithm)
     gpu = true                         # optional: the algorithm asks for a GPU
 
-    [slurm]                            # optional: options of the Slurm backend (partition, account, ...)
-    partition = "gpu"
-
+It carries the teams' data only: the Slurm backend's options are the site's (`phase run --slurm-config`, the
+command line: phase.slurm_options); a [slurm] table is refused, saying where its options went.
 Everything in it comes from outside: a team name becomes a folder name, so it is checked strictly; archive and model
 paths are relative to the file's folder and must stay inside it (symlinks followed), so the file cannot make the
 phase read elsewhere. Every problem is one line naming the file, the submission and what is wrong.
@@ -31,7 +30,6 @@ TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 IMAGE_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 KEYS = {"team", "image", "model", "memory_gb", "gpu"}
-OPTION_VALUE = (str, int, float, bool)
 
 
 @dataclass(frozen=True)
@@ -49,7 +47,6 @@ class Submission:
 @dataclass(frozen=True)
 class SubmissionsFile:
     submissions: list[Submission]
-    slurm: dict[str, Any]
 
 
 def _inside(base: Path, text: str, where: str) -> Path:
@@ -107,10 +104,13 @@ def read_submissions(path: Path) -> SubmissionsFile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a TOML file ({str(exc)[:200]})") from None
-    unknown = sorted(set(data) - {"submission", "slurm"})
+    if "slurm" in data:
+        raise InputError(f"{path}: [slurm]: the submissions file carries no scheduler options; give them as the "
+                         "site's (`phase run --slurm-config site.toml` or --partition, --account, --max-parallel, "
+                         "--sbatch-option: docs/scale.md)")
+    unknown = sorted(set(data) - {"submission"})
     if unknown:
-        raise InputError(f"{path}: unknown table(s) {', '.join(repr(k[:40]) for k in unknown)} (known: submission, "
-                         "slurm)")
+        raise InputError(f"{path}: unknown table(s) {', '.join(repr(k[:40]) for k in unknown)} (known: submission)")
     entries = data.get("submission")
     if not isinstance(entries, list) or not entries:
         raise InputError(f"{path}: no [[submission]]")
@@ -125,7 +125,4 @@ def read_submissions(path: Path) -> SubmissionsFile:
             raise InputError(f"{path}: team {submission.team} is listed twice (as {seen[key]} before; team names "
                              "differ in more than case)")
         seen[key] = submission.team
-    slurm = data.get("slurm", {})
-    if not isinstance(slurm, dict) or not all(isinstance(v, OPTION_VALUE) for v in slurm.values()):
-        raise InputError(f"{path}: [slurm] must be a table of strings, numbers and booleans")
-    return SubmissionsFile(submissions, slurm)
+    return SubmissionsFile(submissions)

@@ -6,7 +6,8 @@ Exit status 0: the job is over, succeeded or failed on its own (the team's resul
 not run for a cause outside the job (the engine could not start or lost the container, the node has no GPU or lacks
 the image): its state says "interrupted", cause "engine", and the error; the next `medchallenge phase run` runs it
 again. A task stopped by a signal (SIGTERM: Slurm's scancel or time limit, Ctrl-C) removes its container and writes
-no state."""
+no state. Exit status 4: another task holds the job (its lease, phase.leases: an earlier array's task still running
+it); nothing is run or written."""
 
 from __future__ import annotations
 
@@ -32,10 +33,12 @@ from ..logs import setup_logging
 from ..sockets import Socket
 from .images import EngineError, ensure_loaded, local_digest
 from .layout import PhaseLayout
+from .leases import job_lease
 from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
 OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
+HELD = 4  # exit status of a task whose job another task holds (phase.leases): not run, nothing written
 NAME_PREFIX = "medchallenge-phase"  # the job's container is named NAME_PREFIX-<job_id>
 # what state.json keeps of the job's result (JobResult.to_json), beside the task's own time, host and times
 STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "gpu_seconds", "peak_memory_bytes",
@@ -161,6 +164,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {argv[0]}: not a readable task spec ({exc})", file=sys.stderr)
         return 2
     layout = PhaseLayout(Path(spec["out"]))
+    with job_lease(layout, spec["job_id"]) as holder:
+        if holder is not None:  # another task runs this job (an earlier array's, another `phase run`'s)
+            log.warning("job %s: held by another task (%s); not run twice", spec["job_id"],
+                        holder.get("slurm_job_id") or f"{holder.get('host')} pid {holder.get('pid')}")
+            return HELD
+        return run_held_task(layout, spec)
+
+
+def run_held_task(layout: PhaseLayout, spec: dict[str, Any]) -> int:
+    """The task's job, its lease held: its folder cleared, the job run, its state written."""
     job_id = spec["job_id"]
     folder = layout.job(job_id)
     shutil.rmtree(folder, ignore_errors=True)  # a previous attempt's leftovers
