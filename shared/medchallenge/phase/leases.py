@@ -14,6 +14,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -41,9 +42,9 @@ def _holder(fd: int) -> dict[str, Any]:
 
 def _slurm_holds(holder: dict[str, Any], mine: str | None) -> bool:
     """Whether the holder a lease names is a Slurm task other than this one that Slurm still has pending or
-    running (a Slurm that does not answer: taken as still holding)."""
+    running (a Slurm that does not answer: taken as still holding; no Slurm here at all: not held)."""
     task = holder.get("slurm_job_id")
-    if not isinstance(task, str) or not task or task == mine:
+    if not isinstance(task, str) or not task or task == mine or shutil.which("squeue") is None:
         return False
     from .slurm import SlurmError, active_jobs
 
