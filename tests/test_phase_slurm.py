@@ -18,10 +18,10 @@ from medchallenge.phase.backend import Resources
 from medchallenge.phase.layout import PhaseLayout
 from medchallenge.phase.records import backend_notes, read_state
 from medchallenge.phase.leases import job_lease, lease_held
-from medchallenge.phase.slurm import (SlurmBackend, SlurmHandle, manifest_specs, parse_scontrol, record_usage,
+from medchallenge.phase.slurm import (SlurmBackend, SlurmError, SlurmHandle, manifest_specs, parse_scontrol, record_usage,
                                       slurm_bytes, slurm_seconds, submitted_jobs, task_options)
 from medchallenge.phase.slurm import phase_in_slurm as status_in_slurm
-from medchallenge.phase.slurm_limits import cluster_limits
+from medchallenge.phase.slurm_limits import ClusterLimits, cluster_limits
 from medchallenge.phase.slurm_options import check_sbatch_option, read_site_file
 from medchallenge.phase.submissions import read_submissions
 
@@ -152,7 +152,8 @@ case "$(basename "$0")" in
           echo "$n" ;;
   scontrol) printf 'MaxArraySize            = 3\\nMaxJobCount             = 10000\\n' ;;
   squeue) cat "$(dirname "$0")/queue" 2>/dev/null ;;
-  sacctmgr) echo "You are not running a supported accounting_storage plugin" >&2; exit 1 ;;
+  sacctmgr) cat "$(dirname "$0")/assoc" 2>/dev/null ||
+            { echo "You are not running a supported accounting_storage plugin" >&2; exit 1; } ;;
 esac
 """
 
@@ -193,6 +194,11 @@ def test_a_submission_past_the_cluster_s_max_array_size_is_split_into_arrays_its
     assert [o for o in calls[3] if o.startswith("100=") or o.startswith("102=")] == [
         f"100={group.arrays[0].manifest}", f"102={group.arrays[2].manifest}"]
     assert {h.job_id for h in submitted_jobs(layout)} == {"100", "101", "102", evaluation.job_id}
+    (fake_slurm / "assoc").write_text("\n10\n")  # the association's MaxSubmitJobs (a cluster with slurmdbd)
+    assert cluster_limits() == ClusterLimits(max_array_size=3, max_jobs=10)
+    with pytest.raises(SlurmError, match=r"^11 tasks to submit: more than the 10 jobs this cluster takes"):
+        SlurmBackend(layout).submit_tasks("gamma", specs + specs[:4], Resources(cpus=1, memory_gb=1, gpus=0,
+                                                                                time_limit_s=60))
     site = SlurmBackend(layout, max_array_size=2)  # a site's own cap below the cluster's
     assert [len(manifest_specs(a.manifest)) for a in site.submit_tasks("beta", specs[:5], Resources(
         cpus=1, memory_gb=1, gpus=0, time_limit_s=60)).arrays] == [2, 2, 1]

@@ -33,8 +33,8 @@ from .leaderboard import leaderboard_current
 from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, plan_submission
 from .records import is_final, read_state
-from .status import phase_status, render
 from .slurm_options import DEFAULT_PREFIX, check_sbatch_options, read_site_file
+from .status import phase_status, render
 from .submissions import read_submissions
 
 log = logging.getLogger("medchallenge.phase")
