@@ -103,14 +103,17 @@ def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: Algorith
     """The submission's task specs written (and its submission.json), or its refusal in one line: a bad archive,
     model or image of one team does not stop the phase."""
     planned = PlannedSubmission(submission.team)
-    limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
     gpu = settings.gpu if submission.gpu is None else submission.gpu
     record = {"team": submission.team, "image": submission.image, "model": submission.model.name
-              if submission.model else None, "limits": limits.to_json(), "gpu": gpu}
+              if submission.model else None, "limits": settings.limits.to_json(), "gpu": gpu}
     try:
+        if submission.refused:
+            raise InputError(submission.refused)
+        limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
+        record["limits"] = limits.to_json()
         digest = _image_digest(submission, settings.engine, hashes)
         model_hash = hashes.get(submission.model, "sha256", sha256_file) if submission.model else None
-    except InputError as exc:
+    except InputError as exc:  # EmulationError too: limits out of bounds
         planned.refused = str(exc)
         write_if_changed(layout.submission_file(submission.team), {**record, "refused": planned.refused, "jobs": []})
         return planned

@@ -34,10 +34,12 @@ from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, plan_submission
 from .records import is_final, read_state
 from .status import phase_status, render
-from .submissions import read_submissions
+from .submissions import MAX_PARALLEL, read_submissions
 
 log = logging.getLogger("medchallenge.phase")
 ENGINES = ("docker", "podman")
+MAX_JOBS = 1024  # --jobs: containers at once on one machine
+MAX_RESAMPLES = 100_000  # --bootstrap: per submission, every aggregate
 
 
 def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Backend:
@@ -88,14 +90,25 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def phase_limits(args: argparse.Namespace) -> JobLimits:
+    """The command line's job limits (EmulationError, one line, where one is out of bounds)."""
+    return JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus, disk_gb=args.disk_gb)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
+    """Every number of the command line within its bounds, before anything is read or written."""
     if not args.ground_truth.exists():
         raise InputError(f"--ground-truth {args.ground_truth}: not found")
-    if args.bootstrap < 1:
-        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs at least one resample")
+    if not 1 <= args.bootstrap <= MAX_RESAMPLES:
+        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs 1 to {MAX_RESAMPLES} resamples")
+    if args.bootstrap_seed < 0:
+        raise InputError(f"--bootstrap-seed {args.bootstrap_seed}: expected a whole number >= 0")
     boot.check_level(args.bootstrap_level)
-    if args.jobs < 1:
-        raise InputError(f"--jobs {args.jobs}: expected at least 1")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"--jobs {args.jobs}: expected 1 to {MAX_JOBS}")
+    if args.max_parallel is not None and not 1 <= args.max_parallel <= MAX_PARALLEL:
+        raise InputError(f"--max-parallel {args.max_parallel}: expected 1 to {MAX_PARALLEL}")
+    phase_limits(args)
 
 
 def backend_options(args: argparse.Namespace, slurm_table: dict) -> dict:
@@ -114,10 +127,7 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
     layout.out.mkdir(parents=True, exist_ok=True)
     hashes = HashCache(layout.file_hashes)
     cases = convert_cases(files, layout, hashes)
-    settings = PhaseSettings(args.challenge, args.engine,
-                             JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus,
-                                       disk_gb=args.disk_gb),
-                             args.gpu == "on")
+    settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on")
     planned = [plan_submission(layout, settings, spec, s, cases, hashes) for s in submissions_file.submissions]
     hashes.save()
     write_json_atomic(layout.phase_file, {

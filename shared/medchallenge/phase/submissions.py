@@ -17,6 +17,7 @@ phase read elsewhere. Every problem is one line naming the file, the submission 
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import InputError
+from ..jobs.conditions import MAX_MEMORY_GB, MAX_TIME_LIMIT_S, RESERVED_MEMORY_GB, within
 
 MAX_FILE_BYTES = 1 << 20
 MAX_SUBMISSIONS = 10_000
@@ -32,6 +34,10 @@ ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
 IMAGE_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 KEYS = {"team", "image", "model", "memory_gb", "gpu"}
 OPTION_VALUE = (str, int, float, bool)
+MAX_PARALLEL = 100_000  # max_parallel, --max-parallel: Slurm's array throttle
+# [slurm]'s numbers as the Slurm backend reads them: (whole number, above, at most)
+SLURM_NUMBERS = {"max_parallel": (True, 0, MAX_PARALLEL), "poll_s": (False, 0.01, 3600),
+                 "step_memory_gb": (False, 0, MAX_MEMORY_GB), "step_time_limit_s": (False, 0, MAX_TIME_LIMIT_S)}
 
 
 @dataclass(frozen=True)
@@ -44,6 +50,7 @@ class Submission:
     model: Path | None = None
     memory_gb: float | None = None  # None: the phase's
     gpu: bool | None = None  # None: the phase's
+    refused: str | None = None  # why its jobs cannot be planned (a value out of range): refused alone, one line
 
 
 @dataclass(frozen=True)
@@ -73,6 +80,8 @@ def _submission(base: Path, entry: Any, where: str) -> Submission:
         raise InputError(f"{where}: unknown key(s) {', '.join(repr(k[:40]) for k in unknown)} (known: "
                          f"{', '.join(sorted(KEYS))})")
     team = entry.get("team")
+    if team is None:
+        raise InputError(f"{where}: team is missing (every [[submission]] names its team)")
     if not isinstance(team, str) or not TEAM_NAME.fullmatch(team):
         raise InputError(f"{where}: team must be 1-64 letters, digits, '-' or '_', starting with a letter or digit "
                          "(it names the submission's folder)")
@@ -88,13 +97,33 @@ def _submission(base: Path, entry: Any, where: str) -> Submission:
     if model is not None and not isinstance(model, str):
         raise InputError(f"{where}: model must be the model tarball's path")
     memory = entry.get("memory_gb")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 1):
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float))):
         raise InputError(f"{where}: memory_gb must be a number of GB above 1")
+    refused = None
+    if memory is not None and not within(memory, RESERVED_MEMORY_GB, MAX_MEMORY_GB):
+        refused = (f"{where}: memory_gb = {memory:g}: must be a number of GB above {RESERVED_MEMORY_GB} and at most "
+                   f"{MAX_MEMORY_GB}")
+        memory = None
     gpu = entry.get("gpu")
     if gpu is not None and not isinstance(gpu, bool):
         raise InputError(f"{where}: gpu must be true or false")
     return Submission(team, image, archive, _inside(base, model, f"{where}: model") if model else None,
-                      float(memory) if memory is not None else None, gpu)
+                      float(memory) if memory is not None else None, gpu, refused)
+
+
+def _slurm_table(path: Path, slurm: Any) -> dict[str, Any]:
+    """[slurm]: strings, booleans and finite numbers; the numbers the Slurm backend reads within their bounds."""
+    if not isinstance(slurm, dict) or not all(isinstance(v, OPTION_VALUE) for v in slurm.values()):
+        raise InputError(f"{path}: [slurm] must be a table of strings, numbers and booleans")
+    for key, value in slurm.items():
+        if key in SLURM_NUMBERS:
+            whole, low, high = SLURM_NUMBERS[key]
+            if not within(value, low, high) or (whole and not isinstance(value, int)):
+                kind = "a whole number" if whole else "a number"
+                raise InputError(f"{path}: [slurm] {key} must be {kind} above {low:g} and at most {high:g}")
+        elif isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"{path}: [slurm] {key[:40]!r} = {value!r}: expected a finite number")
+    return slurm
 
 
 def read_submissions(path: Path) -> SubmissionsFile:
@@ -107,6 +136,8 @@ def read_submissions(path: Path) -> SubmissionsFile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a TOML file ({str(exc)[:200]})") from None
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a submissions file") from None
     unknown = sorted(set(data) - {"submission", "slurm"})
     if unknown:
         raise InputError(f"{path}: unknown table(s) {', '.join(repr(k[:40]) for k in unknown)} (known: submission, "
@@ -125,7 +156,4 @@ def read_submissions(path: Path) -> SubmissionsFile:
             raise InputError(f"{path}: team {submission.team} is listed twice (as {seen[key]} before; team names "
                              "differ in more than case)")
         seen[key] = submission.team
-    slurm = data.get("slurm", {})
-    if not isinstance(slurm, dict) or not all(isinstance(v, OPTION_VALUE) for v in slurm.values()):
-        raise InputError(f"{path}: [slurm] must be a table of strings, numbers and booleans")
-    return SubmissionsFile(submissions, slurm)
+    return SubmissionsFile(submissions, _slurm_table(path, data.get("slurm", {})))
