@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,8 +16,7 @@ from medchallenge.cli import main as medchallenge
 from medchallenge.errors import InputError
 from medchallenge.jobs import EmulationError, JobLimits
 from medchallenge.phase.submissions import read_submissions
-
-IMAGE = "mc-test-h37-bounds:ok"
+from phase_helpers import build_image, phase_argv, synth_cohort
 
 
 def write_toml(folder: Path, text: str) -> Path:
@@ -90,27 +87,15 @@ def test_a_hostile_number_on_the_command_line_is_one_line_before_anything_is_wri
     assert not (tmp_path / "out").exists()
 
 
-@pytest.fixture(scope="module")
-def image(docker_compose, repo) -> str:
-    subprocess.run(["docker", "build", "--quiet", "--build-arg", "BEHAVIOUR=ok", "--label", "mc-test-h37=bounds",
-                    "--tag", IMAGE, str(repo / "tests" / "job_images" / "broken")], check=True, capture_output=True)
-    return IMAGE
-
-
-def test_one_teams_memory_of_1e308_does_not_stop_the_others_leaderboard(image, tmp_path, capsys):
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(tmp_path / "cohort"),
-                    "--cases", "2", "--shape", "64", "64", "16", "--spacing", "5", "5", "16", "--seed", "1"],
-                   check=True, capture_output=True)
+def test_one_teams_memory_of_1e308_does_not_stop_the_others_leaderboard(docker_compose, repo, tmp_path, capsys):
+    image = build_image(repo, "ok")
+    cohort = synth_cohort(tmp_path / "cohort", 2)
     path = write_toml(tmp_path / "submissions", f'[[submission]]\nteam = "bomb"\nimage = "{image}"\n'
                                                 'memory_gb = 1e308\n\n'
                                                 f'[[submission]]\nteam = "alpha"\nimage = "{image}"\n')
     out = tmp_path / "out"
-    argv = ["phase", "run", "--challenge", "tb-caverns", "--submissions", str(path), "--cases",
-            str(tmp_path / "cohort" / "input"), "--ground-truth", str(tmp_path / "cohort" / "ground_truth"),
-            "--output", str(out), "--cpus", "1", "--memory-gb", "1.5", "--time-limit", "120", "--bootstrap", "20",
-            "--no-progress"]
     for _ in range(2):  # and again on a rerun: the refusal is kept, the others' results stand
-        assert medchallenge(argv) == 0
+        assert medchallenge(phase_argv(path, cohort, out)) == 0
         bomb = json.loads((out / "submissions" / "bomb" / "submission.json").read_text())
         assert bomb["jobs"] == [] and "memory_gb = 1e+308: must be a number of GB above 1" in bomb["refused"]
         board = json.loads((out / "leaderboard.json").read_text())

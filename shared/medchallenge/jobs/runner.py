@@ -147,6 +147,16 @@ def _open_dir(path: Path, mode: int = 0o777) -> Path:
     return path
 
 
+def _close_dirs(folders: JobFolders) -> None:
+    """After the job: its folders no longer writable by any uid but their owner (what the container made inside
+    them is its own; they are reached only through these)."""
+    for path in (folders.input, folders.output, folders.model, folders.tmp):
+        try:
+            os.chmod(path, 0o755)
+        except OSError:  # gone, or a shared model that is not the runner's
+            pass
+
+
 def _readable(root: Path) -> None:
     for path in [root, *root.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
@@ -201,13 +211,16 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
         raise EmulationError(f"{work_dir}: the job folder is not empty")
     folders = JobFolders(_open_dir(work_dir / "input", 0o755), _open_dir(work_dir / "output"),
                          _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777))
-    for value in inputs:
-        value.provision(folders.input)
-    write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
-    _readable(folders.input)
-    if model is not None:
-        extract_model(model, folders.model)
-    execution = launcher.launch(folders, limits, passed_gpu, pk)
+    try:
+        for value in inputs:
+            value.provision(folders.input)
+        write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
+        _readable(folders.input)
+        if model is not None:
+            extract_model(model, folders.model)
+        execution = launcher.launch(folders, limits, passed_gpu, pk)
+    finally:
+        _close_dirs(folders)
     error = _failure(execution, limits)
     results: list[OutputResult] = []
     if error is None:

@@ -23,12 +23,13 @@ from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
+from ..jobs.docker_run import ENGINES
 from ..logs import setup_logging
 from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
 from .evaluate import evaluation_current
 from .hashes import HashCache
-from .layout import PhaseLayout
+from .layout import PhaseLayout, owner_only
 from .leaderboard import leaderboard_current
 from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, plan_submission
@@ -37,7 +38,6 @@ from .status import phase_status, render
 from .submissions import MAX_PARALLEL, read_submissions
 
 log = logging.getLogger("medchallenge.phase")
-ENGINES = ("docker", "podman")
 MAX_JOBS = 1024  # --jobs: containers at once on one machine
 MAX_RESAMPLES = 100_000  # --bootstrap: per submission, every aggregate
 
@@ -166,8 +166,10 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
 
 @contextlib.contextmanager
 def only_run(layout: PhaseLayout) -> Iterator[None]:
-    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does."""
+    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does. OUT
+    is its owner's only."""
     layout.out.mkdir(parents=True, exist_ok=True)
+    layout.out.chmod(0o700)
     with open(layout.out / "run.lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -186,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
-    with only_run(layout):
+    with owner_only(), only_run(layout):
         try:
             return run(args, layout)
         except KeyboardInterrupt:

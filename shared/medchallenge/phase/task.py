@@ -27,11 +27,12 @@ from typing import Any
 from ..errors import InputError
 from ..io import write_json_atomic
 from ..jobs import DockerImage, EmulationError, Execution, JobFolders, JobLimits, JobResult, SocketValue, run_job
+from ..jobs.docker_run import ENGINES
 from ..jobs.runner import MEMORY_KILLED, TIME_LIMIT
 from ..logs import setup_logging
 from ..sockets import Socket
 from .images import EngineError, ensure_loaded, local_digest
-from .layout import PhaseLayout
+from .layout import OWNER_ONLY_UMASK, PhaseLayout
 from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
@@ -155,10 +156,15 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stop)
+    os.umask(OWNER_ONLY_UMASK)
     try:
         spec = json.loads(Path(argv[0]).read_text())
     except (OSError, ValueError) as exc:
         print(f"error: {argv[0]}: not a readable task spec ({exc})", file=sys.stderr)
+        return 2
+    if spec.get("engine") not in ENGINES:  # a name this node resolves on its PATH, never a program a spec names
+        print(f"error: {argv[0]}: engine {str(spec.get('engine'))[:80]!r} is not one of {', '.join(ENGINES)}",
+              file=sys.stderr)
         return 2
     layout = PhaseLayout(Path(spec["out"]))
     job_id = spec["job_id"]
