@@ -150,10 +150,10 @@ def _open_dir(path: Path, mode: int = 0o777) -> Path:
 def _close_dirs(folders: JobFolders) -> None:
     """After the job: its folders no longer writable by any uid but their owner (what the container made inside
     them is its own; they are reached only through these)."""
-    for path in (folders.input, folders.output, folders.model, folders.tmp):
+    for path in (folders.input, folders.output, *(() if folders.model_readonly else (folders.model,)), folders.tmp):
         try:
             os.chmod(path, 0o755)
-        except OSError:  # gone, or a shared model that is not the runner's
+        except OSError:  # gone
             pass
 
 
@@ -195,11 +195,12 @@ def _outside_note(paths: list[str]) -> str:
 
 def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: Sequence[Socket], work_dir: Path,
             model: Path | None = None, limits: JobLimits | None = None, gpu: GpuRequest | bool = "auto",
-            pks: Iterator[int] | None = None, pk: str | None = None) -> JobResult:
+            pks: Iterator[int] | None = None, pk: str | None = None, model_dir: Path | None = None) -> JobResult:
     """Run one job: `container` (a Docker image name, or a Launcher) on `inputs` under grand-challenge's conditions,
     then read and validate the declared `outputs`. A failed job is a result (status "failed", GC's error line), not
     an exception; an EmulationError is raised only for what GC refuses before any job runs (a root image, a bad
-    model tarball, --gpu on without a GPU). `work_dir` must be new or empty."""
+    model tarball, --gpu on without a GPU). `work_dir` must be new or empty. `model_dir`: a model already unpacked
+    (unpack_model_once), mounted read-only as /opt/ml/model instead of extracting `model` into the job's folder."""
     launcher = DockerImage(container) if isinstance(container, str) else container
     limits = limits or JobLimits()
     pks = pks or itertools.count(2_000_001)
@@ -210,7 +211,8 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     if work_dir.exists() and any(work_dir.iterdir()):
         raise EmulationError(f"{work_dir}: the job folder is not empty")
     folders = JobFolders(_open_dir(work_dir / "input", 0o755), _open_dir(work_dir / "output"),
-                         _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777))
+                         model_dir or _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777),
+                         model_readonly=model_dir is not None)
     try:
         for value in inputs:
             value.provision(folders.input)

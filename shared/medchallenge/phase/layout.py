@@ -68,6 +68,10 @@ class PhaseLayout:
         image's: the other tasks do not check it again)."""
         return self.out / "images" / f"{digest.removeprefix('sha256:')}.json"
 
+    def model(self, model_hash: str) -> Path:
+        """A model tarball unpacked once for the phase's jobs, by its hash (mounted read-only into each job)."""
+        return self.out / "models" / model_hash
+
     @property
     def logs(self) -> Path:
         return self.out / "logs"

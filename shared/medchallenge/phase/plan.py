@@ -16,6 +16,7 @@ from ..errors import InputError
 from ..grand_challenge.emulator import AlgorithmSpec
 from ..io import write_json_atomic
 from ..jobs import JobLimits
+from ..jobs.model_tarball import unpack_model_once
 from .backend import Resources
 from .cases import Case
 from .hashes import HashCache, sha256_file, sha256_json
@@ -69,7 +70,10 @@ def _image_digest(submission: Submission, engine: str, hashes: HashCache) -> str
 
 
 def task_spec(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec, submission: Submission,
-              digest: str, model_hash: str | None, limits: JobLimits, gpu: bool, case: Case) -> dict:
+              digest: str, model_hash: str | None, limits: JobLimits, gpu: bool, case: Case,
+              model_dir: Path | None = None) -> dict:
+    """A job's task spec; `model_dir`: the submission's model unpacked once for the phase (else `model` is the
+    tarball, extracted into the job's folder)."""
     identity = job_id(settings.challenge, digest, case.hash, model_hash, limits, gpu)
     pk_base = int(identity[:12], 16) * 16
     return {
@@ -82,7 +86,8 @@ def task_spec(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec,
                     "image_name": case.image_name, "image_file": str(case.image_file)}],
         "outputs": [socket.slug for socket in spec.output_sockets],
         "sockets": [asdict(socket) for socket in (spec.input_socket, *spec.output_sockets)],
-        "model": str(submission.model) if submission.model else None,
+        "model": str(submission.model) if submission.model and not model_dir else None,
+        "model_dir": str(model_dir) if model_dir else None,
         "limits": limits.to_json(), "gpu": gpu, "resources": resources(limits, gpu).to_json(),
         "work_dir": str(layout.job(identity)), "pk_base": pk_base,
     }
@@ -113,13 +118,15 @@ def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: Algorith
         record["limits"] = limits.to_json()
         digest = _image_digest(submission, settings.engine, hashes)
         model_hash = hashes.get(submission.model, "sha256", sha256_file) if submission.model else None
+        model_dir = unpack_model_once(submission.model, layout.model(model_hash), limits.disk_bytes) \
+            if submission.model and model_hash else None
     except InputError as exc:  # EmulationError too: limits out of bounds
         planned.refused = str(exc)
         write_if_changed(layout.submission_file(submission.team), {**record, "refused": planned.refused, "jobs": []})
         return planned
     planned.resources = resources(limits, gpu)
     for case in cases:
-        task = task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case)
+        task = task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case, model_dir)
         write_if_changed(layout.task(task["job_id"]), task)
         planned.jobs.append((case.name, task["job_id"]))
     write_if_changed(layout.submission_file(submission.team),

@@ -135,7 +135,8 @@ def run_task(spec: dict[str, Any]) -> JobResult:
                                   layout.image_check(spec["image"]["digest"]) if spec["image"]["digest"] else None)
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
-                       gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
+                       gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id,
+                       model_dir=Path(spec["model_dir"]) if spec.get("model_dir") else None)
     except InputError as exc:  # refused before the container ran (root image, bad model or archive): the team's
         return failed_before_running(layout, job_id, str(exc), inputs, limits)
 
