@@ -71,7 +71,8 @@ CONDITIONS = (
     ("CPUs", "the vCPUs of the instance GC picks for the memory and GPU", "amazon_sagemaker_training.py"),
     ("GPU", "one GPU when the algorithm asks for one (T4 on GC)", "algorithms/models.py job_requires_gpu_type"),
     ("outputs", "only the declared output sockets are read: a missing file, an empty or crowded image folder or "
-                "invalid JSON fails the job in GC's words; NaN/Infinity in JSON become null",
+                "invalid JSON fails the job in GC's words; NaN/Infinity in JSON become null; here also more boxes, "
+                "points, detections, concepts or caption characters than one case may hold (jobs/outputs.py)",
      "components/backends/base.py get_outputs"),
 )
 

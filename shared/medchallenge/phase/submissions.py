@@ -12,7 +12,9 @@
 
 Everything in it comes from outside: a team name becomes a folder name, so it is checked strictly; archive and model
 paths are relative to the file's folder and must stay inside it (symlinks followed), so the file cannot make the
-phase read elsewhere. Every problem is one line naming the file, the submission and what is wrong.
+phase read elsewhere. Every number is bounded where it is read (a submission's memory out of bounds refuses that
+submission alone, `Submission.refused`; [slurm]'s numbers refuse the file). Every problem is one line naming the
+file, the submission and what is wrong.
 """
 
 from __future__ import annotations
