@@ -53,7 +53,7 @@ HINTS = (
      "the job ran out of memory: it may use {data_gib:g} GiB of data (RLIMIT_DATA = memory limit less 1 GiB)"),
     (("Read-only file system", "PermissionError", "Permission denied"),
      "the job wrote where it may not: only /output, /tmp and /opt/ml/model are writable (and what the image's user "
-     "owns)"),
+     "owns; in a phase /opt/ml/model is read-only, shared by the model's jobs)"),
     (("File too large", "[Errno 27]"), FILE_TOO_LARGE),
 )
 
