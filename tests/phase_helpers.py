@@ -1,4 +1,4 @@
-"""A small real phase for the hostile phase tests: the job-runner test image (tests/job_images/broken) under a tag of
+"""A small real phase for the hostile phase tests and the phase's benchmark: the job-runner test image (tests/job_images/broken) under a tag of
 these tests, a synthetic TB-caverns cohort and `medchallenge phase run`'s argument list."""
 
 from __future__ import annotations
@@ -10,12 +10,11 @@ from pathlib import Path
 IMAGE = "mc-test-h37-phase"
 
 
-def build_image(repo: Path, behaviour: str) -> str:
-    """The test image behaving as `behaviour`, tagged IMAGE:behaviour in Docker."""
-    tag = f"{IMAGE}:{behaviour}"
-    subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--label",
-                    "mc-test-h37=phase", "--tag", tag, str(repo / "tests" / "job_images" / "broken")], check=True,
-                   capture_output=True)
+def build_image(repo: Path, behaviour: str, image: str = IMAGE, label: str = "mc-test-h37=phase") -> str:
+    """The test image behaving as `behaviour`, tagged `image`:behaviour in Docker (labelled: the tests' own)."""
+    tag = f"{image}:{behaviour}"
+    subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--label", label,
+                    "--tag", tag, str(repo / "tests" / "job_images" / "broken")], check=True, capture_output=True)
     return tag
 
 
@@ -25,10 +24,10 @@ def save_image(tag: str, archive: Path) -> Path:
     return archive
 
 
-def synth_cohort(root: Path, cases: int) -> Path:
+def synth_cohort(root: Path, cases: int, seed: int = 1) -> Path:
     """`cases` small TB-caverns CTs and their ground truth under `root` (input/, ground_truth/)."""
     subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root), "--cases",
-                    str(cases), "--shape", "64", "64", "16", "--spacing", "5", "5", "16", "--seed", "1"],
+                    str(cases), "--shape", "64", "64", "16", "--spacing", "5", "5", "16", "--seed", str(seed)],
                    check=True, capture_output=True)
     return root
 
