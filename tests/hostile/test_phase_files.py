@@ -1,6 +1,7 @@
 """What a phase keeps is its organiser's (issue 37 item 3, the part outside Slurm): a task spec cannot name the
 program a node runs as its engine; OUT and everything the phase creates under it are the owner's only whatever the
-umask (here 002, where folders would be group-writable); after a job, its folders are writable by no one else."""
+umask (here 002, where folders would be group-writable), through the local backend and Slurm (whose jobs take the
+submitting umask); after a job, its folders are writable by no one else."""
 
 from __future__ import annotations
 
@@ -48,10 +49,13 @@ def writable_by_others(out: Path) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("engine", ["docker", "podman"])
-def test_out_and_all_under_it_are_the_owners_only_under_umask_002(docker_compose, repo, tmp_path, request, engine):
+@pytest.mark.parametrize(("engine", "backend"), [("docker", "local"), ("podman", "local"), ("docker", "slurm")])
+def test_out_and_all_under_it_are_the_owners_only_under_umask_002(docker_compose, repo, tmp_path, request, engine,
+                                                                  backend):
     if engine == "podman":
         request.getfixturevalue("podman")
+    if backend == "slurm":
+        request.getfixturevalue("slurm")
     image = build_image(repo, "ok")
     cohort = synth_cohort(tmp_path / "cohort", 1)
     submissions = tmp_path / "submissions"
@@ -61,7 +65,8 @@ def test_out_and_all_under_it_are_the_owners_only_under_umask_002(docker_compose
     out = tmp_path / "out"
     previous = os.umask(0o002)
     try:
-        assert medchallenge(phase_argv(submissions / "phase.toml", cohort, out, "--engine", engine)) == 0
+        assert medchallenge(phase_argv(submissions / "phase.toml", cohort, out, "--engine", engine,
+                                           "--backend", backend)) == 0
     finally:
         os.umask(previous)
     report = json.loads((out / "submissions" / "alpha" / "report.json").read_text())
