@@ -52,5 +52,5 @@ def test_a_million_boxes_fail_the_job_by_their_size_before_they_are_parsed(tmp_p
 
     result = run_job(InProcessAlgorithm(million_boxes), [], [TB_CAVERN_BOXES], tmp_path / "job")
     assert result.status == "failed" and result.output_values == []
-    assert result.error == "The output file 'tb-cavern-boxes.json' is larger than 1025024 bytes, more than 1000 " \
+    assert result.error == "The output file 'tb-cavern-boxes.json' is larger than 512512 bytes, more than 1000 " \
                            "boxes (what one case may hold here) can take"

@@ -17,7 +17,7 @@ from medchallenge.cli import main as medchallenge
 from medchallenge.errors import InputError
 from medchallenge.jobs import DockerImage, JobFolders, JobLimits
 from medchallenge.jobs.model_tarball import MAX_MODEL_BYTES, unpack_model_once
-from phase_helpers import build_image, phase_argv, synth_cohort
+from phase_helpers import build_image, phase_argv, save_image, synth_cohort
 
 GIB = 1 << 30
 
@@ -68,11 +68,15 @@ def test_a_shared_model_is_mounted_read_only_and_a_jobs_own_model_folder_writabl
             set(zip(command, command[1:]))
 
 
-def test_a_model_is_unpacked_once_per_phase_and_read_only_in_its_jobs(docker_compose, repo, tmp_path, capsys):
-    image = build_image(repo, "model-boxes")
+@pytest.mark.parametrize("engine", ["docker", "podman"])
+def test_a_model_is_unpacked_once_per_phase_and_read_only_in_its_jobs(docker_compose, repo, tmp_path, capsys,
+                                                                      request, engine):
+    if engine == "podman":
+        request.getfixturevalue("podman")
     cohort = synth_cohort(tmp_path / "cohort", 3)
     submissions = tmp_path / "submissions"
     submissions.mkdir()
+    image = save_image(build_image(repo, "model-boxes"), submissions / "model-boxes.tar").name
     boxes = {"TST_001.nii.gz": [{"voxel_bbox": [1, 1, 1, 4, 4, 3], "probability": 0.9}]}
     model_tarball(submissions / "model.tar.gz", {"boxes.json": json.dumps(boxes).encode(),
                                                  "weights.bin": bytes(1 << 20)})
@@ -82,7 +86,7 @@ def test_a_model_is_unpacked_once_per_phase_and_read_only_in_its_jobs(docker_com
                                             f'[[submission]]\nteam = "alpha"\nimage = "{image}"\n'
                                             'model = "model.tar.gz"\n')
     out = tmp_path / "out"
-    assert medchallenge(phase_argv(submissions / "phase.toml", cohort, out, "--disk-gb", "1")) == 0
+    assert medchallenge(phase_argv(submissions / "phase.toml", cohort, out, "--disk-gb", "1", "--engine", engine)) == 0
     bomb = json.loads((out / "submissions" / "bomb" / "submission.json").read_text())
     assert bomb["jobs"] == [] and bomb["refused"] == (
         "model bomb.tar.gz: members of at least 2147483648 bytes, more than the job's disk limit of 1073741824 bytes "

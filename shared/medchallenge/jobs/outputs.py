@@ -41,7 +41,7 @@ MAX_ENTRIES: dict[str, tuple[str | None, str, int]] = {
     RIB_FRACTURE_DETECTIONS.slug: ("detections", "detections", 1000), UMLS_CONCEPTS.slug: (None, "concepts", 1286),
     CAPTION.slug: (None, "characters", 10_000),
 }
-ENTRY_BYTES = 1024  # of JSON per counted entry at most (a box is about 60): the file's size checked before it is read
+ENTRY_BYTES = 512  # of JSON per counted entry at most (a box is about 70, indented 150): checked before it is read
 
 
 @dataclass
