@@ -163,9 +163,9 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as exc:
         print(f"error: {argv[0]}: not a readable task spec ({exc})", file=sys.stderr)
         return 2
-    if spec.get("engine") not in ENGINES:  # a name this node resolves on its PATH, never a program a spec names
-        print(f"error: {argv[0]}: engine {str(spec.get('engine'))[:80]!r} is not one of {', '.join(ENGINES)}",
-              file=sys.stderr)
+    # the engine: a name resolved on this node's PATH, never a program the spec names
+    if not isinstance(spec, dict) or spec.get("engine") not in ENGINES:
+        print(f"error: {argv[0]}: its engine is not one of {', '.join(ENGINES)}", file=sys.stderr)
         return 2
     layout = PhaseLayout(Path(spec["out"]))
     job_id = spec["job_id"]
