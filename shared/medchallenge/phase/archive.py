@@ -35,7 +35,6 @@ MAX_KEPT_BYTES = 32 << 20  # the small members kept in memory while the archive 
 MAX_MEMBERS = 10_000
 MAX_HEADER_BYTES = 1 << 20  # a PAX or GNU long-name header, read into memory by tarfile
 CHUNK = 1 << 20
-HEX = re.compile(r"[0-9a-f]{64}")
 DIFF_ID = re.compile(r"sha256:([0-9a-f]{64})")
 CONFIG_NAME = re.compile(r"(?:blobs/sha256/([0-9a-f]{64})|([0-9a-f]{64})\.json)")
 BLOB = re.compile(r"blobs/sha256/([0-9a-f]{64})")

@@ -82,7 +82,7 @@ def _load(engine: str, archive: Path, image: VerifiedImage) -> None:
             load.kill()
             load.wait()
             raise EngineError(f"`{engine} load` did not finish in {LOAD_TIMEOUT_S} s") from None
-        said.seek(0)
+        said.seek(max(0, said.seek(0, 2) - 65536))  # its last lines
         last = (said.read().decode(errors="replace").strip().splitlines() or [f"status {status}"])[-1][:300]
     if changed is not None:
         raise EngineError(f"image archive {archive.name} changed since the phase was planned ({changed[:200]}); "
