@@ -190,10 +190,10 @@ def test_a_refused_archive_whose_tags_name_others_images_moves_no_tag(images, at
     clean = replaced(members(images.saved), "manifest.json", json.dumps(manifest_of(members(images.saved))).encode())
     archive = write_archive(tmp_path / "mallory.tar", [*clean, extra] if variant != "second-manifest"
                             else [*clean[:-2], extra, *clean[-2:]])
-    message = {"second-manifest": "a second manifest.json (hidden/manifest.json)",
-               "duplicate-manifest": "manifest.json appears twice",
-               "dot-manifest": "manifest.json appears twice",
-               "unnamed-entry": "holds payload.bin, which its manifest does not name"}[variant]
+    message = {"second-manifest": "a second manifest.json ('hidden/manifest.json')",
+               "duplicate-manifest": "'manifest.json' appears twice",
+               "dot-manifest": "'manifest.json' appears twice",
+               "unnamed-entry": "holds 'payload.bin', which its manifest does not name"}[variant]
     assert_refused(tmp_path, archive, message)
     assert_victims_kept(images)
     assert image_id("docker", images.attacker) is None
@@ -225,7 +225,7 @@ def test_a_layer_that_is_not_its_diff_id_is_refused(images, tmp_path):
         info.size = 4
         tar.addfile(info, io.BytesIO(b"evil"))
     archive = write_archive(tmp_path / "layer.tar.gz", replaced(entries, layer_name, layer.getvalue()))
-    assert_refused(tmp_path, archive, "layer 2 (" + layer_name + ") does not hash to its diff ID")
+    assert_refused(tmp_path, archive, f"layer 2 ('{layer_name}') does not hash to its diff ID")
 
 
 def test_a_gzip_layer_bomb_is_refused_before_it_is_unpacked(images, tmp_path):
@@ -290,7 +290,7 @@ def test_an_oci_blob_that_is_not_its_digest_is_refused(images, tmp_path):
     entries = oci_layout(members(images.saved))
     index = next(i for i, (info, _) in enumerate(entries) if info.name == "index.json")
     entries.insert(index, regular("blobs/sha256/" + "0" * 64, b"{}"))
-    assert_refused(tmp_path, write_archive(tmp_path / "oci.tar", entries), f"blobs/sha256/{'0' * 64} does not hash")
+    assert_refused(tmp_path, write_archive(tmp_path / "oci.tar", entries), f"'blobs/sha256/{'0' * 64}' does not hash")
 
 
 def test_an_archive_replaced_after_planning_is_run_again_not_failed_for_the_team(images, attacker_absent, tmp_path):
@@ -306,3 +306,47 @@ def test_an_archive_replaced_after_planning_is_run_again_not_failed_for_the_team
     assert state["status"] == "interrupted" and state["cause"] == "engine", state
     assert "changed since the phase was planned" in state["error"]
     assert image_id("docker", images.attacker) is None
+
+
+def link(name: str, target: str) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.type, info.linkname = tarfile.SYMTYPE, target
+    return info, b""
+
+
+def pax_bomb(entries: list) -> bytes:
+    """The archive with a 2 MiB PAX header before its first member (tarfile would read it into memory)."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info, data = entries[0]
+        info = tarfile.TarInfo(info.name)
+        info.size, info.pax_headers = len(data), {"comment": "x" * (2 << 20)}
+        tar.addfile(info, io.BytesIO(data))
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize(("variant", "message"), [
+    ("link-out", "links outside the archive"),
+    ("absolute-name", "a member's name leaves the archive ('/etc/cron.d/x')"),
+    ("device", "is not a file, folder or link"),
+    ("pax-bomb", "not a readable `docker save` archive (HeaderError)"),
+    ("zstd", "compressed with zstd, which the phase does not read"),
+    ("odd-index", "holds 'blobs/sha256/"),
+])
+def test_archive_members_an_engine_might_follow_are_refused_in_one_line(images, tmp_path, variant, message):
+    entries = members(images.saved)
+    device = tarfile.TarInfo("dev")
+    device.type = tarfile.CHRTYPE
+    if variant == "pax-bomb":
+        archive = tmp_path / "mallory.tar"
+        archive.write_bytes(pax_bomb([regular("a", b"1")]))
+    elif variant == "zstd":
+        archive = tmp_path / "mallory.tar.zst"
+        archive.write_bytes(b"(\xb5/\xfd" + os.urandom(64))
+    else:
+        extra = {"link-out": [link("evil/layer.tar", "../../../etc/shadow")],
+                 "absolute-name": [regular("/etc/cron.d/x", b"* * * * * root sh\n")], "device": [(device, b"")],
+                 "odd-index": [regular("index.json", b'{"manifests": "blobs", "layers": 7}'),
+                               regular("blobs/sha256/" + hashlib.sha256(b"x").hexdigest(), b"x")]}[variant]
+        archive = write_archive(tmp_path / "mallory.tar", [*entries, *extra])
+    assert_refused(tmp_path, archive, message)

@@ -112,6 +112,15 @@ class _Hashing(io.RawIOBase):
         return len(data)
 
 
+def _shown(name: str) -> str:
+    """A member's name as a refusal shows it: quoted, its odd characters escaped, at most 80 of them."""
+    return ascii(name[:80])
+
+
+def _listed(value: Any) -> list:
+    return value if isinstance(value, list) else []
+
+
 def _compression(head: bytes) -> str | None:
     return next((name for magic, name in MAGIC.items() if head.startswith(magic)), None)
 
@@ -177,31 +186,31 @@ def _scan(archive: Path, budget: int) -> tuple[dict[str, _Member], dict[str, str
             for info in tar:
                 name = _normal(info.name)
                 if name is None:
-                    raise InputError(f"{where}: a member's name leaves the archive ({info.name[:80]!r})")
+                    raise InputError(f"{where}: a member's name leaves the archive ({_shown(info.name)})")
                 if name in seen:
-                    raise InputError(f"{where}: {name[:80]} appears twice (an engine would read the last one)")
+                    raise InputError(f"{where}: {_shown(name)} appears twice (an engine would read the last one)")
                 seen.add(name)
                 if len(seen) > MAX_MEMBERS:
                     raise InputError(f"{where}: more than {MAX_MEMBERS} members")
                 if posixpath.basename(name) == "manifest.json" and name != "manifest.json":
-                    raise InputError(f"{where}: a second manifest.json ({name[:80]}); an archive has one")
+                    raise InputError(f"{where}: a second manifest.json ({_shown(name)}); an archive has one")
                 if info.isdir():
                     continue
                 if info.issym() or info.islnk():
                     base = posixpath.dirname(name) if info.issym() else ""
                     target = _normal(posixpath.join(base, info.linkname))
                     if target is None or info.linkname.startswith("/"):
-                        raise InputError(f"{where}: {name[:80]} links outside the archive")
+                        raise InputError(f"{where}: {_shown(name)} links outside the archive")
                     links[name] = target
                     continue
                 if not info.isreg():
-                    raise InputError(f"{where}: {name[:80]} is not a file, folder or link")
+                    raise InputError(f"{where}: {_shown(name)} is not a file, folder or link")
                 if total + info.size > budget:
                     raise InputError(f"{where}: larger than the image size budget of {budget / GIB:g} GiB "
                                      "uncompressed (its tar headers say so before it is read)")
                 keep = info.size <= MAX_JSON_BYTES and kept + info.size <= MAX_KEPT_BYTES
                 member = _read_member(tar.extractfile(info), info.size, budget - total, keep,
-                                      f"{where}: {name[:80]}")
+                                      f"{where}: {_shown(name)}")
                 members[name] = member
                 total += max(member.size, member.unpacked_size)
                 kept += len(member.data or b"")
@@ -239,7 +248,7 @@ def _oci_reachable(members: dict[str, _Member], where: str) -> set[str]:
         document = todo.pop()
         if not isinstance(document, dict):
             continue
-        named = [*document.get("manifests", []), document.get("config"), *document.get("layers", [])]
+        named = [*_listed(document.get("manifests")), document.get("config"), *_listed(document.get("layers"))]
         for entry in named:
             digest = entry.get("digest") if isinstance(entry, dict) else None
             found = DIFF_ID.fullmatch(digest) if isinstance(digest, str) else None
@@ -290,18 +299,18 @@ def verify_archive(archive: Path, max_bytes: int) -> VerifiedImage:
     for number, (name, diff_id) in enumerate(zip(layer_names, diff_ids), start=1):
         resolved = _resolve(name, members, links, named)
         if resolved is None:
-            raise InputError(f"{where}: layer {number} ({name[:80]}) is not in it")
+            raise InputError(f"{where}: layer {number} ({_shown(name)}) is not in it")
         if members[resolved].unpacked_sha256 != diff_id.removeprefix("sha256:"):
-            raise InputError(f"{where}: layer {number} ({name[:80]}) does not hash to its diff ID in the image "
+            raise InputError(f"{where}: layer {number} ({_shown(name)}) does not hash to its diff ID in the image "
                              "configuration")
         layers.append((resolved, diff_id, members[resolved].unpacked_size))
     reachable = _oci_reachable(members, where)
     for name in [*members, *links]:
         blob = BLOB.fullmatch(name)
         if blob and name in members and members[name].sha256 != blob.group(1):
-            raise InputError(f"{where}: {name[:80]} does not hash to its name")
+            raise InputError(f"{where}: {_shown(name)} does not hash to its name")
         if name not in named and name not in reachable and not METADATA.fullmatch(name):
-            raise InputError(f"{where}: holds {name[:80]}, which its manifest does not name")
+            raise InputError(f"{where}: holds {_shown(name)}, which its manifest does not name")
     return VerifiedImage(f"sha256:{image_id}", config_name, config.size, tuple(layers),
                          sum(max(m.size, m.unpacked_size) for m in members.values()))
 
@@ -317,9 +326,9 @@ def _copy_checked(tar: tarfile.TarFile, info: tarfile.TarInfo, source: IO[bytes]
     except BrokenPipeError:
         raise
     except (OSError, EOFError, lzma.LZMAError) as exc:
-        raise ArchiveChanged(f"{info.name}: {type(exc).__name__}") from None
+        raise ArchiveChanged(f"{_shown(info.name)}: {type(exc).__name__}") from None
     if hashing.hash.hexdigest() != sha256 or hashing.source.read(1):
-        raise ArchiveChanged(f"{info.name} is not the member verified")
+        raise ArchiveChanged(f"{_shown(info.name)} is not the member verified")
 
 
 def write_load_stream(archive: Path, image: VerifiedImage, out: IO[bytes]) -> None:
@@ -344,7 +353,7 @@ def write_load_stream(archive: Path, image: VerifiedImage, out: IO[bytes]) -> No
                 entry.size, entry.mode = size, 0o644
                 _copy_checked(tar, entry, source.extractfile(info), sha256)
             if wanted:
-                raise ArchiveChanged(f"{', '.join(sorted(wanted))[:200]} not found again")
+                raise ArchiveChanged(f"{', '.join(_shown(name) for name in sorted(wanted))[:200]} not found again")
             data = json.dumps([{"Config": f"{image_hex}.json", "RepoTags": [], "Layers": layer_names}]).encode()
             entry = tarfile.TarInfo("manifest.json")
             entry.size, entry.mode = len(data), 0o644
