@@ -350,3 +350,49 @@ def test_archive_members_an_engine_might_follow_are_refused_in_one_line(images, 
                                regular("blobs/sha256/" + hashlib.sha256(b"x").hexdigest(), b"x")]}[variant]
         archive = write_archive(tmp_path / "mallory.tar", [*entries, *extra])
     assert_refused(tmp_path, archive, message)
+
+
+def consistent(entries: list, layer: bytes | None = None, **config_fields) -> list:
+    """`entries` with their last layer's bytes and configuration fields replaced, the diff ID, the configuration's
+    name and the manifest made to match (an archive that hashes right but holds something an engine cannot load)."""
+    manifest = manifest_of(entries)
+    layer_name, config_name = manifest[0]["Layers"][-1], manifest[0]["Config"]
+    config = json.loads(next(data for info, data in entries if info.name == config_name))
+    if layer is not None:
+        config["rootfs"]["diff_ids"][-1] = f"sha256:{hashlib.sha256(layer).hexdigest()}"
+        entries = replaced(entries, layer_name, layer)
+    config.update(config_fields)
+    config_bytes = json.dumps(config).encode()
+    manifest[0]["Config"] = f"{hashlib.sha256(config_bytes).hexdigest()}.json"
+    entries = [(tarfile.TarInfo(manifest[0]["Config"]) if info.name == config_name else info,
+                config_bytes if info.name == config_name else data) for info, data in entries]
+    return replaced(entries, "manifest.json", json.dumps(manifest).encode())
+
+
+@pytest.mark.parametrize(("variant", "message"), [
+    ("not-a-tar", "layer 2 ('"), ("windows", "its image configuration is not a Linux image's")])
+def test_an_archive_that_hashes_right_but_no_engine_would_load_is_refused_not_retried(images, tmp_path, variant,
+                                                                                     message):
+    entries = members(images.saved)
+    rebuilt = consistent(entries, layer=os.urandom(4096)) if variant == "not-a-tar" else consistent(entries,
+                                                                                                    os="windows")
+    archive = write_archive(tmp_path / "mallory.tar", rebuilt)
+    assert_refused(tmp_path, archive, message)
+    if variant == "not-a-tar":
+        assert_refused(tmp_path, archive, "is not a tar")
+
+
+def test_an_archive_rebuilt_consistently_is_accepted_as_its_own_image_and_loaded_untagged(images, tmp_path):
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tarfile.TarInfo("c.txt")
+        info.size = 2
+        tar.addfile(info, io.BytesIO(b"c\n"))
+    archive = write_archive(tmp_path / "mallory.tar.gz", consistent(members(images.saved), layer=layer.getvalue()))
+    planned, record, specs = plan(tmp_path, archive, cases=1)
+    assert planned.refused is None and record["digest"] not in (images.attacker, *images.ids.values())
+    try:
+        assert phase_task.image_to_run(specs[0]) == record["digest"]
+        assert tags_of("docker", record["digest"]) == []  # not the attacker's tag its manifest still names
+    finally:
+        remove("docker", record["digest"])

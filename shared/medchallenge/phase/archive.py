@@ -73,13 +73,15 @@ class VerifiedImage:
 
 @dataclass
 class _Member:
-    """A regular member of the archive as read: its size, sha256, compression, and the same once uncompressed."""
+    """A regular member of the archive as read: its size, sha256, compression, the same once uncompressed, and
+    whether its uncompressed bytes are a tar that an engine can unpack as a layer."""
 
     size: int
     sha256: str
     compression: str | None
     unpacked_sha256: str
     unpacked_size: int
+    is_tar: bool
     data: bytes | None = field(default=None, repr=False)
 
 
@@ -94,12 +96,16 @@ class _Headers(tarfile.TarInfo):
 
 
 class _Hashing(io.RawIOBase):
-    """A reader that hashes and counts what it passes on."""
+    """A reader that hashes and counts what it passes on, refusing beyond `limit` bytes (`where` names the member
+    in that refusal), and keeps it where asked."""
 
-    def __init__(self, source: IO[bytes]):
+    def __init__(self, source: IO[bytes], limit: int | None = None, where: str = "", keep: bool = False):
         self.source = source
         self.hash = hashlib.sha256()
         self.count = 0
+        self.limit = limit
+        self.where = where
+        self.kept: list[bytes] | None = [] if keep else None
 
     def readable(self) -> bool:
         return True
@@ -109,7 +115,27 @@ class _Hashing(io.RawIOBase):
         buffer[:len(data)] = data
         self.hash.update(data)
         self.count += len(data)
+        if self.limit is not None and self.count > self.limit:
+            raise InputError(f"{self.where} unpacks beyond the image size budget (more than {self.limit} bytes left "
+                             "of it)")
+        if self.kept is not None:
+            self.kept.append(bytes(data))
         return len(data)
+
+    def drain(self) -> None:
+        while self.read(CHUNK):
+            pass
+
+
+def _is_tar(reader: IO[bytes]) -> bool:
+    """Whether `reader` starts with a tar an engine can unpack (every header read, the data skipped as a stream)."""
+    try:
+        with tarfile.open(fileobj=reader, mode="r|", tarinfo=_Headers) as tar:
+            for _ in tar:
+                pass
+    except (tarfile.TarError, EOFError):
+        return False
+    return True
 
 
 def _shown(name: str) -> str:
@@ -146,30 +172,24 @@ def _normal(name: str) -> str | None:
 
 
 def _read_member(stream: IO[bytes], size: int, budget_left: int, keep: bool, where: str) -> _Member:
-    """One regular member read as a stream: hashed as it is, and uncompressed (gzip, xz, bzip2) and hashed again
-    where it is compressed, refused once it unpacks beyond `budget_left`."""
+    """One regular member read as a stream: hashed as it is, and uncompressed (gzip, xz, bzip2), read as a tar and
+    hashed again, refused once it unpacks beyond `budget_left`."""
     hashing = _Hashing(stream)
     reader = io.BufferedReader(hashing, CHUNK)
     compression = _compression(reader.peek(6)[:6])
     if compression == "zstd":
         raise InputError(f"{where} is compressed with zstd, which the phase does not read")
-    unpacked = OPENERS[compression](reader) if compression else reader
-    digest, count, kept = hashlib.sha256(), 0, []
+    unpacked = _Hashing(OPENERS[compression](reader) if compression else reader, budget_left, where,
+                        keep and compression is None)
     try:
-        while chunk := unpacked.read(CHUNK):
-            count += len(chunk)
-            if count > budget_left:
-                raise InputError(f"{where} unpacks beyond the image size budget (more than {budget_left} bytes "
-                                 "left of it)")
-            digest.update(chunk)
-            if keep:
-                kept.append(chunk)
+        is_tar = _is_tar(unpacked)
+        unpacked.drain()
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise InputError(f"{where} is not readable as {compression or 'a file'} ({type(exc).__name__})") from None
     if hashing.count != size:
         raise InputError(f"{where} is shorter than its tar header says")
-    return _Member(size, hashing.hash.hexdigest(), compression, digest.hexdigest(), count,
-                   b"".join(kept) if keep and compression is None else None)
+    return _Member(size, hashing.hash.hexdigest(), compression, unpacked.hash.hexdigest(), unpacked.count, is_tar,
+                   b"".join(unpacked.kept) if unpacked.kept is not None else None)
 
 
 def _scan(archive: Path, budget: int) -> tuple[dict[str, _Member], dict[str, str]]:
@@ -289,7 +309,9 @@ def verify_archive(archive: Path, max_bytes: int) -> VerifiedImage:
         raise InputError(f"{where}: its image configuration does not hash to the image ID its manifest claims "
                          f"(sha256:{image_id[:12]})")
     configuration = _json(config, "image configuration", where)
-    rootfs = configuration.get("rootfs") if isinstance(configuration, dict) else None
+    if not isinstance(configuration, dict) or configuration.get("os") != "linux":
+        raise InputError(f"{where}: its image configuration is not a Linux image's")
+    rootfs = configuration.get("rootfs")
     diff_ids = rootfs.get("diff_ids") if isinstance(rootfs, dict) else None
     if not isinstance(diff_ids, list) or len(diff_ids) != len(layer_names) \
             or not all(isinstance(d, str) and DIFF_ID.fullmatch(d) for d in diff_ids):
@@ -303,6 +325,8 @@ def verify_archive(archive: Path, max_bytes: int) -> VerifiedImage:
         if members[resolved].unpacked_sha256 != diff_id.removeprefix("sha256:"):
             raise InputError(f"{where}: layer {number} ({_shown(name)}) does not hash to its diff ID in the image "
                              "configuration")
+        if not members[resolved].is_tar:
+            raise InputError(f"{where}: layer {number} ({_shown(name)}) is not a tar")
         layers.append((resolved, diff_id, members[resolved].unpacked_size))
     reachable = _oci_reachable(members, where)
     for name in [*members, *links]:
