@@ -61,7 +61,8 @@ def tags_of(engine: str, digest: str) -> list[str]:
 
 
 def remove(engine: str, *references: str) -> None:
-    subprocess.run([engine, "image", "rm", "--force", *references], capture_output=True)
+    for reference in references:  # one at a time: Podman removes none of them when one is missing
+        subprocess.run([engine, "image", "rm", "--force", reference], capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +81,7 @@ def images(docker_compose, podman, tmp_path_factory):
     assert all(ids["docker"].values()) and ids["podman"] == ids["docker"]
     yield SimpleNamespace(attacker=attacker, saved=saved, victims=victims, ids=ids["docker"])
     for engine in ENGINES:
-        remove(engine, f"{PREFIX}-attacker:1", attacker, *victims.values())
+        remove(engine, f"{PREFIX}-attacker:1", attacker, *victims.values(), *ids["docker"].values())
 
 
 @pytest.fixture
