@@ -1,10 +1,11 @@
 """A team's `docker save` archive proven to hold the image it claims, and the only thing an engine is given to load.
 
 `verify_archive` reads the archive once, as a stream (never extracted, every size checked before it is read): exactly
-one manifest.json naming one image; the image configuration's bytes hash to the image ID the manifest claims; every
-layer's uncompressed bytes hash to the configuration's `rootfs.diff_ids` (what the engine checks on load); nothing in
-the archive that the manifest (or, in the OCI layout Docker 25+ writes, index.json) does not name; the uncompressed
-size within the organiser's budget. Anything else is refused in one line.
+one manifest.json naming one image; the image configuration's bytes hash to the image ID the manifest claims (a
+Linux image's); every layer's uncompressed bytes hash to the configuration's `rootfs.diff_ids` (what the engine checks
+on load) and are a tar; nothing in the archive that the manifest (or, in the OCI layout Docker 25+ writes,
+index.json) does not name; the uncompressed size within the organiser's budget. Anything else is refused in one line:
+an archive that passes is one an engine loads, so a load that fails later is the engine's or the node's fault.
 
 `write_load_stream` writes, from the archive and its verified record, a plain tar in Docker's legacy layout holding
 that configuration and those layers only, under a manifest with no tags: what Docker and Podman load, whatever the
