@@ -25,6 +25,7 @@ from medchallenge.phase.run import open_backend, retry_failed
 from medchallenge.phase.evaluate import evaluation_fingerprint
 from medchallenge.phase.hashes import HashCache, sha256_file
 from medchallenge.phase.archive import VerifiedImage, verify_archive, write_load_stream
+from medchallenge.phase.images import EngineError, ensure_loaded
 from medchallenge.phase.layout import PhaseLayout
 from medchallenge.phase.local import LocalBackend, Work
 from medchallenge.phase.plan import PlannedSubmission, job_id
@@ -168,6 +169,12 @@ def test_the_stream_an_engine_loads_holds_the_verified_image_without_tags(tmp_pa
     hex_id = image.removeprefix("sha256:")
     assert manifest[0]["Config"] == f"{hex_id}.json" and manifest[0]["RepoTags"] == []
     assert sorted(names) == sorted([f"{hex_id}.json", manifest[0]["Layers"][0], "manifest.json"])
+
+
+def test_an_engine_that_cannot_load_a_verified_archive_is_a_cause_outside_the_job(tmp_path):
+    archive, _ = save_archive(tmp_path / "a.tar.gz")
+    with pytest.raises(EngineError, match=r"image archive a\.tar\.gz: `false load` failed: status 1"):
+        ensure_loaded("false", archive, verify_archive(archive, 1 << 30))  # an engine that fails every command
 
 
 def test_the_failed_jobs_of_named_submissions_are_run_again_on_purpose(tmp_path):

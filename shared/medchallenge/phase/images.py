@@ -12,6 +12,7 @@ import logging
 import re
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 from ..errors import InputError
@@ -62,6 +63,10 @@ def _load(engine: str, archive: Path, image: VerifiedImage) -> None:
             load = subprocess.Popen([engine, "load"], stdin=subprocess.PIPE, stdout=said, stderr=said)
         except FileNotFoundError:
             raise EngineError(f"{engine} is not installed (no `{engine}` on PATH)") from None
+        timed_out = threading.Event()
+        watchdog = threading.Timer(LOAD_TIMEOUT_S, lambda: (timed_out.set(), load.kill()))  # also one that stops
+        watchdog.daemon = True
+        watchdog.start()
         changed = None
         try:
             write_load_stream(archive, image, load.stdin)
@@ -76,12 +81,10 @@ def _load(engine: str, archive: Path, image: VerifiedImage) -> None:
                 load.stdin.close()
             except OSError:
                 pass
-        try:
-            status = load.wait(timeout=LOAD_TIMEOUT_S)
-        except subprocess.TimeoutExpired:
-            load.kill()
-            load.wait()
-            raise EngineError(f"`{engine} load` did not finish in {LOAD_TIMEOUT_S} s") from None
+            status = load.wait()
+            watchdog.cancel()
+        if timed_out.is_set():
+            raise EngineError(f"`{engine} load` did not finish in {LOAD_TIMEOUT_S} s")
         said.seek(max(0, said.seek(0, 2) - 65536))  # its last lines
         last = (said.read().decode(errors="replace").strip().splitlines() or [f"status {status}"])[-1][:300]
     if changed is not None:
