@@ -100,9 +100,10 @@ class _Hashing(io.RawIOBase):
     """A reader that hashes and counts what it passes on, refusing beyond `limit` bytes (`where` names the member
     in that refusal), and keeps it where asked."""
 
-    def __init__(self, source: IO[bytes], limit: int | None = None, where: str = "", keep: bool = False):
+    def __init__(self, source: IO[bytes], limit: int | None = None, where: str = "", keep: bool = False,
+                 hashes: bool = True):
         self.source = source
-        self.hash = hashlib.sha256()
+        self.hash = hashlib.sha256() if hashes else None
         self.count = 0
         self.limit = limit
         self.where = where
@@ -114,7 +115,8 @@ class _Hashing(io.RawIOBase):
     def readinto(self, buffer) -> int:
         data = self.source.read(len(buffer))
         buffer[:len(data)] = data
-        self.hash.update(data)
+        if self.hash is not None:
+            self.hash.update(data)
         self.count += len(data)
         if self.limit is not None and self.count > self.limit:
             raise InputError(f"{self.where} unpacks beyond the image size budget (more than {self.limit} bytes left "
@@ -181,7 +183,7 @@ def _read_member(stream: IO[bytes], size: int, budget_left: int, keep: bool, whe
     if compression == "zstd":
         raise InputError(f"{where} is compressed with zstd, which the phase does not read")
     unpacked = _Hashing(OPENERS[compression](reader) if compression else reader, budget_left, where,
-                        keep and compression is None)
+                        keep and compression is None, hashes=compression is not None)  # else the same bytes
     try:
         is_tar = _is_tar(unpacked)
         unpacked.drain()
@@ -189,7 +191,8 @@ def _read_member(stream: IO[bytes], size: int, budget_left: int, keep: bool, whe
         raise InputError(f"{where} is not readable as {compression or 'a file'} ({type(exc).__name__})") from None
     if hashing.count != size:
         raise InputError(f"{where} is shorter than its tar header says")
-    return _Member(size, hashing.hash.hexdigest(), compression, unpacked.hash.hexdigest(), unpacked.count, is_tar,
+    return _Member(size, hashing.hash.hexdigest(), compression, (unpacked.hash or hashing.hash).hexdigest(),
+                   unpacked.count, is_tar,
                    b"".join(unpacked.kept) if unpacked.kept is not None else None)
 
 
@@ -343,7 +346,7 @@ def verify_archive(archive: Path, max_bytes: int) -> VerifiedImage:
 def _copy_checked(tar: tarfile.TarFile, info: tarfile.TarInfo, source: IO[bytes], sha256: str) -> None:
     """`source` (uncompressed where it is compressed) into `tar` as `info`, its bytes hashed on the way; ArchiveChanged
     where they are not those verified."""
-    reader = io.BufferedReader(_Hashing(source), CHUNK)
+    reader = io.BufferedReader(_Hashing(source, hashes=False), CHUNK)
     compression = _compression(reader.peek(6)[:6])
     hashing = _Hashing(OPENERS[compression](reader) if compression in OPENERS else reader)
     try:
