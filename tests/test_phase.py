@@ -137,6 +137,29 @@ def test_an_archives_digest_is_its_image_configurations_proven_by_its_bytes(tmp_
     assert VerifiedImage.from_json(json.loads(json.dumps(verified.to_json()))) == verified
 
 
+def test_an_archive_of_small_layers_before_its_configuration_is_verified(tmp_path):
+    layers = []
+    for number in range(8):  # 32 MiB of layers just under 4 MiB each, read before the configuration (Docker's order)
+        layer = io.BytesIO()
+        with tarfile.open(fileobj=layer, mode="w") as tar:
+            info = tarfile.TarInfo(f"file{number}")
+            info.size = (4 << 20) - 8192
+            tar.addfile(info, io.BytesIO(os.urandom(info.size)))
+        layers.append(layer.getvalue())
+    diff_ids = [hashlib.sha256(layer).hexdigest() for layer in layers]
+    config = json.dumps({"os": "linux", "comment": "x" * 65536, "rootfs": {
+        "type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]}}).encode()
+    image = hashlib.sha256(config).hexdigest()
+    manifest = json.dumps([{"Config": f"{image}.json", "Layers": [f"{d}/layer.tar" for d in diff_ids]}]).encode()
+    with tarfile.open(tmp_path / "many.tar", "w") as tar:
+        for name, data in [*((f"{d}/layer.tar", layer) for d, layer in zip(diff_ids, layers)),
+                           (f"{image}.json", config), ("manifest.json", manifest)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert verify_archive(tmp_path / "many.tar", 1 << 30).digest == f"sha256:{image}"
+
+
 @pytest.mark.parametrize(("manifest", "message"), [
     ([{"Config": f"{HEX}.json"}, {"Config": f"{HEX}.json"}], "holds 2 images; a submission is one image"),
     ([{"Config": "../../etc/passwd", "Layers": []}], "its manifest names no image configuration and layers"),

@@ -182,6 +182,7 @@ def _read_member(stream: IO[bytes], size: int, budget_left: int, keep: bool, whe
     compression = _compression(reader.peek(6)[:6])
     if compression == "zstd":
         raise InputError(f"{where} is compressed with zstd, which the phase does not read")
+    keep = keep and reader.peek(1)[:1] in (b"{", b"[")  # JSON, not a small layer
     unpacked = _Hashing(OPENERS[compression](reader) if compression else reader, budget_left, where,
                         keep and compression is None, hashes=compression is not None)  # else the same bytes
     try:
