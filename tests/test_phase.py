@@ -115,8 +115,9 @@ def save_archive(path: Path, manifest: object | None = None, gzip: bool = True) 
         info.size = 6
         tar.addfile(info, io.BytesIO(b"hello\n"))
     layer_bytes = layer.getvalue()
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"User": "1000", "Cmd": ["/hello"]}, "rootfs": {
-        "type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer_bytes).hexdigest()}"]}}).encode()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"User": "1000", "Cmd": ["/hello"]},
+                         "rootfs": {"type": "layers",
+                                    "diff_ids": [f"sha256:{hashlib.sha256(layer_bytes).hexdigest()}"]}}).encode()
     image = hashlib.sha256(config).hexdigest()
     own = [{"Config": f"{image}.json", "RepoTags": ["a:1"], "Layers": [f"{'c' * 64}/layer.tar"]}]
     members = ((f"{'c' * 64}/layer.tar", layer_bytes), (f"{image}.json", config),
