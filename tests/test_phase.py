@@ -100,6 +100,13 @@ def test_a_bad_submissions_file_is_refused_in_one_line(tmp_path, text, message):
         read_submissions(path)
 
 
+@pytest.mark.parametrize("name", ["a.tar", "a.tar.gz", "a.tgz", "a.tar.xz"])
+def test_every_archive_form_grand_challenge_takes_is_an_archive_in_the_submissions_file(tmp_path, name):
+    (tmp_path / name).write_bytes(b"x")
+    path = write_toml(tmp_path, f'[[submission]]\nteam = "a"\nimage = "{name}"\n')
+    assert read_submissions(path).submissions[0].archive == (tmp_path / name).resolve()
+
+
 def test_an_oversized_submissions_file_is_refused_before_it_is_parsed(tmp_path):
     path = write_toml(tmp_path, "#" * (2 << 20))
     with pytest.raises(InputError, match="larger than 1048576 bytes"):
