@@ -25,6 +25,7 @@ from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
 from ..jobs.docker_run import ENGINES
 from ..logs import setup_logging
+from .archive import DEFAULT_MAX_IMAGE_GB, GIB
 from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
 from .evaluate import evaluation_current
@@ -40,6 +41,7 @@ from .submissions import MAX_PARALLEL, read_submissions
 log = logging.getLogger("medchallenge.phase")
 MAX_JOBS = 1024  # --jobs: containers at once on one machine
 MAX_RESAMPLES = 100_000  # --bootstrap: per submission, every aggregate
+MAX_IMAGE_GB = 1024  # the largest --max-image-gb
 
 
 def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Backend:
@@ -71,6 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_arguments(parser, unless="a submission's memory_gb overrides it")
     parser.add_argument("--gpu", choices=("off", "on"), default="off",
                         help="give each job a GPU unless its submission sets gpu (default off)")
+    parser.add_argument("--max-image-gb", type=float, default=DEFAULT_MAX_IMAGE_GB, metavar="GB",
+                        help="the largest uncompressed size of a submission's `docker save` archive, in GiB "
+                             f"(default {DEFAULT_MAX_IMAGE_GB:g}: grand-challenge's image size limit)")
+    parser.add_argument("--retry-failed", action="append", default=[], metavar="TEAM|all",
+                        help="run the failed jobs of this submission (or of all) again, repeatable")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
@@ -108,6 +115,9 @@ def check_arguments(args: argparse.Namespace) -> None:
         raise InputError(f"--jobs {args.jobs}: expected 1 to {MAX_JOBS}")
     if args.max_parallel is not None and not 1 <= args.max_parallel <= MAX_PARALLEL:
         raise InputError(f"--max-parallel {args.max_parallel}: expected 1 to {MAX_PARALLEL}")
+    if not 0 < args.max_image_gb <= MAX_IMAGE_GB:
+        raise InputError(f"--max-image-gb {args.max_image_gb:g}: expected a size above 0 and at most {MAX_IMAGE_GB} "
+                         "GiB")
     phase_limits(args)
 
 
@@ -127,7 +137,8 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
     layout.out.mkdir(parents=True, exist_ok=True)
     hashes = HashCache(layout.file_hashes)
     cases = convert_cases(files, layout, hashes)
-    settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on")
+    settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on",
+                             int(args.max_image_gb * GIB))
     planned = [plan_submission(layout, settings, spec, s, cases, hashes) for s in submissions_file.submissions]
     hashes.save()
     write_json_atomic(layout.phase_file, {
@@ -136,6 +147,24 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level},
         "submissions": [p.team for p in planned]})
     return planned, submissions_file.slurm
+
+
+def retry_failed(layout: PhaseLayout, planned: list[PlannedSubmission], teams: list[str]) -> int:
+    """The failed jobs of the named submissions (`all`: of every one) made to run again (their state removed);
+    returns their number. InputError for a team the phase does not have."""
+    known = {p.team for p in planned}
+    unknown = sorted(set(teams) - known - {"all"})
+    if unknown:
+        raise InputError(f"--retry-failed {unknown[0][:64]}: no such submission in this phase")
+    retried = 0
+    for submission in planned:
+        if "all" in teams or submission.team in teams:
+            for _, identity in submission.jobs:
+                state = read_state(layout, identity)
+                if state is not None and state.get("status") == "failed":
+                    layout.state(identity).unlink(missing_ok=True)
+                    retried += 1
+    return retried
 
 
 def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tuple[list[Handle], int]:
@@ -199,6 +228,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, layout: PhaseLayout) -> int:
     planned, slurm_table = plan(args, layout)
+    if args.retry_failed:
+        log.info("%d failed job(s) to run again (--retry-failed)", retry_failed(layout, planned, args.retry_failed))
     backend = open_backend(args.backend, layout, backend_options(args, slurm_table))
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),
                   "finished": None}

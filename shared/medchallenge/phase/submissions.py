@@ -2,7 +2,7 @@
 
     [[submission]]
     team = "alpha"
-    image = "alpha-algorithm.tar.gz"   # a `docker save` archive (.tar, .tar.gz, .tgz), or a tag the engine has
+    image = "alpha-algorithm.tar.gz"   # a `docker save` archive (.tar, .tar.gz, .tgz, .tar.xz), or a tag the engine has
     model = "alpha-model.tar.gz"       # optional: the algorithm's model tarball, for /opt/ml/model
     memory_gb = 16                     # optional: the algorithm's memory (grand-challenge: per algorithm)
     gpu = true                         # optional: the algorithm asks for a GPU
@@ -32,7 +32,7 @@ from ..jobs.conditions import MAX_MEMORY_GB, MAX_TIME_LIMIT_S, RESERVED_MEMORY_G
 MAX_FILE_BYTES = 1 << 20
 MAX_SUBMISSIONS = 10_000
 TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz")
 IMAGE_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 KEYS = {"team", "image", "model", "memory_gb", "gpu"}
 OPTION_VALUE = (str, int, float, bool)

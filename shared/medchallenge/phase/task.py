@@ -31,6 +31,7 @@ from ..jobs.docker_run import ENGINES
 from ..jobs.runner import MEMORY_KILLED, TIME_LIMIT
 from ..logs import setup_logging
 from ..sockets import Socket
+from .archive import VerifiedImage
 from .images import EngineError, ensure_loaded, local_digest
 from .layout import OWNER_ONLY_UMASK, PhaseLayout
 from .records import failed_before_running, write_result, write_state
@@ -108,7 +109,10 @@ def image_to_run(spec: dict[str, Any]) -> str:
     as the node's engine has it. EngineError where the node lacks it."""
     image, engine = spec["image"], spec["engine"]
     if image["archive"]:
-        ensure_loaded(engine, Path(image["archive"]), image["digest"])
+        if not image.get("verified"):
+            raise EngineError(f"image archive {Path(image['archive']).name}: not verified by this version's plan "
+                              "(`medchallenge phase run` plans it again)")
+        ensure_loaded(engine, Path(image["archive"]), VerifiedImage.from_json(image["verified"]))
         return spec["run_image"]
     if image["digest"] is None:
         if local_digest(engine, image["ref"]) is None:
