@@ -16,11 +16,11 @@ import pytest
 from medchallenge.errors import InputError
 from medchallenge.phase.backend import Resources
 from medchallenge.phase.layout import PhaseLayout
-from medchallenge.phase.records import backend_notes, read_state
 from medchallenge.phase.leases import job_lease, lease_held
-from medchallenge.phase.slurm import (SlurmBackend, SlurmError, SlurmHandle, manifest_specs, parse_scontrol, record_usage,
-                                      slurm_bytes, slurm_seconds, submitted_jobs, task_options)
-from medchallenge.phase.slurm import phase_in_slurm as status_in_slurm
+from medchallenge.phase.records import backend_notes, read_state
+from medchallenge.phase.slurm import (SlurmBackend, SlurmError, SlurmHandle, manifest_specs, parse_scontrol,
+                                      phase_in_slurm, record_usage, slurm_bytes, slurm_seconds, submitted_jobs,
+                                      task_options)
 from medchallenge.phase.slurm_limits import ClusterLimits, cluster_limits
 from medchallenge.phase.slurm_options import check_sbatch_option, read_site_file
 from medchallenge.phase.submissions import read_submissions
@@ -214,7 +214,7 @@ def test_an_earlier_run_s_tasks_still_in_slurm_hold_their_jobs_and_its_pending_s
     earlier.submit_after([evaluation], ["true"], "leaderboard")
     # after a Ctrl-C: task 0 over, 1 running, 2 pending (squeue --array: one line each); the steps pending
     (fake_slurm / "queue").write_text("100_1 RUNNING\n100_2 PENDING\n101 PENDING\n102 PENDING\n")
-    assert status_in_slurm(layout) == {"j1": "running", "j2": "queued"}
+    assert phase_in_slurm(layout) == {"j1": "running", "j2": "queued"}
     held = SlurmBackend(layout).held()
     assert sorted(held) == ["j1", "j2"] and {h.job_id for h in held.values()} == {"100"}
     assert [line for line in (fake_slurm / "calls.log").read_text().splitlines() if line.startswith("scancel")] == [

@@ -23,22 +23,26 @@ from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
+from ..jobs.docker_run import ENGINES
 from ..logs import setup_logging
+from .archive import DEFAULT_MAX_IMAGE_GB, GIB
 from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
 from .evaluate import evaluation_current
 from .hashes import HashCache
-from .layout import PhaseLayout
+from .layout import PhaseLayout, owner_only
 from .leaderboard import leaderboard_current
 from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, plan_submission
 from .records import is_final, read_state
-from .slurm_options import DEFAULT_PREFIX, check_sbatch_options, read_site_file
+from .slurm_options import DEFAULT_PREFIX, MAX_PARALLEL, check_sbatch_options, read_site_file
 from .status import phase_status, render
 from .submissions import read_submissions
 
 log = logging.getLogger("medchallenge.phase")
-ENGINES = ("docker", "podman")
+MAX_JOBS = 1024  # --jobs: containers at once on one machine
+MAX_RESAMPLES = 100_000  # --bootstrap: per submission, every aggregate
+MAX_IMAGE_GB = 1024  # the largest --max-image-gb
 
 
 def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Backend:
@@ -70,6 +74,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_arguments(parser, unless="a submission's memory_gb overrides it")
     parser.add_argument("--gpu", choices=("off", "on"), default="off",
                         help="give each job a GPU unless its submission sets gpu (default off)")
+    parser.add_argument("--max-image-gb", type=float, default=DEFAULT_MAX_IMAGE_GB, metavar="GB",
+                        help="the largest uncompressed size of a submission's `docker save` archive, in GiB "
+                             f"(default {DEFAULT_MAX_IMAGE_GB:g}: grand-challenge's image size limit)")
+    parser.add_argument("--retry-failed", action="append", default=[], metavar="TEAM|all",
+                        help="run the failed jobs of this submission (or of all) again, repeatable")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
@@ -94,14 +103,28 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def phase_limits(args: argparse.Namespace) -> JobLimits:
+    """The command line's job limits (EmulationError, one line, where one is out of bounds)."""
+    return JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus, disk_gb=args.disk_gb)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
+    """Every number of the command line within its bounds, before anything is read or written."""
     if not args.ground_truth.exists():
         raise InputError(f"--ground-truth {args.ground_truth}: not found")
-    if args.bootstrap < 1:
-        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs at least one resample")
+    if not 1 <= args.bootstrap <= MAX_RESAMPLES:
+        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs 1 to {MAX_RESAMPLES} resamples")
+    if args.bootstrap_seed < 0:
+        raise InputError(f"--bootstrap-seed {args.bootstrap_seed}: expected a whole number >= 0")
     boot.check_level(args.bootstrap_level)
-    if args.jobs < 1:
-        raise InputError(f"--jobs {args.jobs}: expected at least 1")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"--jobs {args.jobs}: expected 1 to {MAX_JOBS}")
+    if args.max_parallel is not None and not 1 <= args.max_parallel <= MAX_PARALLEL:
+        raise InputError(f"--max-parallel {args.max_parallel}: expected 1 to {MAX_PARALLEL}")
+    if not 0 < args.max_image_gb <= MAX_IMAGE_GB:
+        raise InputError(f"--max-image-gb {args.max_image_gb:g}: expected a size above 0 and at most {MAX_IMAGE_GB} "
+                         "GiB")
+    phase_limits(args)
 
 
 def backend_options(args: argparse.Namespace) -> dict:
@@ -123,10 +146,8 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> list[PlannedSubmissio
     layout.out.mkdir(parents=True, exist_ok=True)
     hashes = HashCache(layout.file_hashes)
     cases = convert_cases(files, layout, hashes)
-    settings = PhaseSettings(args.challenge, args.engine,
-                             JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus,
-                                       disk_gb=args.disk_gb),
-                             args.gpu == "on")
+    settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on",
+                             int(args.max_image_gb * GIB))
     planned = [plan_submission(layout, settings, spec, s, cases, hashes) for s in submissions_file.submissions]
     hashes.save()
     write_json_atomic(layout.phase_file, {
@@ -135,6 +156,24 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> list[PlannedSubmissio
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level},
         "submissions": [p.team for p in planned]})
     return planned
+
+
+def retry_failed(layout: PhaseLayout, planned: list[PlannedSubmission], teams: list[str]) -> int:
+    """The failed jobs of the named submissions (`all`: of every one) made to run again (their state removed);
+    returns their number. InputError for a team the phase does not have."""
+    known = {p.team for p in planned}
+    unknown = sorted(set(teams) - known - {"all"})
+    if unknown:
+        raise InputError(f"--retry-failed {unknown[0][:64]}: no such submission in this phase")
+    retried = 0
+    for submission in planned:
+        if "all" in teams or submission.team in teams:
+            for _, identity in submission.jobs:
+                state = read_state(layout, identity)
+                if state is not None and state.get("status") == "failed":
+                    layout.state(identity).unlink(missing_ok=True)
+                    retried += 1
+    return retried
 
 
 def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tuple[list[Handle], int]:
@@ -169,8 +208,10 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
 
 @contextlib.contextmanager
 def only_run(layout: PhaseLayout) -> Iterator[None]:
-    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does."""
+    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does. OUT
+    is its owner's only."""
     layout.out.mkdir(parents=True, exist_ok=True)
+    layout.out.chmod(0o700)
     with open(layout.out / "run.lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -189,7 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
-    with only_run(layout):
+    with owner_only(), only_run(layout):
         backends: list[Backend] = []
         try:
             return run(args, layout, backends)
@@ -203,6 +244,8 @@ def run(args: argparse.Namespace, layout: PhaseLayout, opened: list[Backend]) ->
     """Plan, submit, wait, print the status; the backend is put in `opened` once open (for Ctrl-C's message)."""
     options = backend_options(args)  # a site's mistake is said before the cases are converted
     planned = plan(args, layout)
+    if args.retry_failed:
+        log.info("%d failed job(s) to run again (--retry-failed)", retry_failed(layout, planned, args.retry_failed))
     backend = open_backend(args.backend, layout, options)
     opened.append(backend)
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),

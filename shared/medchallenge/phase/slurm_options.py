@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from ..jobs.conditions import MAX_MEMORY_GB, MAX_TIME_LIMIT_S, within
 
 # sbatch options a site sets for its cluster (each `--name=value`; `--no-requeue` and `--requeue` alone)
 ALLOWED = ("account", "constraint", "exclude", "gres", "licenses", "mem", "nodelist", "partition", "qos",
@@ -33,9 +34,10 @@ OPTION = re.compile(r"--([a-z][a-z-]*)(?:=(.+))?", re.DOTALL)
 PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
 DEFAULT_PREFIX = "mc-"
 MAX_FILE_BYTES = 64 << 10
+MAX_PARALLEL = 100_000  # max_parallel, --max-parallel: Slurm's array throttle
 # the site file's keys: (type, lowest, highest) for numbers
-NUMBERS = {"max_parallel": (int, 1, 1_000_000), "max_array_size": (int, 1, 4_000_000),
-           "step_memory_gb": (float, 0.1, 4096), "step_time_limit_s": (float, 60, 365 * 86_400),
+NUMBERS = {"max_parallel": (int, 1, MAX_PARALLEL), "max_array_size": (int, 1, 4_000_000),
+           "step_memory_gb": (float, 0.1, MAX_MEMORY_GB), "step_time_limit_s": (float, 60, MAX_TIME_LIMIT_S),
            "poll_s": (float, 0.5, 3600)}
 STRINGS = ("partition", "account", "job_name_prefix")
 KEYS = (*STRINGS, "options", *NUMBERS)
@@ -69,7 +71,7 @@ def _number(key: str, value: Any, where: str) -> float | int:
     kind, lowest, highest = NUMBERS[key]
     if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and not isinstance(value, int)):
         raise InputError(f"{where}: {key} must be {'an integer' if kind is int else 'a number'}")
-    if not lowest <= value <= highest:
+    if value != lowest and not within(value, lowest, highest):
         raise InputError(f"{where}: {key} = {value}: expected {lowest} to {highest}")
     return kind(value)
 
