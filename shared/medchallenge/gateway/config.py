@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..phase.backend import BACKENDS
+from ..registry import CHALLENGES, IMAGE_NAMESPACE
 from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
@@ -58,7 +59,9 @@ class Route:
     its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
     "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py); with `slurm` (backend
     = "slurm"), a Slurm cluster (cluster.py); else the gateway; up to `max_parallel_jobs` studies' jobs at once (a
-    GPU route on this host: one per GPU of its `gpu_devices`, each job given one of them)."""
+    GPU route on this host: one per GPU of its `gpu_devices`, each job given one of them). Its `operating_points`:
+    the threshold of each output carrying probabilities (output_dicom.route_points), findings under it kept, marked,
+    only with `keep_below_threshold`."""
 
     name: str
     modalities: tuple[str, ...]
@@ -76,6 +79,8 @@ class Route:
     slurm: SlurmRoute | None = None
     max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route on this host: one per GPU)
     gpu_devices: tuple[str, ...] = ()  # a GPU route on this host: the GPUs its jobs take, one job each
+    operating_points: tuple[tuple[str, float], ...] = ()  # (output slug, threshold)
+    keep_below_threshold: bool = False
 
     @property
     def algorithm(self) -> str:
@@ -317,7 +322,7 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
               "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs",
-              "gpu_devices"}
+              "gpu_devices", "operating_points", "keep_below_threshold"}
 SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
 
 
@@ -389,6 +394,30 @@ def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | No
     return value
 
 
+def project_image(route: Route) -> bool:
+    """Whether the route runs the project's own algorithm image of its interface (whose model card the defaults
+    are)."""
+    return route.image is not None and route.image.rsplit(":", 1)[0] == f"{IMAGE_NAMESPACE}/{route.interface}-algorithm"
+
+
+def _operating_points(table: dict, where: str, route: Route) -> tuple[tuple[str, float], ...]:
+    """The route's `operating_points` table (output slug = threshold), over the defaults of a challenge interface:
+    the project's algorithm's model card. A route running another algorithm on the defaults gets one log line: its
+    own model card's thresholds are what it should state."""
+    given = _take(table, "operating_points", dict, where, {})
+    for slug, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{where}: operating_points: {slug} = {value!r}: expected a probability, 0 to 1")
+    card = dict(CHALLENGES[route.interface].algorithm.operating_points) if route.interface in CHALLENGES else {}
+    defaulted = sorted(set(card) - set(given))
+    if defaulted and not project_image(route):
+        log.warning("%s: operating_points: %s from the model card of the project's %s algorithm; give this "
+                    "algorithm's own (its model card's) in operating_points", where,
+                    ", ".join(f"{slug} = {card[slug]}" for slug in defaulted), route.interface)
+    points = {**card, **{slug: float(value) for slug, value in given.items()}}
+    return tuple((slug, points[slug]) for slug in sorted(points))
+
+
 def _route(table: dict, where: str) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
     _no_unknown_keys(table, ROUTE_KEYS, where)
@@ -422,6 +451,11 @@ def _route(table: dict, where: str) -> Route:
                                     outputs=tuple((o["slug"], o["kind"]) for o in outputs))
     elif "input" in table or "outputs" in table:
         raise InputError(f"{where}: input and outputs declare an interface = \"generic\"")
+    keep_below = table.get("keep_below_threshold", False)
+    if not isinstance(keep_below, bool):
+        raise InputError(f"{where}: keep_below_threshold = {keep_below!r}: expected true or false")
+    route = dataclasses.replace(route, keep_below_threshold=keep_below,
+                                operating_points=_operating_points(table, where, route))
     check_image_route(route, where)
     return route
 
