@@ -9,7 +9,8 @@ segment. object-CXR -> an SR (TID 1500, `sr.point_report`): finding type SNOMED 
 `Chest` (816094009), the image-level probability and one SCOORD POINT per point.
 
 Each applies an operating point per output (`sr.OperatingPoint`; by default its model card's, `model_card_point`):
-findings under it are not findings (kept, where asked, marked below threshold), and the study is called present or
+findings under it are not findings (kept, where asked, marked below threshold: the algorithm's own DICOM output keeps
+them, as its CSVs do; a gateway route keeps them only with keep_below_threshold), and the study is called present or
 absent at it (the SR's study group; the SEG's Content Description).
 
 The predictions are read by their attributes (RibFrac: `instances`, a SimpleITK label image on the CT's grid, and
@@ -44,10 +45,11 @@ def rib_fracture_type(label_code: int) -> tuple[str, str, str]:
 
 
 def model_card_point(challenge: str, slug: str) -> OperatingPoint:
-    """The operating point of output `slug` of the project's `challenge` algorithm, as its model card names it."""
+    """The operating point of output `slug` of the project's `challenge` algorithm, as its model card names it, the
+    findings under it kept, marked (the algorithm's own DICOM output)."""
     from ..registry import CHALLENGES
 
-    return OperatingPoint(dict(CHALLENGES[challenge].algorithm.operating_points)[slug])
+    return OperatingPoint(dict(CHALLENGES[challenge].algorithm.operating_points)[slug], keep_below=True)
 
 
 def rib_fracture_results(series: DicomSeries, prediction, kind: FindingKind = RIB_FRACTURE,

@@ -75,25 +75,28 @@ class RouteInterface:
     values (by slug), the source series and the grid of the image the job was given."""
 
     interface: Interface
-    write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind, Points], list]
+    # (output values by slug, the series, the job's image grid, the finding kind, the operating points: None, the
+    # interface's writer's own defaults)
+    write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind, Points | None], list]
     probability_outputs: tuple[str, ...]  # the output sockets whose findings carry probabilities
 
 
 def cavern_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid, kind: FindingKind,
-                   points: Points) -> list:
+                   points: Points | None = None) -> list:
     """tb-cavern-boxes -> one SR (TID 1500) with the study's call and a box per cavern at the operating point."""
     findings = [BoxFinding(corners, probability)
                 for corners, probability in value_rules.cavern_boxes(values["tb-cavern-boxes"], grid.shape)]
-    return [box_report(series, findings, kind, points.get("tb-cavern-boxes"))]
+    return [box_report(series, findings, kind, (points or {}).get("tb-cavern-boxes"))]
 
 
 def foreign_object_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
-                           kind: FindingKind, points: Points) -> list:
+                           kind: FindingKind, points: Points | None = None) -> list:
     """foreign-object-likelihood and foreign-objects -> one SR with the likelihood (the image called at its operating
     point) and a SCOORD point per object at the points' (the points in world mm of the radiograph the job was given,
     as every Multiple points output: `world_points`)."""
     likelihood = value_rules.number_in(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
     found = world_points(values["foreign-objects"], "foreign-objects", series, grid, False, likelihood)
+    points = points or {}
     return [point_report(series, likelihood, found, kind, points.get("foreign-object-likelihood"),
                          points.get("foreign-objects"))]
 
@@ -140,7 +143,7 @@ def label_map(path: Path, series: DicomSeries, slug: str):
 
 
 def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
-                               kind: FindingKind, points: Points) -> list:
+                               kind: FindingKind, points: Points | None = None) -> list:
     """rib-fracture-instances and rib-fracture-detections -> the SEG of the fractures at the operating point (each
     its RibFrac type and confidence), or an SR saying there is none, as the RibFrac detector writes them."""
     import SimpleITK as sitk
@@ -154,7 +157,7 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, g
                       values[RIB_FRACTURE_DETECTIONS.slug], present, RIB_FRACTURE_TYPES)]
     return rib_fracture_results(series, SimpleNamespace(instances=sitk.GetImageFromArray(labels),
                                                         detections=detections), kind,
-                                points.get(RIB_FRACTURE_DETECTIONS.slug))
+                                (points or {}).get(RIB_FRACTURE_DETECTIONS.slug))
 
 
 def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid, volume: bool,
@@ -168,7 +171,7 @@ def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid,
 
 
 def generic_results(route: MappedRoute, values: dict[str, object], series: DicomSeries, grid: ImageGrid,
-                    kind: FindingKind, operating: Points) -> list:
+                    kind: FindingKind, operating: Points | None = None) -> list:
     """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points (a
     Multiple points output with an operating point: those at or above it, then those kept below it, marked)."""
     import numpy as np
@@ -183,7 +186,7 @@ def generic_results(route: MappedRoute, values: dict[str, object], series: Dicom
         elif output_kind == "Multiple points":
             found = world_points(value, slug, series, grid, route.input_socket in VOLUME_SOCKETS)
             points += [(_concept(slug), point) for point in
-                       (operating[slug].reported(found) if slug in operating else found)]
+                       (operating[slug].reported(found) if operating and slug in operating else found)]
         else:  # Segmentation: a label image on the input's grid
             labels = label_map(value, series, slug)
             present = [int(v) for v in np.unique(labels) if v > 0]
