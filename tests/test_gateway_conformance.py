@@ -93,3 +93,24 @@ def test_the_statement_lists_exactly_the_sop_classes_the_writers_create(tmp_path
     charsets = {str(ds.get("SpecificCharacterSet", "")) for ds in written}
     claimed = re.search(r"Created instances use (ISO_IR \d+)", statement).group(1)
     assert charsets <= {claimed, ""}, charsets
+
+
+def test_the_gateway_identifies_itself_as_the_project_and_proposes_no_retired_transfer_syntax(tmp_path):
+    """Its own Implementation Class UID (under 2.25) and version name, as the SCP answers and as the statement says;
+    the SCU proposes no Explicit VR Big Endian (retired)."""
+    from medchallenge.gateway.contexts import (EXPLICIT_VR_BIG_ENDIAN, IMPLEMENTATION_CLASS_UID,
+                                               IMPLEMENTATION_VERSION_NAME, proposed_transfer_syntaxes)
+
+    gateway, port, config = start_gateway(tmp_path, pacs_port=1, command=[sys.executable, "-c", "pass"])
+    try:
+        association = associate(port, contexts=("1.2.840.10008.1.1",))
+        assert association.is_established
+        answered = (association.acceptor.implementation_class_uid, association.acceptor.implementation_version_name)
+        association.release()
+    finally:
+        gateway.stop()
+    assert answered == (IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME)
+    assert IMPLEMENTATION_CLASS_UID.startswith("2.25.") and len(IMPLEMENTATION_CLASS_UID) <= 64
+    statement = statement_of(config)
+    assert IMPLEMENTATION_CLASS_UID in statement and IMPLEMENTATION_VERSION_NAME in statement
+    assert EXPLICIT_VR_BIG_ENDIAN not in proposed_transfer_syntaxes() and proposed_transfer_syntaxes()

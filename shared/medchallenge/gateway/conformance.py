@@ -11,8 +11,8 @@ from collections.abc import Iterable, Sequence
 
 from .. import __version__
 from .config import GatewayConfig
-from .contexts import COMPREHENSIVE_SR, SEGMENTATION, VERIFICATION, WRITTEN_SOP_CLASSES, accepted_contexts, \
-    proposed_transfer_syntaxes
+from .contexts import (COMPREHENSIVE_SR, IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME, SEGMENTATION,
+                       VERIFICATION, WRITTEN_SOP_CLASSES, accepted_contexts, proposed_transfer_syntaxes)
 
 APPLICATION_CONTEXT = "1.2.840.10008.3.1.1.1"
 # What each written SOP class holds (medchallenge.dicom.sr, .seg)
@@ -44,8 +44,7 @@ def _code(text: object) -> str:
 
 def conformance_statement(config: GatewayConfig) -> str:
     """The statement, Markdown."""
-    from pynetdicom import PYNETDICOM_IMPLEMENTATION_UID, PYNETDICOM_IMPLEMENTATION_VERSION, __version__ as pynetdicom
-    from pynetdicom import AE
+    from pynetdicom import AE, __version__ as pynetdicom
 
     accepted = accepted_contexts()
     storage = [(syntax, transfers) for syntax, transfers in accepted if syntax != VERIFICATION]
@@ -104,8 +103,9 @@ processed again.
   A-ASSOCIATE-RQ must arrive within the ACSE timeout of its accept, else it is closed; at most
   {limits.max_pending_connections} connections waiting for their A-ASSOCIATE-RQ (the oldest closed for a new one).
 - Asynchronous operations: not supported (one outstanding operation).
-- Implementation class UID: {PYNETDICOM_IMPLEMENTATION_UID}; implementation version name:
-  {PYNETDICOM_IMPLEMENTATION_VERSION} (pynetdicom {pynetdicom}).
+- Implementation class UID: {IMPLEMENTATION_CLASS_UID} (the project's own, under the UUID-derived root 2.25 of
+  PS3.5 B.2; its last component the implementation's version); implementation version name:
+  {IMPLEMENTATION_VERSION_NAME}; the same in both roles (SCP and SCU), on pynetdicom {pynetdicom}.
 - Timeouts: association (ACSE) {limits.acse_timeout_seconds:g} s, DIMSE {limits.dimse_timeout_seconds:g} s,
   network {limits.network_timeout_seconds:g} s.
 
