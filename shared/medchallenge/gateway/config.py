@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..phase.backend import BACKENDS
 from ..registry import CHALLENGES, IMAGE_NAMESPACE
+from .contexts import ACCEPT, MODALITY_SOP_CLASSES, accepted_contexts
 from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
@@ -173,6 +174,11 @@ class GatewayConfig:
     disk_full_retry_seconds: float
     tls: Tls | None = None  # the gateway's server
     pacs_tls: Tls | None = None  # to the PACS
+    accept: str = "all"  # what the SCP accepts: "all" storage SOP classes, or only the "routes"' (contexts.py)
+
+    def accepted_contexts(self) -> list[tuple[str, list[str]]]:
+        """The presentation contexts the gateway's SCP accepts (contexts.accepted_contexts)."""
+        return accepted_contexts(self.accept, tuple(sorted({m for r in self.routes for m in r.modalities})))
 
 
 def _take(table: dict, key: str, kind, where: str, default=None):
@@ -220,7 +226,7 @@ MIB = 1 << 20
 GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
                 "max_instance_mib", "max_study_mib", "work_quota_mib", "max_associations", "acse_timeout_seconds",
                 "dimse_timeout_seconds", "network_timeout_seconds", "unroutable_keep_hours",
-                "disk_full_retry_seconds", "max_connections_per_address", "max_pending_connections"}
+                "disk_full_retry_seconds", "max_connections_per_address", "max_pending_connections", "accept"}
 
 
 def _network(address: str, where: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -493,6 +499,11 @@ def load_config(path: Path) -> GatewayConfig:
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")
     work_dir = Path(_take(gateway, "work_dir", str, where_g))
+    accept = _take(gateway, "accept", str, where_g, "all")
+    unknown = sorted({m for r in routes for m in r.modalities} - set(MODALITY_SOP_CLASSES))
+    if accept not in ACCEPT or (accept == "routes" and unknown):
+        raise InputError(f"{where_g}: accept = {accept!r}: expected \"all\" or \"routes\" (the storage SOP classes of "
+                         f"the modalities {', '.join(MODALITY_SOP_CLASSES)}{'; not ' + ', '.join(unknown) if unknown else ''})")
     return GatewayConfig(
         ae_title=_ae_title(gateway, where_g, "MEDCHALLENGE"), host=_take(gateway, "host", str, where_g, "0.0.0.0"),
         port=_port(gateway, where_g, 11112), work_dir=work_dir,
@@ -502,4 +513,4 @@ def load_config(path: Path) -> GatewayConfig:
         audit_log=Path(_take(gateway, "audit_log", str, where_g, str(work_dir / "audit.jsonl"))),
         unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72),
         disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60),
-        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False))
+        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False), accept=accept)

@@ -17,7 +17,7 @@ from ..errors import InputError
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, same_ae_title, significant_ae_title
 from .connections import ConnectionGuard
-from .contexts import accepted_contexts, identify
+from .contexts import identify
 from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
 
 log = logging.getLogger("medchallenge.gateway")
@@ -253,7 +253,7 @@ class StorageServer:
         ae.acse_timeout = limits.acse_timeout_seconds
         ae.dimse_timeout = limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds
-        for abstract_syntax, transfer_syntaxes in accepted_contexts():
+        for abstract_syntax, transfer_syntaxes in self.config.accepted_contexts():
             ae.add_supported_context(abstract_syntax, transfer_syntaxes)
         handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
                     (evt.EVT_REQUESTED, self.on_requested), (evt.EVT_DATA_RECV, self.on_data_received),
