@@ -183,3 +183,22 @@ def test_accept_routes_takes_only_what_the_routes_use_and_rejects_the_rest_per_c
     finally:
         gateway.stop()
     assert listed == {ct, "1.2.840.10008.1.1"}
+
+
+def test_accept_is_all_or_routes_whose_modalities_have_storage_sop_classes(tmp_path):
+    import pytest
+    from gateway_helpers import config_text
+
+    from medchallenge.errors import InputError
+    from medchallenge.gateway import load_config
+
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", 11112, 4242, ["true"], gateway_extra='accept = "some"'))
+    with pytest.raises(InputError, match=r"\[gateway\]: accept = 'some': expected \"all\" or \"routes\""):
+        load_config(config)
+    mr = config_text(tmp_path / "work", 11112, 4242, ["true"], gateway_extra='accept = "routes"')
+    config.write_text(mr.replace('modalities = ["CT"]', 'modalities = ["CT", "MR"]'))
+    with pytest.raises(InputError, match="modalities CT, CR, DX; not MR"):
+        load_config(config)
+    config.write_text(mr)
+    assert load_config(config).accept == "routes"
