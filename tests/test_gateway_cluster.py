@@ -1,6 +1,6 @@
 """A gateway route with backend = "slurm" in the configuration: its [route.slurm] table read and checked, and `--check`
-naming in one line each piece of a Slurm submit host that is missing (gateway/submit_host.py). (Its studies through a real Slurm:
-tests/e2e/test_gateway_slurm.py.)"""
+naming in one line each piece of a Slurm submit host that is missing (gateway/submit_host.py). (Its studies through a
+real Slurm: tests/e2e/test_gateway_slurm.py.)"""
 
 from __future__ import annotations
 

@@ -502,8 +502,9 @@ def load_config(path: Path) -> GatewayConfig:
     accept = _take(gateway, "accept", str, where_g, "all")
     unknown = sorted({m for r in routes for m in r.modalities} - set(MODALITY_SOP_CLASSES))
     if accept not in ACCEPT or (accept == "routes" and unknown):
+        refused = f"; not {', '.join(unknown)}" if unknown else ""
         raise InputError(f"{where_g}: accept = {accept!r}: expected \"all\" or \"routes\" (the storage SOP classes of "
-                         f"the modalities {', '.join(MODALITY_SOP_CLASSES)}{'; not ' + ', '.join(unknown) if unknown else ''})")
+                         f"the modalities {', '.join(MODALITY_SOP_CLASSES)}{refused})")
     return GatewayConfig(
         ae_title=_ae_title(gateway, where_g, "MEDCHALLENGE"), host=_take(gateway, "host", str, where_g, "0.0.0.0"),
         port=_port(gateway, where_g, 11112), work_dir=work_dir,

@@ -76,8 +76,8 @@ def conformance_statement(config: GatewayConfig) -> str:
         acceptance = ("every storage SOP class pynetdicom knows, in every transfer syntax it knows (`accept = "
                       "\"all\"`): instances the routes cannot use (modalities other than "
                       f"{', '.join(sorted(routed))}) are stored and set aside as unroutable, no result sent, removed "
-                      f"after {config.unroutable_keep_hours:g} h; `accept = \"routes\"` narrows this to what the routes "
-                      "use")
+                      f"after {config.unroutable_keep_hours:g} h; `accept = \"routes\"` narrows this to what the "
+                      "routes use")
     plain_ae, plain_pacs = (title.replace("`", "'") for title in (config.ae_title, config.pacs_ae_title))
     document = f"""# DICOM Conformance Statement: medchallenge gateway {__version__}
 
@@ -229,7 +229,8 @@ Studies are routed by Modality and Body Part Examined:
 
 ###### 4.2.1.3.2 Accepted presentation contexts
 
-The SCP accepts {acceptance}. Every storage SOP class below is accepted in each of these {len(storage[0][1]) if storage else 0} transfer syntaxes:
+The SCP accepts {acceptance}. Every storage SOP class below is accepted in each of these
+{len(storage[0][1]) if storage else 0} transfer syntaxes:
 {transfer_names}. Role: SCP; no extended negotiation. Verification: the default transfer syntaxes.
 
 {_table(("Abstract syntax", "UID", "Transfer syntaxes", "Role", "Extended negotiation"),

@@ -6,8 +6,8 @@ supported"; and Verification), what its SCU proposes to the PACS (the SOP classe
 produce: medchallenge.dicom.sr and .seg), and the transfer syntaxes proposed for them (pynetdicom's defaults without the
 retired Explicit VR Big Endian); and how the gateway identifies itself in both roles: its own Implementation Class
 UID (under the UUID-derived root 2.25 of PS3.5 B.2, the decimal of UUID 8f15301a-d07f-46ac-95aa-ef83a715f802,
-generated once for this project, so that no registration is needed) and version name. The server, the PACS client and the conformance statement
-(conformance.py) all read them from here."""
+generated once for this project, so that no registration is needed) and version name. The server, the PACS client
+and the conformance statement (conformance.py) all read them from here."""
 
 from __future__ import annotations
 
