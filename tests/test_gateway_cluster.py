@@ -120,10 +120,14 @@ def test_check_names_what_a_host_with_slurm_commands_still_lacks(tmp_path, capsy
     assert main(["--config", str(path), "--check"]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"submit host here: no munge socket at {tmp_path / 'absent.socket'}" in err
-    monkeypatch.setattr("medchallenge.gateway.submit_host.filesystem_type", lambda folder: "tmpfs")
     (tmp_path / "slurm.conf").write_text(f"AuthInfo=socket={tmp_path / 'munge.socket'}\n")
+    monkeypatch.setattr("medchallenge.gateway.submit_host.filesystem_type", lambda folder: "tmpfs")
+    marker = tmp_path / ".dockerenv"  # Docker's mark of a container: absent, then present
+    monkeypatch.setattr("medchallenge.gateway.submit_host.CONTAINER_MARKERS", (marker,))
+    assert main(["--config", str(path), "--check"]) == 0  # a host's tmpfs: a node on this host sees it
+    marker.touch()
     assert main(["--config", str(path), "--check"]) == 1
-    assert "is on tmpfs, which no node sees" in capsys.readouterr().err
+    assert "is in this container's own tmpfs, which no node sees" in capsys.readouterr().err
 
 
 def test_a_submission_without_its_slurm_id_is_the_job_of_its_name_or_none(monkeypatch):

@@ -43,22 +43,24 @@ def test_the_gateway_slurm_image_is_a_submit_host(docker_compose, slurm, tmp_pat
 
     both = ("compose.hospital.yaml", "compose.hospital-slurm.yaml")
     try:
-        submit_from_the_image(compose, both, tmp_path)
+        submit_from_the_image(compose, both, tmp_path, data)
     finally:
         compose(*both, args=("--profile", "hospital", "down", "--remove-orphans"))
 
 
-def submit_from_the_image(compose, both: tuple[str, ...], tmp_path: Path) -> None:
+def submit_from_the_image(compose, both: tuple[str, ...], tmp_path: Path, data: Path) -> None:
     """--check with and without the override, then sbatch from the image."""
     built = compose(*both, args=("build", "gateway"))
     assert built.returncode == 0, built.stderr[-2000:]
     checked = compose(*both, args=("run", "--rm", "gateway", "--check"))
     assert checked.returncode == 0 and "configuration valid (4 route(s))" in checked.stdout + checked.stderr, \
         checked.stderr[-2000:]
+    assert compose("compose.hospital.yaml", args=("build", "gateway")).returncode == 0
     plain = compose("compose.hospital.yaml", args=("run", "--rm", "gateway", "--check"))
     line = [text for text in plain.stderr.splitlines() if text.startswith("error:")]
     assert plain.returncode != 0 and len(line) == 1
-    for piece in ("no sbatch on PATH", "no slurm.conf at /etc/slurm/slurm.conf", "no munge socket at"):
+    for piece in ("no sbatch on PATH", "no slurm.conf at /etc/slurm/slurm.conf", "no munge socket at",
+                  f"work_dir {data}/work is in this container's own"):
         assert piece in line[0], line[0]
     out = tmp_path / "job"
     out.mkdir()

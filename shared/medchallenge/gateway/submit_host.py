@@ -2,10 +2,11 @@
 
 What a submit host needs, each missing piece named in one line: Slurm's client commands on PATH (`sbatch`,
 `squeue`, `scontrol`), the site's `slurm.conf` (`$SLURM_CONF`, else /etc/slurm/slurm.conf), munge's socket (the one
-slurm.conf's `AuthInfo=socket=...` names, else /run/munge/munge.socket.2) and a work folder the nodes can reach (not
-a folder only this host has: the work folder must be on the shared filesystem, at the same path on the nodes, which a
-host cannot prove; what it can see is refused: a tmpfs). Only `--check` and the gateway's start ask for these:
-`--conformance` never does (a reviewer's laptop has no cluster).
+slurm.conf's `AuthInfo=socket=...` names, else /run/munge/munge.socket.2) and a work folder the nodes can reach: it
+must be on the shared filesystem, at the same path on the nodes, which no host can prove; what a container can see
+is refused, a work folder in the container's own filesystem (its overlay root or a tmpfs, not a mounted volume).
+Only `--check` and the gateway's start ask for these: `--conformance` never does (a reviewer's laptop has no
+cluster).
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from .config import GatewayConfig
 
 DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
-LOCAL_ONLY_FILESYSTEMS = ("tmpfs", "ramfs")
+CONTAINER_ONLY_FILESYSTEMS = ("overlay", "tmpfs", "ramfs")  # a container's root and scratch: no node sees them
+CONTAINER_MARKERS = (Path("/.dockerenv"), Path("/run/.containerenv"))  # Docker's, Podman's
 AUTH_SOCKET = re.compile(r"^\s*AuthInfo\s*=\s*\S*?\bsocket=([^,\s]+)", re.IGNORECASE | re.MULTILINE)
 
 
@@ -71,9 +73,9 @@ def missing_pieces(work_dir: Path) -> list[str]:
     if not is_socket:
         pieces.append(f"no munge socket at {socket} (mount the host's /run/munge read-only)")
     kind = filesystem_type(work_dir if work_dir.exists() else work_dir.parent)
-    if kind in LOCAL_ONLY_FILESYSTEMS:
-        pieces.append(f"work_dir {work_dir} is on {kind}, which no node sees (it must be on the shared filesystem, "
-                      "at the same path on the nodes)")
+    if kind in CONTAINER_ONLY_FILESYSTEMS and any(marker.exists() for marker in CONTAINER_MARKERS):
+        pieces.append(f"work_dir {work_dir} is in this container's own {kind}, which no node sees (mount the shared "
+                      "filesystem there, at the same path as on the nodes)")
     return pieces
 
 
