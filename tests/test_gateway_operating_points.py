@@ -28,7 +28,7 @@ from medchallenge.dicom.sr import OperatingPoint, StudyCall, read_point_report, 
 from medchallenge.errors import InputError
 from medchallenge.gateway import load_config
 from medchallenge.gateway.image_routes import run_image_route
-from medchallenge.gateway.output_dicom import CHALLENGE_INTERFACES, route_points
+from medchallenge.gateway.output_dicom import CHALLENGE_INTERFACES, generic_results, route_points
 from medchallenge.io import write_dicom_atomic
 from medchallenge.registry import CHALLENGES
 
@@ -174,3 +174,19 @@ def test_ribfrac_segments_below_the_threshold_are_left_out_or_marked(tmp_path):
     assert dciodvfy_errors(write_dicom_atomic(tmp_path / "seg.dcm", seg)) == []
     (sr,) = rib_fracture_results(series, prediction, RIB_FRACTURE, OperatingPoint(0.95))  # none at 0.95: an SR
     assert sr.Modality == "SR" and read_study_call(sr) == StudyCall(False, 0.9, 0.95)
+
+
+def test_a_generic_routes_points_are_reported_at_its_operating_point(tmp_path):
+    from test_gateway_points import GEOMETRIES, KIND, ROUTE, converted_ct
+
+    series, image, grid = converted_ct(tmp_path, GEOMETRIES["oblique"])
+    world = [list(image.TransformContinuousIndexToPhysicalPoint(v)) for v in ((3, 4, 2), (7, 5, 3))]
+    value = {"points": [{"point": world[0], "probability": 0.9}, {"point": world[1], "probability": 0.2}]}
+    route = dataclasses.replace(ROUTE, operating_points=(("nodules", 0.5),))
+    (sr,) = generic_results(route, {"nodules": value, "volume-ml": 1.0}, series, grid, KIND, route_points(route))
+    assert [p for *_, p in read_points(sr)] == [0.9]
+    kept = dataclasses.replace(route, keep_below_threshold=True)
+    (sr,) = generic_results(kept, {"nodules": value, "volume-ml": 1.0}, series, grid, KIND, route_points(kept))
+    assert [p for *_, p in read_points(sr)] == [0.9, 0.2]
+    assert dciodvfy_errors(write_dicom_atomic(tmp_path / "generic.dcm", sr)) == []
+    assert "Below operating threshold" in pydicom.dcmread(tmp_path / "generic.dcm").to_json()
