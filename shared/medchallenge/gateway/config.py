@@ -408,15 +408,16 @@ def project_image(route: Route) -> bool:
 
 def _operating_points(table: dict, where: str, route: Route) -> tuple[tuple[str, float], ...]:
     """The route's `operating_points` table (output slug = threshold), over the defaults of a challenge interface:
-    the project's algorithm's model card. A route running another algorithm on the defaults gets one log line: its
-    own model card's thresholds are what it should state."""
+    the project's algorithm's model card. A route running another team's image on the defaults gets one log line: its
+    own model card's thresholds are what it should state (a `command` route, an install without Docker running the
+    project's algorithm as a process, takes the defaults silently)."""
     given = _take(table, "operating_points", dict, where, {})
     for slug, value in given.items():
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise InputError(f"{where}: operating_points: {slug} = {value!r}: expected a probability, 0 to 1")
     card = dict(CHALLENGES[route.interface].algorithm.operating_points) if route.interface in CHALLENGES else {}
     defaulted = sorted(set(card) - set(given))
-    if defaulted and not project_image(route):
+    if defaulted and route.image is not None and not project_image(route):
         log.warning("%s: operating_points: %s from the model card of the project's %s algorithm; give this "
                     "algorithm's own (its model card's) in operating_points", where,
                     ", ".join(f"{slug} = {card[slug]}" for slug in defaulted), route.interface)
