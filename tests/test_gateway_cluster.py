@@ -1,10 +1,11 @@
 """A gateway route with backend = "slurm" in the configuration: its [route.slurm] table read and checked, and `--check`
-saying in one line that Slurm's client commands are missing. (Its studies through a real Slurm:
-tests/e2e/test_gateway_slurm.py.)"""
+naming in one line each piece of a Slurm submit host that is missing (gateway/submit_host.py). (Its studies through a
+real Slurm: tests/e2e/test_gateway_slurm.py.)"""
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 from pathlib import Path
 
@@ -38,13 +39,20 @@ max_resubmissions = 3
 
 @pytest.fixture
 def slurm_commands(tmp_path, monkeypatch):
-    """Slurm's client commands on PATH (stand-ins: `--check` only looks for them)."""
+    """A Slurm submit host as `--check` sees it: Slurm's client commands on PATH (stand-ins: `--check` only looks
+    for them), a slurm.conf (SLURM_CONF) naming munge's socket, and that socket."""
     bin_folder = tmp_path / "bin"
     bin_folder.mkdir()
     for command in ("sbatch", "squeue", "scontrol"):
         (bin_folder / command).write_text("#!/bin/sh\nexit 0\n")
         (bin_folder / command).chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_folder))
+    munge = socket.socket(socket.AF_UNIX)
+    munge.bind(str(tmp_path / "munge.socket"))
+    (tmp_path / "slurm.conf").write_text(f"ClusterName=site\nAuthInfo=socket={tmp_path / 'munge.socket'}\n")
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    yield
+    munge.close()
 
 
 def write_config(tmp_path, route: str = SLURM_ROUTE):
@@ -91,15 +99,41 @@ def test_slurm_route_mistakes_are_one_line(tmp_path, capsys, slurm_commands, edi
     assert err.count("\n") == 1 and err.startswith(f"error: {path}") and message in err
 
 
-def test_check_says_in_one_line_that_slurm_commands_are_missing(tmp_path, capsys, monkeypatch):
+def test_check_names_each_missing_piece_of_a_submit_host_in_one_line(tmp_path, capsys, monkeypatch):
+    """A host without Slurm: the commands, slurm.conf and munge's socket, each named, in one line; `--conformance`
+    of the same configuration needs none of them (a reviewer's laptop)."""
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm"))
+    monkeypatch.setenv("SLURM_CONF", str(tmp_path / "no-slurm.conf"))
+    monkeypatch.setattr("medchallenge.gateway.submit_host.DEFAULT_MUNGE_SOCKET", tmp_path / "munge.socket.2")
     path = write_config(tmp_path)
     assert main(["--config", str(path), "--check"]) == 1
     err = capsys.readouterr().err
-    assert err == (f'error: {path}: route(s) cxr-cluster: backend = "slurm" needs Slurm\'s client commands on PATH '
-                   '(missing: sbatch, squeue, scontrol)\n')
+    assert err == (f'error: {path}: route(s) cxr-cluster: backend = "slurm" needs a Slurm submit host here: '
+                   f'no sbatch on PATH; no squeue on PATH; no scontrol on PATH; no slurm.conf at '
+                   f'{tmp_path / "no-slurm.conf"} (mount the site\'s read-only there, or set SLURM_CONF); no munge '
+                   f'socket at {tmp_path / "munge.socket.2"} (mount the host\'s /run/munge read-only) (docs/scale.md, '
+                   '"A gateway route on the cluster")\n')
+    assert main(["--config", str(path), "--conformance"]) == 0
+    assert "cxr-cluster" in capsys.readouterr().out
     path.write_text(path.read_text().split("\n[[route]]\nname = \"cxr-cluster\"")[0])  # no route on the cluster
     assert main(["--config", str(path), "--check"]) == 0
+
+
+def test_check_names_what_a_host_with_slurm_commands_still_lacks(tmp_path, capsys, monkeypatch, slurm_commands):
+    (tmp_path / "slurm.conf").write_text("ClusterName=site\n")  # munge's default socket, absent here
+    monkeypatch.setattr("medchallenge.gateway.submit_host.DEFAULT_MUNGE_SOCKET", tmp_path / "absent.socket")
+    path = write_config(tmp_path)
+    assert main(["--config", str(path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"submit host here: no munge socket at {tmp_path / 'absent.socket'}" in err
+    (tmp_path / "slurm.conf").write_text(f"AuthInfo=socket={tmp_path / 'munge.socket'}\n")
+    monkeypatch.setattr("medchallenge.gateway.submit_host.filesystem_type", lambda folder: "tmpfs")
+    marker = tmp_path / ".dockerenv"  # Docker's mark of a container: absent, then present
+    monkeypatch.setattr("medchallenge.gateway.submit_host.CONTAINER_MARKERS", (marker,))
+    assert main(["--config", str(path), "--check"]) == 0  # a host's tmpfs: a node on this host sees it
+    marker.touch()
+    assert main(["--config", str(path), "--check"]) == 1
+    assert "is in this container's own tmpfs, which no node sees" in capsys.readouterr().err
 
 
 def test_a_submission_without_its_slurm_id_is_the_job_of_its_name_or_none(monkeypatch):
