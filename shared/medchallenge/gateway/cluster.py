@@ -48,15 +48,6 @@ POLL_SECONDS = 2.0
 CLUSTER_COMMANDS = ("sbatch", "squeue", "scontrol")
 
 
-def check_cluster_routes(routes: tuple[Route, ...], config: Path) -> None:
-    """A route with backend = "slurm" needs Slurm's client commands where the gateway runs: one line when absent."""
-    names = [route.name for route in routes if route.slurm is not None]
-    missing = [command for command in CLUSTER_COMMANDS if shutil.which(command) is None]
-    if names and missing:
-        raise InputError(f"{config}: route(s) {', '.join(names)}: backend = \"slurm\" needs Slurm's client commands "
-                         f"on PATH (missing: {', '.join(missing)})")
-
-
 def cluster_layout(study: Path) -> PhaseLayout:
     """WORK/cluster/<study>: the job's spec, input and result, at a path that stays the same while the study moves
     between the queue's folders (WORK/running/<study> -> WORK/received/<study> at a restart)."""
