@@ -191,6 +191,7 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     an exception; an EmulationError is raised only for what GC refuses before any job runs (a root image, a bad
     model tarball, --gpu on without a GPU). `work_dir` must be new or empty."""
     launcher = DockerImage(container) if isinstance(container, str) else container
+    work_dir = work_dir.expanduser().absolute()  # the engine runs from the job's folder: no path relative to ours
     limits = limits or JobLimits()
     pks = pks or itertools.count(2_000_001)
     pk = pk or str(uuid.uuid4())
