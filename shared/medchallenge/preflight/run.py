@@ -30,7 +30,7 @@ from ..errors import InputError, report_errors
 from ..evaluation import bootstrap as boot
 from ..evaluation import build_parser, score, write_results
 from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from ..io import atomic_output, write_json_atomic, write_text_atomic
+from ..io import atomic_output, user_path, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
 from ..jobs.conditions import add_limit_arguments
 from ..jobs.usage import usage_totals
@@ -54,9 +54,9 @@ def build_parser_preflight() -> argparse.ArgumentParser:
     parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
     parser.add_argument("--image", required=True, help="the algorithm image, as `docker load` or `docker build` "
                                                        "made it (IMAGE[:TAG])")
-    parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
-    parser.add_argument("--ground-truth", type=Path, default=None, help="score the jobs against this ground truth")
-    parser.add_argument("--model", type=Path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
+    parser.add_argument("--cases", type=user_path, required=True, help="folder of case files, uploaded one per job")
+    parser.add_argument("--ground-truth", type=user_path, default=None, help="score the jobs against this ground truth")
+    parser.add_argument("--model", type=user_path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
     parser.add_argument("--engine", choices=ENGINES, default="docker",
                         help="the container engine: docker (default) or podman (daemonless, as on clusters)")
     parser.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
@@ -67,7 +67,7 @@ def build_parser_preflight() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000; 0: none)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
-    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--output", type=user_path, required=True)
     return parser
 
 
