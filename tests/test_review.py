@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -268,6 +269,13 @@ def test_object_cxr_points_in_the_right_frame_get_no_scale_finding(cxr_1024, tmp
     review = review_jobs("object-cxr", evaluator, scored, sorted((cxr_1024 / "input").glob("*.jpg")))
     assert review.findings == [] and conventions.SCALE_TRIED in review.tried
     assert {"they count pixels from 1, not 0", "they are read as millimetres, not pixels"} <= set(review.tried)
+    # each figure opens at the radiograph's full resolution; its thumbnail is a page's width
+    width = read_geometry(cxr_1024 / "input" / review.figures[0].case).size[0]
+    assert png_width(review.figures[0].full_png) >= width and 300 <= png_width(review.figures[0].png) <= 500
+
+
+def png_width(png: bytes) -> int:
+    return struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
 
 
 def test_tb_boxes_in_world_coordinates_are_named(tb, tmp_path):

@@ -27,7 +27,8 @@ from ..errors import InputError, report_errors
 from ..io import user_path, write_json_atomic, write_metrics
 from ..logs import setup_logging
 from ..registry import CHALLENGES
-from ..review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
+from ..review.evaluator_review import (add_review_arguments, images_folder, remove_review, review_wanted,
+                                       write_review)
 from .bootstrap import DEFAULT_LEVEL, DEFAULT_SEED, bootstrap, check_level
 from .cases import CaseRecord, Cases, Summary
 from .inputs import check_regular_files, input_fingerprint
@@ -187,7 +188,8 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
     shard = parse_shard(args.shard, args.records)
     check_bootstrap_arguments(evaluator, args)
     if shard is None:
-        prepare_output(args.output / "metrics.json", (*evaluator.figures, REVIEW_PAGE))
+        prepare_output(args.output / "metrics.json", evaluator.figures)
+        remove_review(args.output)
         if args.scores is not None:
             prepare_output(args.scores)
     check_regular_files(args.input)

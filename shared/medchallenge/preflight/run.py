@@ -39,7 +39,7 @@ from ..jobs.usage import usage_totals
 from ..leaderboard import edition_environment
 from ..logs import setup_logging
 from ..registry import CHALLENGES
-from ..review import review_jobs
+from ..review import review_jobs, write_figures
 from .page import render_page, verdict
 
 log = logging.getLogger("medchallenge.preflight")
@@ -108,9 +108,7 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path,
     review = review_jobs(args.challenge, evaluator, scored, [job.case for job in jobs])
     section["review"] = review.to_json(REVIEW_FOLDER)  # the figures beside the evaluation's folder
     (evaluation.parent / REVIEW_FOLDER).mkdir(exist_ok=True)
-    for entry, figure in zip(section["review"]["figures"], review.figures):
-        with atomic_output(evaluation.parent / entry["file"], "wb") as handle:
-            handle.write(figure.png)
+    write_figures(evaluation.parent, section["review"]["figures"], review.figures)
     section.update(aggregates=scored.summary.aggregates, intervals=scored.meta.get("bootstrap", {}),
                    num_cases=len(scored.case), notes=scored.meta["notes"], warnings=scored.meta["warnings"],
                    metrics="evaluation/metrics.json")
