@@ -195,8 +195,11 @@ def test_the_report_page_renders_offline_with_every_job_and_score(images, cohort
     run_preflight("crash", cohort, output)
     page = output / "preflight.html"
     html = page.read_text()
-    # nothing fetched: the review's figures are PNG data URIs, one per case (both scored as missing predictions)
-    assert not re.search(r"\b(src|href)\s*=(?!\"data:image/png;base64,)", html) and "<script" not in html
+    # nothing fetched: the review's figures are PNG data URIs, one per case (both scored as missing predictions),
+    # each a link to its full-resolution figure beside the page
+    assert not re.search(r"\bsrc\s*=(?!\"data:image/png;base64,)", html) and "<script" not in html
+    assert re.findall(r'\bhref\s*=\s*"([^"]*)"', html) == ["review/001-full.png", "review/002-full.png"]
+    assert all((output / "review" / f"00{n}-full.png").read_bytes().startswith(b"\x89PNG") for n in (1, 2))
     assert html.count('src="data:image/png;base64,') == 2 and "What the algorithm did" in html
     dom = run_browser("--dump-dom", page.as_uri(), home=tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]

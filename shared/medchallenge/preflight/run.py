@@ -32,7 +32,7 @@ from ..errors import InputError, report_errors
 from ..evaluation import bootstrap as boot
 from ..evaluation import build_parser, score, write_results
 from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from ..io import atomic_output, user_path, write_json_atomic, write_text_atomic
+from ..io import user_path, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
 from ..jobs.conditions import add_limit_arguments
 from ..jobs.usage import usage_totals
