@@ -56,6 +56,14 @@ def test_infer_with_a_tilde_input_a_relative_output_and_a_model_through_dots(use
     assert list((folder / "tb predictions").iterdir())
 
 
+def test_gateway_check_with_its_configuration_under_home_written_with_a_tilde(user):
+    from gateway_helpers import config_text
+
+    folder, home = user
+    (home / "gateway config.toml").write_text(config_text(home / "work", 11112, 4242, ["true"]))
+    assert "route" in medchallenge(folder, home, "gateway", "--config=~/gateway config.toml", "--check").stdout
+
+
 def test_phase_help_lists_both_commands_and_their_options(user):
     text = medchallenge(*user, "phase", "--help").stdout
     assert "run " in text and "status " in text
