@@ -88,7 +88,7 @@ def evaluation_section(evaluation: dict[str, Any] | None) -> str:
 def verdict(data: dict[str, Any]) -> tuple[str, str]:
     """(level, words) of a report: `ready` (every job succeeded, scored, no check fired), `warning` (the jobs
     succeeded but a check fired: its reason first) or `failed` (a job failed or the evaluator refused the jobs)."""
-    summary, warnings = data["summary"], data["warnings"]
+    summary, warnings = data["summary"], data.get("warnings", [])
     if summary["num_failed"]:
         return "failed", f"{summary['num_failed']} of {summary['num_jobs']} jobs failed"
     if data["evaluation"] and data["evaluation"]["error"]:

@@ -110,8 +110,6 @@ BOX_TRANSFORMS: dict[str, Transform] = {
 CT_SIDES = (32, 48, 64, 96, 128, 160, 192, 224, 256, 320, 384, 448, 512)
 POINT_SIDES = (128, 224, 256, 299, 320, 384, 416, 448, 512, 608, 640, 768, 800, 896, 1024, 1280, 1333, 1536, 2048)
 FIT_TOLERANCE = 0.05  # a best-fitting factor this close to 1 is no scale mistake
-
-
 MAX_FRAMES = 24  # network frames tried at most (the smallest first)
 
 
@@ -151,8 +149,8 @@ def _box_centres(boxes: Sequence[Box]) -> np.ndarray:
 
 
 def _box_scales(cases: Any, geometry: Mapping[str, Geometry]) -> list[tuple[str, Transform]]:
-    """TB boxes scaled: from the smallest common network frame holding them to each image's size, else by the
-    factors that fit best."""
+    """TB boxes scaled: from each common network frame that could hold them (one side in x and y, one in z) to each
+    image's size, and by the one factor that fits best."""
     boxes = cases.sources
     predicted = [np.array(b, dtype=np.float64) for b in boxes.predictions.values() if b]
     if not predicted:
@@ -221,8 +219,8 @@ def _object_extents(gt: Any, index: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def _point_scales(cases: Any, geometry: Mapping[str, Geometry]) -> list[tuple[str, Transform]]:
-    """object-CXR points scaled: from the smallest common network frame holding them to each image's size, else by
-    the factor that fits best (each image's most probable point against its objects' centres)."""
+    """object-CXR points scaled: from each common network frame that could hold them to each image's size, and by
+    the factor that fits best (each image's most probable points against its objects' extents)."""
     submission, gt = cases.submission, cases.gt
     if not len(submission.x):
         return []
@@ -243,6 +241,7 @@ def _point_scales(cases: Any, geometry: Mapping[str, Geometry]) -> list[tuple[st
     if factor is not None:
         scales.append((_fitted_scale(factor), _points_changed(lambda x, y, g: (x * factor, y * factor))))
     return scales
+
 
 def _masks_changed(change: Callable[[np.ndarray], np.ndarray]) -> Transform:
     """RibFrac: every predicted instance mask (array z, y, x) changed by `change`, written under the scratch folder
