@@ -479,7 +479,7 @@ class DockerImage:
         raise EmulationError(f"{self.engine} could not start the job: the container name {name} stays in use")
 
     def _run(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str, quota: DiskQuota) -> Execution:
-        id_file = folders.tmp.parent / CONTAINER_ID_FILE
+        id_file = folders.tmp.parent.absolute() / CONTAINER_ID_FILE  # the engine runs in the job's folder
         id_file.unlink(missing_ok=True)
         started = time.perf_counter()
         try:

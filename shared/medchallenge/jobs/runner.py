@@ -202,6 +202,7 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     model tarball, --gpu on without a GPU). `work_dir` must be new or empty. `model_dir`: a model already unpacked
     (unpack_model_once), mounted read-only as /opt/ml/model instead of extracting `model` into the job's folder."""
     launcher = DockerImage(container) if isinstance(container, str) else container
+    work_dir = work_dir.expanduser().absolute()  # the engine runs from the job's folder: no path relative to ours
     limits = limits or JobLimits()
     pks = pks or itertools.count(2_000_001)
     pk = pk or str(uuid.uuid4())

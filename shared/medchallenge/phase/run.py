@@ -14,13 +14,12 @@ import socket
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from ..evaluation import bootstrap as boot
 from ..grand_challenge.emulator import ALGORITHMS, find_cases
-from ..io import write_json_atomic
+from ..io import user_path, write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
 from ..jobs.docker_run import ENGINES
@@ -63,10 +62,10 @@ def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Bac
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medchallenge phase run", description=__doc__)
     parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
-    parser.add_argument("--submissions", type=Path, required=True, help="the submissions file (TOML)")
-    parser.add_argument("--cases", type=Path, required=True, help="folder of the phase's case files")
-    parser.add_argument("--ground-truth", type=Path, required=True)
-    parser.add_argument("--output", type=Path, required=True, help="the phase's folder (reused: a rerun resumes)")
+    parser.add_argument("--submissions", type=user_path, required=True, help="the submissions file (TOML)")
+    parser.add_argument("--cases", type=user_path, required=True, help="folder of the phase's case files")
+    parser.add_argument("--ground-truth", type=user_path, required=True)
+    parser.add_argument("--output", type=user_path, required=True, help="the phase's folder (reused: a rerun resumes)")
     parser.add_argument("--backend", choices=BACKENDS, default="local")
     parser.add_argument("--engine", choices=ENGINES, default="docker", help="the container engine of the machines "
                                                                             "that run the jobs")
