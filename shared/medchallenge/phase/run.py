@@ -23,6 +23,7 @@ from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
+from ..jobs.docker_run import sweep_expired
 from ..logs import setup_logging
 from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
@@ -188,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
 def run(args: argparse.Namespace, layout: PhaseLayout) -> int:
     planned, slurm_table = plan(args, layout)
     backend = open_backend(args.backend, layout, backend_options(args, slurm_table))
+    if args.backend == "local":  # containers of this engine's jobs left past their deadline (their watchdog killed)
+        sweep_expired(args.engine)
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),
                   "finished": None}
     write_json_atomic(layout.out / "run.json", run_marker)

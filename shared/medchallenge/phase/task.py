@@ -32,6 +32,7 @@ from ..logs import setup_logging
 from ..sockets import Socket
 from .images import EngineError, ensure_loaded, local_digest
 from .layout import PhaseLayout
+from .local import SLOT_FD
 from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
@@ -85,14 +86,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def slot_fds() -> tuple[int, ...]:
+    """The local backend's slot lock given to this task (local.SLOT_FD), to be held by its container's watchdog."""
+    given = os.environ.get(SLOT_FD, "")
+    if not given.isdigit():
+        return ()
+    try:
+        os.fstat(int(given))
+    except OSError:
+        return ()
+    return (int(given),)
+
+
 def launcher(engine: str, image: str) -> DockerImage:
     """The job's container, run by the phase's engine."""
-    if engine == "docker":
-        return DockerImage(image, name_prefix=NAME_PREFIX)
-    try:
-        return DockerImage(image, name_prefix=NAME_PREFIX, engine=engine)
-    except TypeError:
-        raise EngineError(f"--engine {engine}: this job runner runs Docker only") from None
+    return DockerImage(image, name_prefix=NAME_PREFIX, engine=engine, hold_fds=slot_fds())
 
 
 def _cause(error: str | None) -> str | None:
