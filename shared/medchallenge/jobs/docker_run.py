@@ -425,6 +425,8 @@ class DockerImage:
     running the images its hospital configured, skips it (it took 0.4 to 0.7 s of each radiograph job here).
 `hold_fds`: files its containers' watchdogs keep open until the container is gone (a phase's slot lock)."""
 
+    input_read_only = True  # /input is a read-only bind mount
+
     def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker",
                  list_writes: bool = True, gpu_devices: Sequence[str] | None = None, hold_fds: Sequence[int] = ()):
         if engine not in ENGINES:

@@ -2,7 +2,8 @@
 
 The one way the project runs a job: the emulator and pre-flight per case, the hospital gateway per study. A job's
 folder holds what the container saw (`input/` with inputs.json, `model/`, `output/`, `tmp/`) and what GC stores
-(`stored/`: output images re-imported by panimg)."""
+(`stored/`: output images re-imported by panimg). A container's input images are its stored images shared, not
+copied (a hard link, else a reflink: values.share_file), as it sees /input read-only; inputs.json is the job's own."""
 
 from __future__ import annotations
 
@@ -201,8 +202,9 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
         raise EmulationError(f"{work_dir}: the job folder is not empty")
     folders = JobFolders(_open_dir(work_dir / "input", 0o755), _open_dir(work_dir / "output"),
                          _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777))
+    shared = getattr(launcher, "input_read_only", False)  # its input files shared with their store, not copied
     for value in inputs:
-        value.provision(folders.input)
+        value.provision(folders.input, share=shared)
     write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
     _readable(folders.input)
     if model is not None:

@@ -9,9 +9,8 @@ is stopped (SIGTERM: it removes its container) when the `phase run` that started
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import fcntl
+import functools
 import os
 import shutil
 import signal
@@ -22,22 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..jobs.process_run import die_with_parent
 from .backend import Resources
 from .layout import PhaseLayout
 
 POLL_S = 0.05  # a task's end seen within this: the next one starts (polling a few processes costs nothing)
 STEP = Resources(cpus=1, memory_gb=0, gpus=0, time_limit_s=0)  # an evaluation or the leaderboard
 SLOT_FD = "MEDCHALLENGE_PHASE_SLOT_FD"  # a task's environment: the open file of its slot's lock
-PR_SET_PDEATHSIG = 1
-_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
-
-
-def _stop_with_parent(parent: int) -> None:
-    """In a task's process before it runs: SIGTERM when the `phase run` that started it dies."""
-    if _prctl is not None:
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != parent:  # it died already
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def machine() -> Resources:
@@ -123,7 +113,8 @@ class LocalBackend:
                 work.process = subprocess.Popen(work.argv, stdout=log, stderr=subprocess.STDOUT,
                                                 stdin=subprocess.DEVNULL, env=env,
                                                 pass_fds=() if slot is None else (slot,),
-                                                preexec_fn=functools.partial(_stop_with_parent, os.getpid()))
+                                                preexec_fn=functools.partial(die_with_parent, signal.SIGTERM,
+                                                                             os.getpid()))
         finally:  # the task holds the lock now
             if slot is not None:
                 os.close(slot)

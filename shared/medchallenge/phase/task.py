@@ -52,6 +52,7 @@ class GuardedLauncher:
     def __init__(self, launcher: DockerImage, gpu: bool, checked: Path | None):
         self.launcher = launcher
         self.description = launcher.description
+        self.input_read_only = launcher.input_read_only
         self.gpu = gpu
         self.checked = checked
 
