@@ -52,7 +52,7 @@ class GuardedLauncher:
     def __init__(self, launcher: DockerImage, gpu: bool, checked: Path | None):
         self.launcher = launcher
         self.description = launcher.description
-        self.input_read_only = launcher.input_read_only
+        self.input_read_only = getattr(launcher, "input_read_only", False)
         self.gpu = gpu
         self.checked = checked
 
