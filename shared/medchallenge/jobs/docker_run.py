@@ -423,7 +423,7 @@ class DockerImage:
     """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`). `list_writes`:
     the files the job wrote outside its folders are read (`ENGINE diff`, for pre-flight's note); the hospital gateway,
     running the images its hospital configured, skips it (it took 0.4 to 0.7 s of each radiograph job here).
-`hold_fds`: files its containers' watchdogs keep open until the container is gone (a phase's slot lock)."""
+    `hold_fds`: files its containers' watchdogs keep open until the container is gone (a phase's slot lock)."""
 
     input_read_only = True  # /input is a read-only bind mount
 
