@@ -8,10 +8,10 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from e2e.test_preflight import cohort  # noqa: F401 (fixture)
 
 from medchallenge.jobs import DockerImage, run_job, upload_case
 from medchallenge.jobs.values import share_file
@@ -55,22 +55,14 @@ def probe_image(docker_compose, repo) -> None:
                    capture_output=True)
 
 
-@pytest.fixture(scope="module")
-def stored_case(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("input-cohort")
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root), "--cases", "1",
-                    "--shape", "32", "32", "8", "--seed", "3"], check=True, capture_output=True)
-    return root
-
-
 def probe(case, work: Path) -> dict:
     result = run_job(DockerImage(IMAGE, list_writes=False), [case.value(1, CT_IMAGE)], [TB_CAVERN_BOXES], work)
     return json.loads((result.folder / "output" / "probe.json").read_text())
 
 
 def test_a_job_sees_its_shared_input_as_it_saw_a_copy_and_can_change_neither_it_nor_the_stored_case(
-        probe_image, stored_case, tmp_path, monkeypatch):
-    case = upload_case(sorted((stored_case / "input").glob("*.nii.gz"))[0], tmp_path / "storage")
+        probe_image, cohort, tmp_path, monkeypatch):  # noqa: F811
+    case = upload_case(sorted((cohort / "input").glob("*.nii.gz"))[0], tmp_path / "storage")
     stored = case.file.read_bytes(), case.file.stat()
     shared = [probe(case, tmp_path / f"job{i}") for i in range(2)]
     monkeypatch.setattr(DockerImage, "input_read_only", False)  # the layout before: each job's copy
@@ -83,7 +75,8 @@ def test_a_job_sees_its_shared_input_as_it_saw_a_copy_and_can_change_neither_it_
         assert set(job["attempts"].values()) <= {"Read-only file system", "Permission denied"}, job["attempts"]
     image = tmp_path / "job0" / "input" / CT_IMAGE.relative_path / case.file.name
     assert image.stat().st_ino == case.file.stat().st_ino  # no copy: the stored file itself
-    assert (tmp_path / "copied" / "input" / CT_IMAGE.relative_path / case.file.name).stat().st_ino != image.stat().st_ino
+    copy = tmp_path / "copied" / "input" / CT_IMAGE.relative_path / case.file.name
+    assert copy.stat().st_ino != image.stat().st_ino
     assert (tmp_path / "job0" / "input" / "inputs.json").stat().st_ino != (
         tmp_path / "job1" / "input" / "inputs.json").stat().st_ino
     after = case.file.stat()

@@ -18,6 +18,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+from e2e.test_preflight import cohort  # noqa: F401 (fixture)
+from gateway_helpers import wait_for
 
 from medchallenge.jobs import DockerImage, JobFolders, JobLimits
 from medchallenge.jobs.docker_run import (DEADLINE_LABEL, ENGINES, WATCH_MARGIN_S, WATCHDOG, engine_differences,
@@ -46,16 +48,8 @@ def engine(request, slow_image) -> str:
     return request.param
 
 
-@pytest.fixture(scope="module")
-def cohort(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("killed-cohort")
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(root), "--cases", "3",
-                    "--shape", "32", "32", "8", "--seed", "7"], check=True, capture_output=True)
-    return root
-
-
 def start_phase(engine: str, cohort: Path, out: Path) -> subprocess.Popen:
-    """`phase run --jobs 1` of one slow submission over three cases, in a process group of its own."""
+    """`phase run --jobs 1` of one slow submission over two cases, in a process group of its own."""
     submissions = out.parent / f"{out.name}.toml"
     submissions.write_text(f'[[submission]]\nteam = "slow"\nimage = "{IMAGE}"\n')
     command = [sys.executable, "-m", "medchallenge.cli", "phase", "run", "--challenge", "tb-caverns", "--submissions",
@@ -100,16 +94,6 @@ class Census:
         self.thread.join()
 
 
-def wait_for(condition, seconds: float, what: str):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"not within {seconds:g} s: {what}")
-
-
 def stop_phase(process: subprocess.Popen, engine: str, out: Path) -> None:
     """Ctrl-C for a `phase run` still running; the phase's containers removed whatever happened."""
     if process.poll() is None:
@@ -131,7 +115,8 @@ def kill_a_task(engine: str, out: Path) -> str:
     return job
 
 
-def test_a_task_killed_mid_job_leaves_no_container_and_the_next_job_waits_for_its_slot(engine, cohort, tmp_path):
+def test_a_task_killed_mid_job_leaves_no_container_and_the_next_job_waits_for_its_slot(engine, cohort,  # noqa: F811
+                                                                                     tmp_path):
     out = tmp_path / "out"
     phase = start_phase(engine, cohort, out)
     census = Census(engine, out)
@@ -147,7 +132,8 @@ def test_a_task_killed_mid_job_leaves_no_container_and_the_next_job_waits_for_it
 
 
 @pytest.mark.parametrize("whom", ["phase run", "its process group"])
-def test_a_killed_phase_run_leaves_no_container_and_a_new_run_waits_for_its_slots(engine, cohort, tmp_path, whom):
+def test_a_killed_phase_run_leaves_no_container_and_a_new_run_waits_for_its_slots(engine, cohort,  # noqa: F811
+                                                                                  tmp_path, whom):
     """Killed on its second job: the new run starts with the first (not done), so it would run beside the second."""
     out = tmp_path / "out"
     killed = start_phase(engine, cohort, out)
