@@ -22,7 +22,7 @@ from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import user_path, write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
-from ..jobs.docker_run import ENGINES
+from ..jobs.docker_run import ENGINES, sweep_expired
 from ..logs import setup_logging
 from .archive import DEFAULT_MAX_IMAGE_GB, GIB
 from .backend import BACKENDS, Backend, Handle
@@ -247,6 +247,8 @@ def run(args: argparse.Namespace, layout: PhaseLayout, opened: list[Backend]) ->
         log.info("%d failed job(s) to run again (--retry-failed)", retry_failed(layout, planned, args.retry_failed))
     backend = open_backend(args.backend, layout, options)
     opened.append(backend)
+    if args.backend == "local":  # containers of this engine's jobs left past their deadline (their watchdog killed)
+        sweep_expired(args.engine)
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),
                   "finished": None}
     write_json_atomic(layout.out / "run.json", run_marker)
