@@ -32,7 +32,8 @@ from ..phase.hashes import sha256_file, sha256_json
 from ..phase.layout import PhaseLayout
 from ..phase.plan import PhaseSettings, resources, task_spec, write_if_changed
 from ..phase.records import FINAL, is_final, read_result, read_state
-from ..phase.slurm import SlurmBackend, active_jobs, job_end, jobs_named, lost_cause
+from ..phase.slurm import SlurmBackend, job_end, jobs_named, lost_cause
+from ..phase.slurm_queue import active_jobs
 from ..phase.submissions import Submission
 from .audit import utc_now
 from .config import Route

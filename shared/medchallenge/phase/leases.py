@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from .layout import PhaseLayout
+from .slurm_queue import SlurmError, active_jobs
 
 log = logging.getLogger("medchallenge.phase")
 
@@ -46,8 +47,6 @@ def _slurm_holds(holder: dict[str, Any], mine: str | None) -> bool:
     task = holder.get("slurm_job_id")
     if not isinstance(task, str) or not task or task == mine or shutil.which("squeue") is None:
         return False
-    from .slurm import SlurmError, active_jobs
-
     try:
         return bool(active_jobs([task]))
     except SlurmError:

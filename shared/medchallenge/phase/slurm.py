@@ -33,7 +33,6 @@ import math
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -48,15 +47,13 @@ from .leases import lease_held
 from .records import is_final, read_state, write_state
 from .slurm_limits import ClusterLimits, array_chunks, cluster_limits
 from .slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
+from .slurm_queue import ACTIVE, SlurmError, queue_states, slurm_command
 
 log = logging.getLogger("medchallenge.phase")
 
 MEMORY_MARGIN_MB = 512  # the task's runner (Python, the engine's CLI) beside the job's own memory limit
 TIME_MARGIN_S = 900  # loading an image archive, output checks: Slurm's limit is the job's limit plus this
 POLL_S = 5.0
-# Slurm job states of work not over yet (squeue, scontrol)
-ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEUE_FED", "REQUEUE_HOLD", "RESIZING",
-          "SUSPENDED", "STAGE_OUT", "SIGNALING", "STOPPED", "RESV_DEL_HOLD", "SPECIAL_EXIT"}
 # why a task ended without a result, from Slurm's final state of it
 CAUSES = {"OUT_OF_MEMORY": "node_oom", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail", "BOOT_FAIL": "node_fail",
           "CANCELLED": "cancelled", "DEADLINE": "cancelled", "TIMEOUT": "slurm_time_limit", "FAILED": "task_failed",
@@ -66,24 +63,6 @@ OPTIONS = ("partition", "account", "max_parallel", "options", "job_name_prefix",
            "step_time_limit_s", "poll_s")
 SACCT_FORMAT = "JobID,State,TotalCPU,MaxRSS"
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # sacct's sizes
-
-
-class SlurmError(InputError):
-    """Slurm refused or could not be asked (one line)."""
-
-
-def _slurm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    try:
-        result = subprocess.run(list(args), capture_output=True, text=True, timeout=120, errors="replace")
-    except FileNotFoundError:
-        raise SlurmError(f"--backend slurm: no `{args[0]}` on PATH (Slurm's client commands are needed where "
-                         "`phase run` runs)") from None
-    except subprocess.TimeoutExpired:
-        raise SlurmError(f"`{args[0]}` did not answer in 120 s (is slurmctld up? `scontrol ping`)") from None
-    if check and result.returncode != 0:
-        lines = result.stderr.strip().splitlines()
-        raise SlurmError(f"`{args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
-    return result
 
 
 @dataclass(frozen=True)
@@ -127,7 +106,7 @@ def parse_scontrol(text: str) -> list[dict[str, str]]:
 
 def _shown_jobs(job_id: str) -> list[dict[str, str]]:
     """`scontrol show job` of `job_id` (every task of an array); empty once slurmctld forgot it (MinJobAge)."""
-    return parse_scontrol(_slurm("scontrol", "show", "job", "--oneliner", job_id, check=False).stdout)
+    return parse_scontrol(slurm_command("scontrol", "show", "job", "--oneliner", job_id, check=False).stdout)
 
 
 def _task_end(job: dict[str, str]) -> TaskEnd:
@@ -148,7 +127,7 @@ def job_end(job_id: str) -> TaskEnd | None:
 def jobs_named(name: str) -> list[str]:
     """The ids of the jobs slurmctld knows (pending, running, or over within MinJobAge) of the job name `name`
     (SlurmBackend.job_name), oldest first."""
-    shown = parse_scontrol(_slurm("scontrol", "show", "job", "--oneliner", check=False).stdout)
+    shown = parse_scontrol(slurm_command("scontrol", "show", "job", "--oneliner", check=False).stdout)
     named = [job["JobId"] for job in shown if job.get("JobName") == name and job.get("JobId", "").isdigit()]
     return sorted(named, key=int)
 
@@ -210,8 +189,8 @@ def sacct_usage(array_job: str) -> dict[str, dict[str, float | int | None]]:
     MaxRSS, as `slurm_cpu_seconds` and `slurm_max_rss_bytes`; empty where sacct has no accounting (a cluster
     without slurmdbd: "Slurm accounting storage is disabled") or there is no sacct."""
     try:
-        listed = _slurm("sacct", f"--jobs={array_job}", f"--format={SACCT_FORMAT}", "--parsable2", "--noheader",
-                        check=False)
+        listed = slurm_command("sacct", f"--jobs={array_job}", f"--format={SACCT_FORMAT}", "--parsable2",
+                               "--noheader", check=False)
     except SlurmError:
         return {}
     usage = {}
@@ -253,26 +232,6 @@ def flat(handles: Sequence[SlurmHandle | SlurmGroup]) -> list[SlurmHandle]:
     """The Slurm jobs of handles and groups, each once."""
     jobs = [job for h in handles for job in (h.arrays if isinstance(h, SlurmGroup) else (h,))]
     return list({job.job_id: job for job in jobs}.values())
-
-
-def queue_states(ids: Sequence[str]) -> dict[str, str]:
-    """squeue's state of each job and array task (one line per task: ARRAY_INDEX) of `ids` that Slurm still has
-    pending or running."""
-    if not ids:
-        return {}
-    listed = _slurm("squeue", "--noheader", "--array", "--format=%i %T", f"--jobs={','.join(ids)}", check=False)
-    if listed.returncode != 0:
-        if "Invalid job id" in listed.stderr:  # all of them over and forgotten by slurmctld
-            return {}
-        lines = listed.stderr.strip().splitlines()
-        raise SlurmError(f"`squeue` failed: {lines[-1] if lines else f'status {listed.returncode}'}")
-    fields = [line.split() for line in listed.stdout.splitlines()]
-    return {f[0]: f[1] for f in fields if len(f) == 2 and f[1] in ACTIVE}
-
-
-def active_jobs(ids: Sequence[str]) -> list[str]:
-    """The jobs (and array tasks) of `ids` Slurm still has pending or running."""
-    return list(queue_states(ids))
 
 
 def submitted_jobs(layout: PhaseLayout) -> list[SlurmHandle]:
@@ -356,8 +315,9 @@ class SlurmBackend:
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         output = self.layout.logs / ("slurm-%x-%A_%a.out" if any(o.startswith("--array") for o in options)
                                      else "slurm-%x-%j.out")
-        submitted = _slurm("sbatch", "--parsable", f"--job-name={self.job_name(name)}", f"--chdir={self.layout.out}",
-                           f"--output={output}", *options, *self.common, "--wrap", f"exec {shlex.join(command)}")
+        submitted = slurm_command("sbatch", "--parsable", f"--job-name={self.job_name(name)}",
+                                  f"--chdir={self.layout.out}", f"--output={output}", *options, *self.common,
+                                  "--wrap", f"exec {shlex.join(command)}")
         job_id = submitted.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SlurmError(f"sbatch gave no job id: {submitted.stdout.strip()[:200]}")
@@ -433,7 +393,7 @@ class SlurmBackend:
         for handle in earlier:
             tasks = [state for task, state in states.items() if task.partition("_")[0] == handle.job_id]
             if handle.manifest is None and tasks and all(state not in RUNNING for state in tasks):
-                _slurm("scancel", handle.job_id, check=False)
+                slurm_command("scancel", handle.job_id, check=False)
                 log.info("%s: Slurm job %s of an earlier run cancelled before it started (submitted again)",
                          handle.name, handle.job_id)
                 tasks = []
