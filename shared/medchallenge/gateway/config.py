@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..io import user_path
 from ..jobs.conditions import MAX_CPUS, MAX_DISK_GB, MAX_MEMORY_GB, MAX_TIME_LIMIT_S, RESERVED_MEMORY_GB, within
 from ..phase.backend import BACKENDS
 from ..phase.slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
@@ -198,6 +199,15 @@ def _take(table: dict, key: str, kind, where: str, default=None):
     return value
 
 
+def _path(table: dict, key: str, where: str, base: Path, default: str | None = None) -> Path:
+    """A path of the configuration: `~` expanded as on the command line; a relative one is relative to the
+    configuration file's folder `base` (where the file is, whatever folder the gateway is started from)."""
+    text = _take(table, key, str, where, default)
+    if not text:
+        raise InputError(f"{where}: {key} = '': expected a path")
+    return base / user_path(text)  # an absolute path stays itself
+
+
 def _port(table: dict, where: str, default=None) -> int:
     port = _take(table, "port", int, where, default)
     if not 1 <= port <= 65535:
@@ -283,7 +293,7 @@ def _callers(document: dict, path: Path) -> tuple[Caller, ...]:
     return tuple(callers)
 
 
-def _tls(table: dict, where: str, server: bool) -> Tls | None:
+def _tls(table: dict, where: str, server: bool, base: Path) -> Tls | None:
     """The optional `tls` table of [gateway] (server: certificate and key required) or [pacs]; files checked."""
     if "tls" not in table:
         return None
@@ -293,7 +303,7 @@ def _tls(table: dict, where: str, server: bool) -> Tls | None:
     paths = {}
     for key in ("certificate", "private_key", "ca_certificates"):
         if key in tls or server or key == "ca_certificates":
-            path = Path(_take(tls, key, str, where))
+            path = _path(tls, key, where, base)
             if not path.is_file():
                 raise InputError(f"{where}: {key} = {str(path)!r}: no such file")
             paths[key] = path
@@ -435,7 +445,7 @@ def _operating_points(table: dict, where: str, route: Route) -> tuple[tuple[str,
     return tuple((slug, points[slug]) for slug in sorted(points))
 
 
-def _route(table: dict, where: str) -> Route:
+def _route(table: dict, where: str, base: Path) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
     _no_unknown_keys(table, ROUTE_KEYS, where)
     if ("image" in table) == ("command" in table):
@@ -453,8 +463,8 @@ def _route(table: dict, where: str) -> Route:
         timeout_seconds=_positive(table, "timeout_seconds", where, 3600, most=MAX_TIME_LIMIT_S),
         image=_take(table, "image", str, where) if "image" in table else None,
         command=_strings(table, "command", where, required=True) if "command" in table else (),
-        inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
-        model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu,
+        inbox=_path(table, "inbox", where, base) if "inbox" in table else None,
+        model=_path(table, "model", where, base) if "model" in table else None, memory_gb=memory, gpu=gpu,
         slurm=_slurm_route(table, where, gpu))
     devices = _gpu_devices(table, where, gpu, route.slurm)
     route = dataclasses.replace(route, gpu_devices=devices,
@@ -488,6 +498,7 @@ def load_config(path: Path) -> GatewayConfig:
     except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
         raise InputError(f"{path}: not valid TOML (arrays or tables nested too deeply)") from None
     _no_unknown_keys(document, {"gateway", "pacs", "route", "caller"}, str(path))
+    base = path.absolute().parent.resolve()  # the folder the file is in: what its relative paths are relative to
     gateway = _take(document, "gateway", dict, str(path))
     pacs = _take(document, "pacs", dict, str(path))
     where_g, where_p = f"{path} [gateway]", f"{path} [pacs]"
@@ -503,11 +514,11 @@ def load_config(path: Path) -> GatewayConfig:
         where = f"{path} [[route]] {number}"
         if not isinstance(table, dict):
             raise InputError(f"{where}: expected a table")
-        routes.append(_route(table, where))
+        routes.append(_route(table, where, base))
     names = [r.name for r in routes]
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")
-    work_dir = Path(_take(gateway, "work_dir", str, where_g))
+    work_dir = _path(gateway, "work_dir", where_g, base)
     accept = _take(gateway, "accept", str, where_g, "all")
     unknown = sorted({m for r in routes for m in r.modalities} - set(MODALITY_SOP_CLASSES))
     if accept not in ACCEPT or (accept == "routes" and unknown):
@@ -520,7 +531,7 @@ def load_config(path: Path) -> GatewayConfig:
         study_quiet_seconds=quiet, max_attempts=attempts, pacs_ae_title=_ae_title(pacs, where_p),
         pacs_host=_take(pacs, "host", str, where_p), pacs_port=_port(pacs, where_p), routes=tuple(routes),
         callers=_callers(document, path), limits=_limits(gateway, where_g),
-        audit_log=Path(_take(gateway, "audit_log", str, where_g, str(work_dir / "audit.jsonl"))),
+        audit_log=_path(gateway, "audit_log", where_g, base, str(work_dir / "audit.jsonl")),
         unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72, most=MAX_HOURS),
         disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60),
-        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False), accept=accept)
+        tls=_tls(gateway, where_g, True, base), pacs_tls=_tls(pacs, where_p, False, base), accept=accept)
