@@ -113,3 +113,26 @@ def test_the_gateways_job_runner_hands_the_engines_fault_to_the_gateway(tmp_path
         done.set()
         watcher.join(30)
     assert isinstance(caught.value, EngineFault) == isinstance(fault, EngineFault)
+
+
+def test_the_gateways_note_says_the_engine_failed_not_the_detector(tmp_path, monkeypatch):
+    from gateway_helpers import config_text
+
+    from medchallenge.gateway import worker
+    from medchallenge.gateway.config import load_config
+    from medchallenge.gateway.notes import Failure, note_text
+
+    config = tmp_path / "gateway.toml"
+    config.write_text(config_text(tmp_path / "work", 11112, 4242, ["true"]))
+    gateway = worker.Gateway(load_config(config))
+    study = tmp_path / "work" / "running" / "1.2.3"
+    (study / "input").mkdir(parents=True)
+
+    def engine_down(*args, **kwargs) -> None:
+        raise EngineFault(f"image x:1: the docker engine failed to inspect it: {DAEMON_DOWN}")
+
+    monkeypatch.setattr(worker, "run_detector", engine_down)
+    with pytest.raises(worker.StudyFailed) as failed:
+        gateway.run_study(study, gateway.config.routes[0])
+    assert failed.value.failure == Failure.ENGINE and DAEMON_DOWN in str(failed.value)
+    assert "the container engine that runs the detector failed" in note_text(Failure.ENGINE, "tb-caverns", "1.2.3")
