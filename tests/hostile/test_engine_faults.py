@@ -136,3 +136,31 @@ def test_the_gateways_note_says_the_engine_failed_not_the_detector(tmp_path, mon
         gateway.run_study(study, gateway.config.routes[0])
     assert failed.value.failure == Failure.ENGINE and DAEMON_DOWN in str(failed.value)
     assert "the container engine that runs the detector failed" in note_text(Failure.ENGINE, "tb-caverns", "1.2.3")
+
+
+APP_IMAGE = json.dumps([{"Id": DIGEST, "Architecture": "amd64", "Config": {"User": "app", "Cmd": ["run"], "Env": []}}])
+PASSWD_DOCKER = """#!/bin/sh
+if [ "$1 $2 $3" = "image inspect --format" ]; then echo {digest}; exit 0; fi
+if [ "$1 $2" = "image inspect" ]; then echo '{image}'; exit 0; fi
+if [ "$1" = cp ]; then exit 1; fi
+if [ "$1 $2" = "container inspect" ]; then {container}; fi
+exit 0
+"""
+
+
+@pytest.mark.parametrize("engine_alive", [True, False])
+def test_an_unreadable_etc_passwd_is_the_images_unless_the_engine_failed(tmp_path, monkeypatch, engine_alive):
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    down = f"echo '{DAEMON_DOWN}' >&2; exit 1"
+    docker.write_text(PASSWD_DOCKER.format(digest=DIGEST, image=APP_IMAGE,
+                                           container="exit 0" if engine_alive else down))
+    docker.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{docker.parent}:/usr/bin:/bin")
+    with pytest.raises(EmulationError) as refused:
+        DockerImage("team/x:1").check()
+    if engine_alive:  # `cp` found no /etc/passwd in the image: its USER cannot be resolved, the team's failure
+        assert "USER 'app' is not in the image's /etc/passwd" in str(refused.value)
+        assert not isinstance(refused.value, EngineFault)
+    else:
+        assert isinstance(refused.value, EngineFault) and DAEMON_DOWN in str(refused.value)

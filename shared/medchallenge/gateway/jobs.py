@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from ..errors import InputError
-from ..jobs.errors import EngineFault
 from ..jobs.conditions import DEFAULT_DISK_GB
+from ..jobs.errors import EngineFault
 from ..jobs.runner import TIME_LIMIT
 from .cluster import run_on_cluster
 from .config import Route

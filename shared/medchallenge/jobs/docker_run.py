@@ -26,7 +26,6 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -56,8 +55,7 @@ MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
 ENGINES = ("docker", "podman")
 NAME_IN_USE = "already in use"  # both engines' words when a container of the name exists
-# both engines' words for an image (`image inspect`) or a container's file (`cp`) that is not there
-NOT_FOUND = re.compile(r"no such image|image not known|could not find|could not be found|no such file", re.IGNORECASE)
+NOT_FOUND = re.compile(r"no such image|image not known", re.IGNORECASE)  # both engines' words: `image inspect` of none
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 CONTAINER_ID_FILE = "container.id"  # in the job's folder while its container runs: the id the engine gave it
 NEVER = "0001-01-01"  # a container's StartedAt while it never started (Go's zero time)
@@ -154,30 +152,23 @@ class ImageConfig:
 
 
 def _engine_bytes(engine: str, *args: str, limit: int, timeout: float = 120) -> bytes | None:
-    """The standard output of `ENGINE ARGS`, None when what it reads is not there (NOT_FOUND); EmulationError when it
-    writes more than `limit` bytes (read no further); EngineFault when the engine fails otherwise."""
-    with tempfile.TemporaryFile() as errors:
+    """The standard output of `ENGINE ARGS`, None when it fails; EmulationError when it writes more than `limit`
+    bytes (read no further); EngineFault when the engine is not there or does not answer."""
+    try:
+        process = subprocess.Popen([engine, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise EngineFault(f"{engine} is not installed (no `{engine}` on PATH)") from None
+    with process:
+        data = process.stdout.read(limit + 1)
+        if len(data) > limit:
+            process.kill()
+            raise EmulationError(f"`{engine} {args[0]}` wrote more than {limit} bytes")
         try:
-            process = subprocess.Popen([engine, *args], stdout=subprocess.PIPE, stderr=errors)
-        except FileNotFoundError:
-            raise EngineFault(f"{engine} is not installed (no `{engine}` on PATH)") from None
-        with process:
-            data = process.stdout.read(limit + 1)
-            if len(data) > limit:
-                process.kill()
-                raise EmulationError(f"`{engine} {args[0]}` wrote more than {limit} bytes")
-            try:
-                status = process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                raise EngineFault(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
-        if status == 0:
-            return data
-        errors.seek(0)
-        said = errors.read(1 << 16).decode("utf-8", "replace")
-    if NOT_FOUND.search(said):
-        return None
-    raise EngineFault(f"`{engine} {args[0]}` failed: {_last_line(said, status)}")
+            status = process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            raise EngineFault(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
+    return data if status == 0 else None
 
 
 def _go_int(text: str) -> int | None:
@@ -424,7 +415,8 @@ def _read_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> by
     try:
         for _ in range(LINK_HOPS):
             archive = _engine_bytes(engine, "cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
-            if archive is None:
+            if archive is None:  # the path is not in the image, unless the engine failed (EngineFault: it is asked)
+                _engine(engine, "container", "inspect", "--format", "{{.Id}}", container)
                 return None
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 member = tar.next()
