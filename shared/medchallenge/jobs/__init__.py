@@ -26,5 +26,5 @@ from .values import SocketValue, serialize_values, sort_values
 
 __all__ = ["CONDITIONS", "DockerImage", "ENGINES", "EmulationError", "EngineFault", "Execution", "GpuRequest",
            "JobFolders", "JobLimits", "JobResult", "Launcher", "LocalProcess", "OutputResult", "SocketValue",
-           "UploadedImage", "extract_model", "host_has_gpu", "resolve_gpu", "run_job", "serialize_values", "sort_values",
-           "upload_case"]
+           "UploadedImage", "extract_model", "host_has_gpu", "resolve_gpu", "run_job", "serialize_values",
+           "sort_values", "upload_case"]
