@@ -16,6 +16,7 @@ from pathlib import Path
 
 from .errors import InputError
 from .io import is_disk_full, write_json_atomic
+from .jobs.errors import EngineFault
 
 log = logging.getLogger("medchallenge.inbox")
 
@@ -140,7 +141,7 @@ def _run(inbox: Path, job: Path, process: Callable[[Path], None]) -> None:
         status = {"returncode": 0, "error": None}
     except InputError as exc:
         log.error("job %s: %s", job.name, exc)
-        status = {"returncode": 1, "error": str(exc)}
+        status = {"returncode": 1, "error": str(exc), **({"cause": "engine"} if isinstance(exc, EngineFault) else {})}
     except Exception as exc:
         if is_disk_full(exc):
             raise

@@ -7,11 +7,14 @@ import dataclasses
 import ipaddress
 import logging
 import re
+import threading
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
+from ..io import user_path
+from ..jobs.conditions import MAX_CPUS, MAX_DISK_GB, MAX_MEMORY_GB, MAX_TIME_LIMIT_S, RESERVED_MEMORY_GB, within
 from ..phase.backend import BACKENDS
 from ..phase.slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
 from ..registry import CHALLENGES, IMAGE_NAMESPACE
@@ -196,6 +199,15 @@ def _take(table: dict, key: str, kind, where: str, default=None):
     return value
 
 
+def _path(table: dict, key: str, where: str, base: Path, default: str | None = None) -> Path:
+    """A path of the configuration: `~` expanded as on the command line; a relative one is relative to the
+    configuration file's folder `base` (where the file is, whatever folder the gateway is started from)."""
+    text = _take(table, key, str, where, default)
+    if not text:
+        raise InputError(f"{where}: {key} = '': expected a path")
+    return base / user_path(text)  # an absolute path stays itself
+
+
 def _port(table: dict, where: str, default=None) -> int:
     port = _take(table, "port", int, where, default)
     if not 1 <= port <= 65535:
@@ -217,14 +229,19 @@ def _strings(table: dict, key: str, where: str, required: bool) -> tuple[str, ..
     return tuple(values)
 
 
-def _positive(table: dict, key: str, where: str, default: float) -> float:
-    value = float(_take(table, key, (int, float), where, default))
-    if not value > 0 or value == float("inf"):
-        raise InputError(f"{where}: {key} = {table[key]!r}: expected a positive number")
-    return value
+def _positive(table: dict, key: str, where: str, default: float, most: float = threading.TIMEOUT_MAX,
+              least: float = 0) -> float:
+    """A number of the table, finite, above `least` and at most `most` (default: the longest wait this process can
+    make, for the seconds it waits): no nan, inf or value whose use would overflow."""
+    value = _take(table, key, (int, float), where, default)
+    if not within(value, least, most):
+        above = "a positive number" if least == 0 else f"a number above {least:g}"
+        raise InputError(f"{where}: {key} = {value!r}: expected {above}, at most {most:g}")
+    return float(value)
 
 
 MIB = 1 << 20
+MAX_HOURS = threading.TIMEOUT_MAX / 3600
 GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
                 "max_instance_mib", "max_study_mib", "work_quota_mib", "max_associations", "acse_timeout_seconds",
                 "dimse_timeout_seconds", "network_timeout_seconds", "unroutable_keep_hours",
@@ -276,7 +293,7 @@ def _callers(document: dict, path: Path) -> tuple[Caller, ...]:
     return tuple(callers)
 
 
-def _tls(table: dict, where: str, server: bool) -> Tls | None:
+def _tls(table: dict, where: str, server: bool, base: Path) -> Tls | None:
     """The optional `tls` table of [gateway] (server: certificate and key required) or [pacs]; files checked."""
     if "tls" not in table:
         return None
@@ -286,7 +303,7 @@ def _tls(table: dict, where: str, server: bool) -> Tls | None:
     paths = {}
     for key in ("certificate", "private_key", "ca_certificates"):
         if key in tls or server or key == "ca_certificates":
-            path = Path(_take(tls, key, str, where))
+            path = _path(tls, key, where, base)
             if not path.is_file():
                 raise InputError(f"{where}: {key} = {str(path)!r}: no such file")
             paths[key] = path
@@ -311,7 +328,7 @@ def _limits(gateway: dict, where: str) -> Limits:
     max_associations = _count(gateway, "max_associations", where, 10)
     instance = _positive(gateway, "max_instance_mib", where, 1024)
     study = _positive(gateway, "max_study_mib", where, 8192)
-    quota = _positive(gateway, "work_quota_mib", where, 65536)
+    quota = _positive(gateway, "work_quota_mib", where, 65536, most=MAX_DISK_GB * 1024)  # a job's disk limit
     if not instance <= study <= quota:
         raise InputError(f"{where}: expected max_instance_mib <= max_study_mib <= work_quota_mib")
     return Limits(int(instance * MIB), int(study * MIB), int(quota * MIB), max_associations,
@@ -360,7 +377,8 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
         raise InputError(f"{where}: max_resubmissions = {resubmissions}: expected 0 to 100")
     return SlurmRoute(partition=_take(slurm, "partition", str, where) if "partition" in slurm else None,
                       account=_take(slurm, "account", str, where) if "account" in slurm else None, gpus=gpus,
-                      cpus=_positive(slurm, "cpus", where, 1) if "cpus" in slurm else None, extra=extra,
+                      cpus=_positive(slurm, "cpus", where, 1, most=MAX_CPUS) if "cpus" in slurm else None,
+                      extra=extra,
                       max_resubmissions=resubmissions,
                       job_name_prefix=check_prefix(slurm.get("job_name_prefix", DEFAULT_PREFIX),
                                                    f"{where}: job_name_prefix"))
@@ -415,7 +433,7 @@ def _operating_points(table: dict, where: str, route: Route) -> tuple[tuple[str,
     project's algorithm as a process, takes the defaults silently)."""
     given = _take(table, "operating_points", dict, where, {})
     for slug, value in given.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
             raise InputError(f"{where}: operating_points: {slug} = {value!r}: expected a probability, 0 to 1")
     card = dict(CHALLENGES[route.interface].algorithm.operating_points) if route.interface in CHALLENGES else {}
     defaulted = sorted(set(card) - set(given))
@@ -427,26 +445,26 @@ def _operating_points(table: dict, where: str, route: Route) -> tuple[tuple[str,
     return tuple((slug, points[slug]) for slug in sorted(points))
 
 
-def _route(table: dict, where: str) -> Route:
+def _route(table: dict, where: str, base: Path) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
     _no_unknown_keys(table, ROUTE_KEYS, where)
     if ("image" in table) == ("command" in table):
         raise InputError(f"{where}: give image (a Docker image, run as grand-challenge runs it) or command (the "
                          "algorithm's entry as a process on this host), one of them")
     gpu = _take(table, "gpu", str, where, "off")
-    memory = float(_take(table, "memory_gb", (int, float), where, 8))
-    if gpu not in ("auto", "on", "off") or memory <= 0:
-        raise InputError(f"{where}: gpu must be auto, on or off and memory_gb positive")
+    if gpu not in ("auto", "on", "off"):
+        raise InputError(f"{where}: gpu = {gpu!r}: expected auto, on or off")
+    memory = _positive(table, "memory_gb", where, 8, most=MAX_MEMORY_GB, least=RESERVED_MEMORY_GB)  # JobLimits'
     route = Route(
         name=_take(table, "name", str, where),
         modalities=tuple(m.upper() for m in _strings(table, "modalities", where, True)),
         body_parts=tuple(b.upper() for b in _strings(table, "body_parts", where, False)),
         interface=_take(table, "interface", str, where),
-        timeout_seconds=_positive(table, "timeout_seconds", where, 3600),
+        timeout_seconds=_positive(table, "timeout_seconds", where, 3600, most=MAX_TIME_LIMIT_S),
         image=_take(table, "image", str, where) if "image" in table else None,
         command=_strings(table, "command", where, required=True) if "command" in table else (),
-        inbox=Path(_take(table, "inbox", str, where)) if "inbox" in table else None,
-        model=Path(_take(table, "model", str, where)) if "model" in table else None, memory_gb=memory, gpu=gpu,
+        inbox=_path(table, "inbox", where, base) if "inbox" in table else None,
+        model=_path(table, "model", where, base) if "model" in table else None, memory_gb=memory, gpu=gpu,
         slurm=_slurm_route(table, where, gpu))
     devices = _gpu_devices(table, where, gpu, route.slurm)
     route = dataclasses.replace(route, gpu_devices=devices,
@@ -480,15 +498,14 @@ def load_config(path: Path) -> GatewayConfig:
     except RecursionError:  # tomllib recurses once per level of nested arrays and inline tables
         raise InputError(f"{path}: not valid TOML (arrays or tables nested too deeply)") from None
     _no_unknown_keys(document, {"gateway", "pacs", "route", "caller"}, str(path))
+    base = path.absolute().parent.resolve()  # the folder the file is in: what its relative paths are relative to
     gateway = _take(document, "gateway", dict, str(path))
     pacs = _take(document, "pacs", dict, str(path))
     where_g, where_p = f"{path} [gateway]", f"{path} [pacs]"
     _no_unknown_keys(gateway, GATEWAY_KEYS, where_g)
     _no_unknown_keys(pacs, {"ae_title", "host", "port", "tls"}, where_p)
-    quiet = float(_take(gateway, "study_quiet_seconds", (int, float), where_g, 30))
-    attempts = _take(gateway, "max_attempts", int, where_g, 2)
-    if quiet <= 0 or attempts < 1:
-        raise InputError(f"{where_g}: study_quiet_seconds must be positive and max_attempts at least 1")
+    quiet = _positive(gateway, "study_quiet_seconds", where_g, 30)
+    attempts = _count(gateway, "max_attempts", where_g, 2)
     routes = []
     tables = _take(document, "route", list, str(path))
     if not tables:
@@ -497,11 +514,11 @@ def load_config(path: Path) -> GatewayConfig:
         where = f"{path} [[route]] {number}"
         if not isinstance(table, dict):
             raise InputError(f"{where}: expected a table")
-        routes.append(_route(table, where))
+        routes.append(_route(table, where, base))
     names = [r.name for r in routes]
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")
-    work_dir = Path(_take(gateway, "work_dir", str, where_g))
+    work_dir = _path(gateway, "work_dir", where_g, base)
     accept = _take(gateway, "accept", str, where_g, "all")
     unknown = sorted({m for r in routes for m in r.modalities} - set(MODALITY_SOP_CLASSES))
     if accept not in ACCEPT or (accept == "routes" and unknown):
@@ -514,7 +531,7 @@ def load_config(path: Path) -> GatewayConfig:
         study_quiet_seconds=quiet, max_attempts=attempts, pacs_ae_title=_ae_title(pacs, where_p),
         pacs_host=_take(pacs, "host", str, where_p), pacs_port=_port(pacs, where_p), routes=tuple(routes),
         callers=_callers(document, path), limits=_limits(gateway, where_g),
-        audit_log=Path(_take(gateway, "audit_log", str, where_g, str(work_dir / "audit.jsonl"))),
-        unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72),
+        audit_log=_path(gateway, "audit_log", where_g, base, str(work_dir / "audit.jsonl")),
+        unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72, most=MAX_HOURS),
         disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60),
-        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False), accept=accept)
+        tls=_tls(gateway, where_g, True, base), pacs_tls=_tls(pacs, where_p, False, base), accept=accept)

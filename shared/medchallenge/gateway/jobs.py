@@ -16,6 +16,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..jobs.conditions import DEFAULT_DISK_GB
+from ..jobs.errors import EngineFault
 from ..jobs.runner import TIME_LIMIT
 from .cluster import run_on_cluster
 from .config import Route
@@ -51,7 +52,7 @@ def run_in_inbox(route: Route, study: Path, stopping: threading.Event) -> None:
     if status["returncode"] != 0:  # the job runner's line (job_runner.run_route_job)
         if status["error"].startswith(TIME_LIMIT):
             raise subprocess.TimeoutExpired(str(route.inbox), route.timeout_seconds)
-        raise InputError(status["error"])
+        raise (EngineFault if status.get("cause") == "engine" else InputError)(status["error"])
 
 
 def run_detector(route: Route, study: Path, stopping: threading.Event, disk_gb: float = DEFAULT_DISK_GB) -> None:

@@ -23,6 +23,7 @@ class Failure(enum.Enum):
     """Why a study ended in failed/: the value is the wording of its failure note."""
 
     DETECTOR = "the detector could not process the images of this study"
+    ENGINE = "the container engine that runs the detector failed"
     TIMEOUT = "the detector did not finish within its time limit"
     INTERRUPTED = "the detector stopped repeatedly before finishing"
     GATEWAY_STOPPED = "the gateway stopped while handling it, so it is set aside and not tried again"

@@ -14,6 +14,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs.conditions import GIB
+from ..jobs.errors import EngineFault
 from ..logs import escape
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, Route
@@ -227,6 +228,8 @@ class Gateway:
             run_detector(route, study, self.stopping, self.config.limits.work_quota_bytes / GIB)
         except subprocess.TimeoutExpired:
             raise StudyFailed(Failure.TIMEOUT, f"detector {route.name} ran over {route.timeout_seconds:g} s") from None
+        except EngineFault as exc:  # the engine's, not the detector's: the note says so
+            raise StudyFailed(Failure.ENGINE, str(exc)) from None
         except InputError as exc:
             raise StudyFailed(Failure.DETECTOR, str(exc)) from None
         detector_seconds = time.perf_counter() - started

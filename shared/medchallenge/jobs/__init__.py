@@ -15,7 +15,7 @@ output sockets; runner.py: run_job; usage.py: what jobs used in all (wall, CPU a
 
 from .conditions import CONDITIONS, JobLimits
 from .docker_run import ENGINES, DockerImage, host_has_gpu
-from .errors import EmulationError
+from .errors import EmulationError, EngineFault
 from .launch import Execution, JobFolders, Launcher
 from .model_tarball import extract_model
 from .outputs import OutputResult
@@ -24,6 +24,7 @@ from .runner import GpuRequest, JobResult, resolve_gpu, run_job
 from .uploads import UploadedImage, upload_case
 from .values import SocketValue, serialize_values, sort_values
 
-__all__ = ["CONDITIONS", "DockerImage", "ENGINES", "EmulationError", "Execution", "GpuRequest", "JobFolders",
-           "JobLimits", "JobResult", "Launcher", "LocalProcess", "OutputResult", "SocketValue", "UploadedImage", "extract_model",
-           "host_has_gpu", "resolve_gpu", "run_job", "serialize_values", "sort_values", "upload_case"]
+__all__ = ["CONDITIONS", "DockerImage", "ENGINES", "EmulationError", "EngineFault", "Execution", "GpuRequest",
+           "JobFolders", "JobLimits", "JobResult", "Launcher", "LocalProcess", "OutputResult", "SocketValue",
+           "UploadedImage", "extract_model", "host_has_gpu", "resolve_gpu", "run_job", "serialize_values",
+           "sort_values", "upload_case"]

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .disk_quota import DiskQuota
-from .errors import EmulationError
+from .errors import EmulationError, EngineFault
 from .launch import Execution, JobFolders
 from .log_tail import read_tails
 from .watchdog import WATCH_LABEL
@@ -55,6 +55,7 @@ MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
 ENGINES = ("docker", "podman")
 NAME_IN_USE = "already in use"  # both engines' words when a container of the name exists
+NOT_FOUND = re.compile(r"no such image|image not known", re.IGNORECASE)  # both engines' words: `image inspect` of none
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 CONTAINER_ID_FILE = "container.id"  # in the job's folder while its container runs: the id the engine gave it
 NEVER = "0001-01-01"  # a container's StartedAt while it never started (Go's zero time)
@@ -69,13 +70,17 @@ def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True,
         result = subprocess.run([engine, *args], capture_output=True, text=True, timeout=timeout, errors="replace",
                                 cwd=cwd)
     except FileNotFoundError:
-        raise EmulationError(f"{engine} is not installed (no `{engine}` on PATH)") from None
+        raise EngineFault(f"{engine} is not installed (no `{engine}` on PATH)") from None
     except subprocess.TimeoutExpired:
-        raise EmulationError(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
+        raise EngineFault(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
     if check and result.returncode != 0:
-        lines = result.stderr.strip().splitlines()
-        raise EmulationError(f"`{engine} {args[0]}` failed: {lines[-1] if lines else f'status {result.returncode}'}")
+        raise EngineFault(f"`{engine} {args[0]}` failed: {_last_line(result.stderr, result.returncode)}")
     return result
+
+
+def _last_line(stderr: str, status: int) -> str:
+    lines = stderr.strip().splitlines()
+    return lines[-1] if lines else f"status {status}"
 
 
 _docker = functools.partial(_engine, "docker")
@@ -127,25 +132,32 @@ class ImageConfig:
     @classmethod
     def inspect(cls, image: str, engine: str = "docker") -> ImageConfig:
         """The image's configuration; its id is the digest of that configuration, the same under Docker and Podman
-        (Podman's lacks the `sha256:`)."""
+        (Podman's lacks the `sha256:`). EngineFault where the engine fails or lacks the image: nothing is wrong with
+        the image itself."""
         result = _engine(engine, "image", "inspect", image, check=False)
+        if result.returncode != 0 and NOT_FOUND.search(result.stderr):
+            raise EngineFault(f"image {image}: not found by this {engine} engine (`{engine} load < FILE.tar.gz` "
+                              "the file you would upload, or build it)")
         if result.returncode != 0:
-            raise EmulationError(f"image {image}: not found by this {engine} engine (`{engine} load < FILE.tar.gz` "
-                                 "the file you would upload, or build it)")
-        data = json.loads(result.stdout)[0]
-        config = data.get("Config") or {}
-        image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
-        return cls(image_id, config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
-                   config.get("Env") or [], data.get("Architecture", ""))
+            raise EngineFault(f"image {image}: the {engine} engine failed to inspect it: "
+                              f"{_last_line(result.stderr, result.returncode)}")
+        try:
+            data = json.loads(result.stdout)[0]
+            config = data.get("Config") or {}
+            image_id = data["Id"] if data["Id"].startswith("sha256:") else f"sha256:{data['Id']}"
+            return cls(image_id, config.get("User") or "", config.get("Entrypoint"), config.get("Cmd"),
+                       config.get("Env") or [], data.get("Architecture", ""))
+        except (ValueError, LookupError, TypeError, AttributeError):
+            raise EngineFault(f"image {image}: `{engine} image inspect` gave no image configuration") from None
 
 
 def _engine_bytes(engine: str, *args: str, limit: int, timeout: float = 120) -> bytes | None:
     """The standard output of `ENGINE ARGS`, None when it fails; EmulationError when it writes more than `limit`
-    bytes (read no further)."""
+    bytes (read no further); EngineFault when the engine is not there or does not answer."""
     try:
         process = subprocess.Popen([engine, *args], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     except FileNotFoundError:
-        raise EmulationError(f"{engine} is not installed (no `{engine}` on PATH)") from None
+        raise EngineFault(f"{engine} is not installed (no `{engine}` on PATH)") from None
     with process:
         data = process.stdout.read(limit + 1)
         if len(data) > limit:
@@ -155,7 +167,7 @@ def _engine_bytes(engine: str, *args: str, limit: int, timeout: float = 120) -> 
             status = process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
-            raise EmulationError(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
+            raise EngineFault(f"`{engine} {args[0]}` did not answer in {timeout:g} s") from None
     return data if status == 0 else None
 
 
@@ -403,7 +415,8 @@ def _read_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> by
     try:
         for _ in range(LINK_HOPS):
             archive = _engine_bytes(engine, "cp", f"{container}:{path}", "-", limit=PASSWD_BYTES + (64 << 10))
-            if archive is None:
+            if archive is None:  # the path is not in the image, unless the engine failed (EngineFault: it is asked)
+                _engine(engine, "container", "inspect", "--format", "{{.Id}}", container)
                 return None
             with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
                 member = tar.next()
@@ -521,7 +534,7 @@ class DockerImage:
                 return self._run(folders, limits, gpu, name, quota)
             except _NameInUse:  # left by a runner killed during this job (its pk): removed, tried again
                 continue
-        raise EmulationError(f"{self.engine} could not start the job: the container name {name} stays in use")
+        raise EngineFault(f"{self.engine} could not start the job: the container name {name} stays in use")
 
     def _watchdog(self, token: str, limits: JobLimits) -> subprocess.Popen:
         """The container's watchdog (watchdog.py), in its own session: it removes the container labelled `token`
@@ -546,7 +559,7 @@ class DockerImage:
                                        cwd=folders.tmp.parent)
         except FileNotFoundError:
             _tell(watchdog, "done")
-            raise EmulationError(f"{self.engine} is not installed (no `{self.engine}` on PATH)") from None
+            raise EngineFault(f"{self.engine} is not installed (no `{self.engine}` on PATH)") from None
         _tell(watchdog, f"pid {process.pid}", end=False)
         try:
             with process:
@@ -561,8 +574,8 @@ class DockerImage:
             if container_id is None:  # the engine made no container: what it wrote is all its own
                 if NAME_IN_USE in "\n".join(stderr_tail):
                     raise _NameInUse
-                raise EmulationError(f"{self.engine} could not start the job: "
-                                     f"{_first_line(stderr_tail, self.engine, process.returncode)}")
+                raise EngineFault(f"{self.engine} could not start the job: "
+                                  f"{_first_line(stderr_tail, self.engine, process.returncode)}")
             state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
             never_started = state.get("StartedAt", NEVER).startswith(NEVER)
             diff = "" if never_started or not self.list_writes else self._cli("diff", name, check=False).stdout
@@ -571,13 +584,13 @@ class DockerImage:
             id_file.unlink(missing_ok=True)
             _tell(watchdog, "done")
         if state.get("Running"):  # the attached `run` ended without the container: the engine failed, not the job
-            raise EmulationError(f"{self.engine} lost track of the job's container {name} (`run` ended)")
+            raise EngineFault(f"{self.engine} lost track of the job's container {name} (`run` ended)")
         if never_started:  # made, never started: what the `run` wrote is the engine's
             if process.returncode in NOT_STARTED:  # the image's command cannot run: the job fails, as on GC
                 return Execution(exit_code=process.returncode, wall_seconds=sampled.wall,
                                  start_error=start_error("\n".join(stderr_tail)))
-            raise EmulationError(f"{self.engine} could not start the job: "
-                                 f"{_first_line(stderr_tail, self.engine, process.returncode)}")
+            raise EngineFault(f"{self.engine} could not start the job: "
+                              f"{_first_line(stderr_tail, self.engine, process.returncode)}")
         return Execution(exit_code=state.get("ExitCode"), wall_seconds=sampled.wall, timed_out=sampled.timed_out,
                          disk_error=quota.error, oom_killed=bool(state.get("OOMKilled")),
                          peak_memory_bytes=sampled.peak, cpu_seconds=sampled.cpu,

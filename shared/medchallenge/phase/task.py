@@ -27,7 +27,8 @@ from typing import Any
 
 from ..errors import InputError
 from ..io import write_json_atomic
-from ..jobs import DockerImage, EmulationError, Execution, JobFolders, JobLimits, JobResult, SocketValue, run_job
+from ..jobs import (DockerImage, EmulationError, EngineFault, Execution, JobFolders, JobLimits, JobResult, SocketValue,
+                    run_job)
 from ..jobs.docker_run import ENGINES
 from ..jobs.runner import MEMORY_KILLED, TIME_LIMIT
 from ..logs import setup_logging
@@ -49,10 +50,10 @@ STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "
 
 
 class GuardedLauncher:
-    """A launcher whose failures to start or follow the container are the engine's (EngineError), not the job's;
-    a GPU asked for but absent on this node is the node's; and an image's upload checks, once passed, are not done
-    again by the phase's other tasks (`checked`: where their notes are kept; None for a tag without a digest, a
-    gateway route's image, which may change between jobs: checked each time)."""
+    """A launcher whose failures to inspect the image (EngineFault) or to start or follow the container are the
+    engine's (EngineError), not the job's; a GPU asked for but absent on this node is the node's; and an image's
+    upload checks, once passed, are not done again by the phase's other tasks (`checked`: where their notes are kept;
+    None for a tag without a digest, a gateway route's image, which may change between jobs: checked each time)."""
 
     def __init__(self, launcher: DockerImage, gpu: bool, checked: Path | None):
         self.launcher = launcher
@@ -63,17 +64,25 @@ class GuardedLauncher:
 
     def check(self) -> list[str]:
         if self.checked is None:
-            return self.launcher.check()
+            return self._check_image()
         try:
             notes = json.loads(self.checked.read_text())["notes"]
             if isinstance(notes, list) and all(isinstance(note, str) for note in notes):
                 return notes
         except (OSError, ValueError, KeyError, TypeError):
             pass
-        notes = self.launcher.check()  # a refusal is not kept: it may be the engine's failure, not the image's
+        notes = self._check_image()  # a refusal is not kept: each task checks again
         self.checked.parent.mkdir(parents=True, exist_ok=True)
         write_json_atomic(self.checked, {"notes": notes})
         return notes
+
+    def _check_image(self) -> list[str]:
+        """The image's upload checks: a refusal of the image is the team's (EmulationError), the engine failing to
+        inspect it the engine's (EngineError)."""
+        try:
+            return self.launcher.check()
+        except EngineFault as exc:
+            raise EngineError(str(exc)) from None
 
     def gpu_available(self) -> bool:
         available = self.launcher.gpu_available()
