@@ -92,7 +92,7 @@ def submit_from_the_image(compose: Compose, config: Path, tmp_path: Path, data: 
     config.write_text(config.read_text().replace(NODE_PYTHON, ""))
     unset = compose(*SLURM, args=("run", "--rm", "gateway", "--check"))
     assert unset.returncode != 0 and ("route(s) cxr-cluster without [route.slurm] node_python would run this "
-                                      "container's /opt/venv/bin/python, which no node has") in unset.stderr
+                                      "container's /opt/venv/bin/python3, which no node has") in unset.stderr
     assert compose("compose.hospital.yaml", args=("build", "gateway")).returncode == 0
     plain = compose("compose.hospital.yaml", args=("run", "--rm", "gateway", "--check"))
     line = [text for text in plain.stderr.splitlines() if text.startswith("error:")]
