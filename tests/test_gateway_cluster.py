@@ -12,7 +12,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from gateway_helpers import config_text
+from gateway_helpers import REPO, config_text
 
 from medchallenge.gateway import cluster, load_config, main
 from medchallenge.gateway.config import SlurmRoute
@@ -74,6 +74,15 @@ def test_a_slurm_route_is_read_with_its_cluster_options(tmp_path):
     assert default == SlurmRoute(gpus=1)  # gpu = "on": one GPU, the cluster's partition and account
     nodes = SLURM_ROUTE + 'node_python = "/shared/medchallenge/.venv/bin/python"\n'
     assert load_config(write_config(tmp_path, nodes)).routes[1].slurm.node_python == \
+        "/shared/medchallenge/.venv/bin/python"
+
+
+def test_the_example_s_commented_slurm_route_uncommented_is_valid_and_names_the_nodes_python(tmp_path):
+    example = (REPO / "gateway" / "gateway.example.toml").read_text()
+    commented = example[example.index("# [[route]]\n# name = \"cxr-cluster\""):]
+    route = "".join(line[2:] + "\n" for line in commented.splitlines() if line.startswith("# ") or line == "#")
+    cluster_route = load_config(write_config(tmp_path, "\n" + route)).routes[1]
+    assert cluster_route.name == "cxr-cluster" and cluster_route.slurm.node_python == \
         "/shared/medchallenge/.venv/bin/python"
 
 
