@@ -5,12 +5,14 @@ real Slurm: tests/e2e/test_gateway_slurm.py.)"""
 from __future__ import annotations
 
 import json
+import logging
 import socket
+import sys
 import threading
 from pathlib import Path
 
 import pytest
-from gateway_helpers import config_text
+from gateway_helpers import REPO, config_text
 
 from medchallenge.gateway import cluster, load_config, main
 from medchallenge.gateway.config import SlurmRoute
@@ -51,6 +53,8 @@ def slurm_commands(tmp_path, monkeypatch):
     munge.bind(str(tmp_path / "munge.socket"))
     (tmp_path / "slurm.conf").write_text(f"ClusterName=site\nAuthInfo=socket={tmp_path / 'munge.socket'}\n")
     monkeypatch.setenv("SLURM_CONF", str(tmp_path / "slurm.conf"))
+    # a host, not a container (Docker's mark of one, absent)
+    monkeypatch.setattr("medchallenge.gateway.submit_host.CONTAINER_MARKERS", (tmp_path / ".dockerenv",))
     yield
     munge.close()
 
@@ -68,6 +72,18 @@ def test_a_slurm_route_is_read_with_its_cluster_options(tmp_path):
                                        extra=("--qos=clinical",), max_resubmissions=3)
     default = load_config(write_config(tmp_path, SLURM_ROUTE.split("[route.slurm]")[0])).routes[1].slurm
     assert default == SlurmRoute(gpus=1)  # gpu = "on": one GPU, the cluster's partition and account
+    nodes = SLURM_ROUTE + 'node_python = "/shared/medchallenge/.venv/bin/python"\n'
+    assert load_config(write_config(tmp_path, nodes)).routes[1].slurm.node_python == \
+        "/shared/medchallenge/.venv/bin/python"
+
+
+def test_the_example_s_commented_slurm_route_uncommented_is_valid_and_names_the_nodes_python(tmp_path):
+    example = (REPO / "gateway" / "gateway.example.toml").read_text()
+    commented = example[example.index("# [[route]]\n# name = \"cxr-cluster\""):]
+    route = "".join(line[2:] + "\n" for line in commented.splitlines() if line.startswith("# ") or line == "#")
+    cluster_route = load_config(write_config(tmp_path, "\n" + route)).routes[1]
+    assert cluster_route.name == "cxr-cluster" and cluster_route.slurm.node_python == \
+        "/shared/medchallenge/.venv/bin/python"
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -89,6 +105,9 @@ def test_a_slurm_route_is_read_with_its_cluster_options(tmp_path):
                                                                               "name prefix is 1-32 letters"),
     (lambda t: t.replace("max_resubmissions = 3", "max_resubmissions = -1"), "max_resubmissions = -1: expected"),
     (lambda t: t.replace("cpus = 4", "cpus = 0"), "[route.slurm]: cpus = 0: expected a positive number"),
+    (lambda t: t.replace("cpus = 4", 'node_python = "python3"'), "[route.slurm]: node_python: expected an absolute "
+                                                                 "path"),
+    (lambda t: t.replace("cpus = 4", 'node_python = "/venv/bin/python;rm"'), "node_python: expected an absolute"),
 ])
 def test_slurm_route_mistakes_are_one_line(tmp_path, capsys, slurm_commands, edit, message):
     path = write_config(tmp_path)
@@ -128,12 +147,30 @@ def test_check_names_what_a_host_with_slurm_commands_still_lacks(tmp_path, capsy
     assert err.count("\n") == 1 and f"submit host here: no munge socket at {tmp_path / 'absent.socket'}" in err
     (tmp_path / "slurm.conf").write_text(f"AuthInfo=socket={tmp_path / 'munge.socket'}\n")
     monkeypatch.setattr("medchallenge.gateway.submit_host.filesystem_type", lambda folder: "tmpfs")
-    marker = tmp_path / ".dockerenv"  # Docker's mark of a container: absent, then present
-    monkeypatch.setattr("medchallenge.gateway.submit_host.CONTAINER_MARKERS", (marker,))
     assert main(["--config", str(path), "--check"]) == 0  # a host's tmpfs: a node on this host sees it
-    marker.touch()
+    (tmp_path / ".dockerenv").touch()  # Docker's mark of a container
     assert main(["--config", str(path), "--check"]) == 1
     assert "is in this container's own tmpfs, which no node sees" in capsys.readouterr().err
+
+
+def test_a_gateway_in_a_container_must_name_the_nodes_python_which_check_says_it_cannot_see(
+        tmp_path, capsys, monkeypatch, caplog, slurm_commands):
+    """In a container whose Python environment is in its image, which no node has, `--check` refuses a Slurm route
+    without node_python in one line; with it, passes and says the path is the HPC team's to check on a node."""
+    path = write_config(tmp_path)
+    image = {Path(sys.prefix): "overlay", path.parent / "work": "ext4", path.parent: "ext4"}
+    monkeypatch.setattr("medchallenge.gateway.submit_host.filesystem_type", image.get)
+    assert main(["--config", str(path), "--check"]) == 0  # a host: its Python is the nodes' (a shared filesystem)
+    (tmp_path / ".dockerenv").touch()
+    assert main(["--config", str(path), "--check"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and (f"route(s) cxr-cluster without [route.slurm] node_python would run this "
+                                     f"container's {sys.executable}, which no node has") in err
+    path.write_text(path.read_text() + 'node_python = "/shared/venv/bin/python"\n')
+    caplog.set_level(logging.INFO, "medchallenge.gateway")
+    assert main(["--config", str(path), "--check"]) == 0
+    assert ("route cxr-cluster: its Slurm jobs run /shared/venv/bin/python on the nodes, which no submit host sees "
+            "(check it on a node: `/shared/venv/bin/python -c 'import medchallenge.phase.task'`)") in caplog.text
 
 
 def test_a_submission_without_its_slurm_id_is_the_job_of_its_name_or_none(monkeypatch):

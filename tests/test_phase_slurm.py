@@ -121,15 +121,18 @@ def test_a_site_file_gives_the_slurm_backend_s_options_checked_and_bounded(tmp_p
     site = tmp_path / "site.toml"
     site.write_text('partition = "gpu"\naccount = "challenge"\nmax_parallel = 50\noptions = ["--qos=long", '
                     '"--no-requeue", "--gres=gpu:a100:1"]\njob_name_prefix = "cxr25-"\nmax_array_size = 1000\n'
-                    'poll_s = 10\n')
+                    'poll_s = 10\nnode_python = "/shared/venv/bin/python3.11"\n')
     options = read_site_file(site)
     assert options == {"partition": "gpu", "account": "challenge", "max_parallel": 50,
                        "options": ["--qos=long", "--no-requeue", "--gres=gpu:a100:1"], "job_name_prefix": "cxr25-",
-                       "max_array_size": 1000, "poll_s": 10.0}
+                       "max_array_size": 1000, "poll_s": 10.0, "node_python": "/shared/venv/bin/python3.11"}
     assert SlurmBackend(PhaseLayout(tmp_path), **options).job_name("alpha") == "cxr25-alpha"
     for text, message in [("poll_s = -1", "poll_s = -1: expected 0.5 to 3600"),
                           ("max_parallel = 1e308", "max_parallel must be an integer"),
                           ('job_name_prefix = "a b"', "a job name prefix is 1-32 letters"),
+                          ('node_python = "python3"', "node_python: expected an absolute path"),
+                          ('node_python = "/venv/bin/python; rm -rf ~"', "node_python: expected an absolute path"),
+                          ('node_python = "/shared/../venv/python"', "node_python: expected an absolute path"),
                           ("extra = '--qos=x'", "unknown key(s) 'extra'"), ("a = [[[", "not a TOML file")]:
         site.write_text(text + "\n")
         with pytest.raises(InputError, match=re.escape(message)):
@@ -202,6 +205,23 @@ def test_a_submission_past_the_cluster_s_max_array_size_is_split_into_arrays_its
     site = SlurmBackend(layout, max_array_size=2)  # a site's own cap below the cluster's
     assert [len(manifest_specs(a.manifest)) for a in site.submit_tasks("beta", specs[:5], Resources(
         cpus=1, memory_gb=1, gpus=0, time_limit_s=60)).arrays] == [2, 2, 1]
+
+
+def test_every_job_runs_the_site_s_node_python_else_the_submitting_one(tmp_path, fake_slurm):
+    """The nodes' Python (node_python) in the arrays', single tasks' and steps' commands; by default sys.executable."""
+    layout = PhaseLayout.of(tmp_path / "out")
+    resources = Resources(cpus=1, memory_gb=1, gpus=0, time_limit_s=60)
+    site = SlurmBackend(layout, node_python="/shared/venv/bin/python")
+    group = site.submit_tasks("alpha", [layout.task("j0")], resources)
+    site.submit_task("gw-study", layout.task("j1"), resources)
+    site.submit_after([group], ["true"], "evaluate-alpha")
+    SlurmBackend(layout).submit_task("gw-study", layout.task("j1"), resources)
+    commands = [call[call.index("--wrap") + 1:] for call in sbatch_calls(fake_slurm)]
+    assert [command[:4] for command in commands] == [
+        ["exec", "/shared/venv/bin/python", "-m", "medchallenge.phase.slurm"],
+        ["exec", "/shared/venv/bin/python", "-m", "medchallenge.phase.task"],
+        ["exec", "/shared/venv/bin/python", "-m", "medchallenge.phase.slurm"],
+        ["exec", sys.executable, "-m", "medchallenge.phase.task"]]
 
 
 def test_an_earlier_run_s_tasks_still_in_slurm_hold_their_jobs_and_its_pending_steps_are_cancelled(

@@ -4,8 +4,9 @@ WORK/cluster/<study>/ and submitted as one Slurm job running `python -m medchall
 phase's array task runs: the job runner on the node, with its engine); its result goes into the study's DICOM
 objects as a local job's does (image_routes.job_datasets).
 
-WORK (the gateway's work_dir) must be a shared folder the nodes see at the same path, and the gateway's Python
-(sys.executable) must be there too, as for a phase (docs/phase.md).
+WORK (the gateway's work_dir) must be a shared folder the nodes see at the same path, and the job's Python (the
+route's node_python, by default the gateway's own sys.executable: a gateway installed on the shared filesystem) must
+be at that path on the nodes, with medchallenge installed, as for a phase (docs/phase.md).
 
 The guarantees of the gateway hold: each submission is written into the study's folder (slurm.json) under a job name
 of its own before `sbatch`, and its Slurm id after, so a gateway restarted meanwhile takes up the same job instead of
@@ -110,7 +111,8 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
     """Until the study's job is over (succeeded, or failed on its own): submitted unless a job of the study is on
     the cluster already, and again each time the cluster loses it, at most `max_resubmissions` times."""
     backend = SlurmBackend(layout, partition=route.slurm.partition, account=route.slurm.account,
-                           options=list(route.slurm.extra), job_name_prefix=route.slurm.job_name_prefix)
+                           options=list(route.slurm.extra), job_name_prefix=route.slurm.job_name_prefix,
+                           node_python=route.slurm.node_python)
     submissions = record["submissions"]
     take_up_unrecorded(record, record["task"] is not None and is_final(read_state(layout, record["task"])), backend)
     while True:

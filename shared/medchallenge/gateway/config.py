@@ -16,7 +16,7 @@ from ..errors import InputError
 from ..io import user_path
 from ..jobs.conditions import MAX_CPUS, MAX_DISK_GB, MAX_MEMORY_GB, MAX_TIME_LIMIT_S, RESERVED_MEMORY_GB, within
 from ..phase.backend import BACKENDS
-from ..phase.slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
+from ..phase.slurm_options import DEFAULT_PREFIX, check_node_python, check_prefix, check_sbatch_options
 from ..registry import CHALLENGES, IMAGE_NAMESPACE
 from .contexts import ACCEPT, MODALITY_SOP_CLASSES, accepted_contexts
 from .output_dicom import check_image_route
@@ -54,6 +54,7 @@ class SlurmRoute:
     extra: tuple[str, ...] = ()  # the sbatch options a site sets (phase.slurm_options.ALLOWED)
     max_resubmissions: int = 2
     job_name_prefix: str = DEFAULT_PREFIX  # Slurm job names PREFIXgw-<route>-<study hash>
+    node_python: str | None = None  # the Python (with medchallenge) the job runs on the nodes; None: the gateway's
 
 
 @dataclass(frozen=True)
@@ -348,7 +349,8 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
               "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs",
               "gpu_devices", "operating_points", "keep_below_threshold"}
-SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions", "job_name_prefix"}
+SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions", "job_name_prefix",
+              "node_python"}
 
 
 def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
@@ -381,7 +383,8 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
                       extra=extra,
                       max_resubmissions=resubmissions,
                       job_name_prefix=check_prefix(slurm.get("job_name_prefix", DEFAULT_PREFIX),
-                                                   f"{where}: job_name_prefix"))
+                                                   f"{where}: job_name_prefix"),
+                      node_python=check_node_python(slurm["node_python"], where) if "node_python" in slurm else None)
 
 
 MAX_PARALLEL_JOBS = 64

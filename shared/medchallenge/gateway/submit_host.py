@@ -5,21 +5,28 @@ What a submit host needs, each missing piece named in one line: Slurm's client c
 slurm.conf's `AuthInfo=socket=...` names, else /run/munge/munge.socket.2) and a work folder the nodes can reach: it
 must be on the shared filesystem, at the same path on the nodes, which no host can prove; what a container can see
 is refused, a work folder in the container's own filesystem (its overlay root or a tmpfs, not a mounted volume).
+Likewise the jobs' Python: a gateway whose own Python environment is in its container's filesystem (the image's)
+must name the nodes' (`[route.slurm] node_python`); whether that path is on the nodes no submit host sees, so each
+route's is logged for the HPC team to check on a node.
 Only `--check` and the gateway's start ask for these: `--conformance` never does (a reviewer's laptop has no
 cluster).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import shutil
 import stat
+import sys
 from pathlib import Path
 
 from ..errors import InputError
 from .cluster import CLUSTER_COMMANDS
-from .config import GatewayConfig
+from .config import GatewayConfig, Route
+
+log = logging.getLogger("medchallenge.gateway")
 
 DEFAULT_SLURM_CONF = Path("/etc/slurm/slurm.conf")
 DEFAULT_MUNGE_SOCKET = Path("/run/munge/munge.socket.2")
@@ -59,8 +66,14 @@ def filesystem_type(folder: Path) -> str | None:
     return kind
 
 
-def missing_pieces(work_dir: Path) -> list[str]:
-    """What this host lacks to submit a route's jobs to Slurm, each in a few words; empty when nothing."""
+def container_only(folder: Path) -> str | None:
+    """The type of `folder`'s filesystem where it is a container's own (no node sees it), else None."""
+    kind = filesystem_type(folder)
+    return kind if kind in CONTAINER_ONLY_FILESYSTEMS and any(m.exists() for m in CONTAINER_MARKERS) else None
+
+
+def missing_pieces(work_dir: Path, routes: list[Route]) -> list[str]:
+    """What this host lacks to submit the Slurm routes' jobs, each in a few words; empty when nothing."""
     pieces = [f"no {command} on PATH" for command in CLUSTER_COMMANDS if shutil.which(command) is None]
     conf = slurm_conf()
     if not conf.is_file():
@@ -72,17 +85,26 @@ def missing_pieces(work_dir: Path) -> list[str]:
         is_socket = False
     if not is_socket:
         pieces.append(f"no munge socket at {socket} (mount the host's /run/munge read-only)")
-    kind = filesystem_type(work_dir if work_dir.exists() else work_dir.parent)
-    if kind in CONTAINER_ONLY_FILESYSTEMS and any(marker.exists() for marker in CONTAINER_MARKERS):
+    kind = container_only(work_dir if work_dir.exists() else work_dir.parent)
+    if kind:
         pieces.append(f"work_dir {work_dir} is in this container's own {kind}, which no node sees (mount the shared "
                       "filesystem there, at the same path as on the nodes)")
+    unset = [route.name for route in routes if route.slurm.node_python is None]
+    if unset and container_only(Path(sys.prefix)):  # the gateway's Python environment is in its image
+        pieces.append(f"route(s) {', '.join(unset)} without [route.slurm] node_python would run this container's "
+                      f"{sys.executable}, which no node has (set it to the Python with medchallenge on the nodes)")
     return pieces
 
 
 def check_submit_host(config: GatewayConfig, path: Path) -> None:
     """One InputError line naming every piece this host lacks for the configuration's Slurm routes (none: fine)."""
-    names = [route.name for route in config.routes if route.slurm is not None]
-    pieces = missing_pieces(config.work_dir) if names else []
+    routes = [route for route in config.routes if route.slurm is not None]
+    names = [route.name for route in routes]
+    pieces = missing_pieces(config.work_dir, routes) if routes else []
     if pieces:
         raise InputError(f"{path}: route(s) {', '.join(names)}: backend = \"slurm\" needs a Slurm submit host here: "
                          f"{'; '.join(pieces)} (docs/scale.md, \"A gateway route on the cluster\")")
+    for route in routes:
+        python = route.slurm.node_python or sys.executable
+        log.info("route %s: its Slurm jobs run %s on the nodes, which no submit host sees (check it on a node: "
+                 "`%s -c 'import medchallenge.phase.task'`)", route.name, python, python)

@@ -10,8 +10,9 @@ still holds (squeue): the run waits for them instead of submitting them again; a
 it holds the job's lease (phase.leases), which a second task respects.
 
 OUT is the shared folder every node sees: task specs, the converted cases, the images' archives (each node loads an
-archive once, by digest: phase.images.ensure_loaded), results and the Slurm logs (OUT/logs/slurm-*.out). The Python
-that submits (sys.executable, with its environment: sbatch exports it) must be the same path on the nodes.
+archive once, by digest: phase.images.ensure_loaded), results and the Slurm logs (OUT/logs/slurm-*.out). The jobs
+run `node_python` (the site's option; by default the Python that submits, sys.executable) with the submitter's
+environment (sbatch exports it): that path, with medchallenge installed, must be on the nodes.
 
 What Slurm reports goes into the job's state.json: a task that ended without a result (killed by the node's
 out-of-memory killer, preempted, its node failed, cancelled, past Slurm's time limit, or the runner itself failed)
@@ -60,7 +61,7 @@ CAUSES = {"OUT_OF_MEMORY": "node_oom", "PREEMPTED": "preempted", "NODE_FAIL": "n
           "COMPLETED": "no_result"}
 RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "STAGE_OUT", "SIGNALING"}  # of ACTIVE: a task that has started
 OPTIONS = ("partition", "account", "max_parallel", "options", "job_name_prefix", "max_array_size", "step_memory_gb",
-           "step_time_limit_s", "poll_s")
+           "step_time_limit_s", "poll_s", "node_python")
 SACCT_FORMAT = "JobID,State,TotalCPU,MaxRSS"
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # sacct's sizes
 
@@ -287,7 +288,8 @@ class SlurmBackend:
     def __init__(self, layout: PhaseLayout, partition: str | None = None, account: str | None = None,
                  max_parallel: int | None = None, options: Sequence[str] | None = None,
                  job_name_prefix: str = DEFAULT_PREFIX, max_array_size: int | None = None,
-                 step_memory_gb: float = 4, step_time_limit_s: float = 7200, poll_s: float = POLL_S, **unknown):
+                 step_memory_gb: float = 4, step_time_limit_s: float = 7200, poll_s: float = POLL_S,
+                 node_python: str | None = None, **unknown):
         if unknown:
             raise InputError(f"Slurm backend: {', '.join(sorted(unknown))}: not an option (known: "
                              f"{', '.join(OPTIONS)})")
@@ -303,6 +305,7 @@ class SlurmBackend:
         self.step_memory_gb = float(step_memory_gb)
         self.step_time_limit_s = float(step_time_limit_s)
         self.poll_s = float(poll_s)
+        self.python = node_python or sys.executable  # what the jobs run on the nodes
         self.folder = layout.out / "slurm"
         self.limits: ClusterLimits | None = None  # read at the first submission's tasks
         self.tasks_submitted = 0
@@ -357,7 +360,7 @@ class SlurmBackend:
         for chunk in chunks:
             manifest = self._manifest(team, [specs[i] for i in chunk])
             arrays.append(self._sbatch(team, task_options(resources, len(chunk), throttle),
-                                       [sys.executable, "-m", "medchallenge.phase.slurm", "task", str(manifest)],
+                                       [self.python, "-m", "medchallenge.phase.slurm", "task", str(manifest)],
                                        manifest))
         log.info("submission %s: %d job(s) as Slurm array %s", team, len(specs),
                  ", ".join(a.job_id for a in arrays))
@@ -366,7 +369,7 @@ class SlurmBackend:
     def submit_task(self, name: str, spec: Path, resources: Resources) -> SlurmHandle:
         """One task as a job of its own (not an array): `python -m medchallenge.phase.task SPEC`."""
         handle = self._sbatch(name, job_options(resources),
-                              [sys.executable, "-m", "medchallenge.phase.task", str(spec.absolute())])
+                              [self.python, "-m", "medchallenge.phase.task", str(spec.absolute())])
         log.info("task %s: Slurm job %s", spec.stem, handle.job_id)
         return handle
 
@@ -377,7 +380,7 @@ class SlurmBackend:
         arrays = [a for h in jobs if h.manifest is not None for a in ("--array", f"{h.job_id}={h.manifest}")]
         options = [*after, "--cpus-per-task=1", f"--mem={math.ceil(self.step_memory_gb * 1024)}M",
                    f"--time={math.ceil(self.step_time_limit_s / 60)}"]
-        command = [sys.executable, "-m", "medchallenge.phase.slurm", "after", str(self.layout.out), *arrays, "--",
+        command = [self.python, "-m", "medchallenge.phase.slurm", "after", str(self.layout.out), *arrays, "--",
                    *argv]
         return self._sbatch(name, options, command)
 

@@ -13,6 +13,7 @@ submissions file, which carries the teams' data. Every sbatch option is checked 
     step_memory_gb = 4                      # the evaluation and leaderboard jobs
     step_time_limit_s = 7200
     poll_s = 10                             # how often `phase run` asks squeue while it waits
+    node_python = "/shared/medchallenge/.venv/bin/python"  # the jobs' Python on the nodes (default: this one's)
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ ALLOWED = ("account", "constraint", "exclude", "gres", "licenses", "mem", "nodel
 FLAGS = ("no-requeue", "requeue")
 OPTION = re.compile(r"--([a-z][a-z-]*)(?:=(.+))?", re.DOTALL)
 PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,31}")
+NODE_PYTHON = re.compile(r"/[A-Za-z0-9._+/-]{1,1000}")
 DEFAULT_PREFIX = "mc-"
 MAX_FILE_BYTES = 64 << 10
 MAX_PARALLEL = 100_000  # max_parallel, --max-parallel: Slurm's array throttle
@@ -39,7 +41,7 @@ MAX_PARALLEL = 100_000  # max_parallel, --max-parallel: Slurm's array throttle
 NUMBERS = {"max_parallel": (int, 1, MAX_PARALLEL), "max_array_size": (int, 1, 4_000_000),
            "step_memory_gb": (float, 0.1, MAX_MEMORY_GB), "step_time_limit_s": (float, 60, MAX_TIME_LIMIT_S),
            "poll_s": (float, 0.5, 3600)}
-STRINGS = ("partition", "account", "job_name_prefix")
+STRINGS = ("partition", "account", "job_name_prefix", "node_python")
 KEYS = (*STRINGS, "options", *NUMBERS)
 
 
@@ -65,6 +67,15 @@ def check_prefix(prefix: Any, where: str) -> str:
         raise InputError(f"{where}: a job name prefix is 1-32 letters, digits, '.', '-' or '_', starting with a "
                          "letter or digit")
     return prefix
+
+
+def check_node_python(path: Any, where: str) -> str:
+    """The Python the jobs run on the nodes (sys.executable where not set): an absolute path of plain characters,
+    as it is written into each job's command; which no submit host can check, the nodes' filesystem not being its."""
+    if not isinstance(path, str) or not NODE_PYTHON.fullmatch(path) or {"..", "."} & set(path.split("/")):
+        raise InputError(f"{where}: node_python: expected an absolute path of letters, digits and ._+-/ (the Python "
+                         "with medchallenge installed, at its path on the nodes)")
+    return path
 
 
 def _number(key: str, value: Any, where: str) -> float | int:
@@ -102,5 +113,6 @@ def read_site_file(path: Path) -> dict[str, Any]:
         elif not isinstance(value, str) or not value.isprintable() or not value:
             raise InputError(f"{where}: {key} must be a non-empty string")
         else:
-            options[key] = check_prefix(value, where) if key == "job_name_prefix" else value
+            checks = {"job_name_prefix": check_prefix, "node_python": check_node_python}
+            options[key] = checks[key](value, where) if key in checks else value
     return options
