@@ -8,6 +8,7 @@ a new submission, case or limit is a new job; a team's new image replaces its jo
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -99,9 +100,10 @@ def write_if_changed(path: Path, value: dict) -> None:
 
 
 def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec, submission: Submission,
-                    cases: list[Case], hashes: HashCache) -> PlannedSubmission:
+                    cases: list[Case], hashes: HashCache, specs_present: set[str]) -> PlannedSubmission:
     """The submission's task specs written (and its submission.json), or its refusal in one line: a bad archive,
-    model or image of one team does not stop the phase."""
+    model or image of one team does not stop the phase. `specs_present`: the file names in OUT/tasks
+    (`existing_specs`)."""
     planned = PlannedSubmission(submission.team)
     limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
     gpu = settings.gpu if submission.gpu is None else submission.gpu
@@ -115,11 +117,31 @@ def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: Algorith
         write_if_changed(layout.submission_file(submission.team), {**record, "refused": planned.refused, "jobs": []})
         return planned
     planned.resources = resources(limits, gpu)
-    for case in cases:
-        task = task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case)
-        write_if_changed(layout.task(task["job_id"]), task)
-        planned.jobs.append((case.name, task["job_id"]))
+    tasks = [task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case) for case in cases]
+    planned.jobs = [(case.name, task["job_id"]) for case, task in zip(cases, tasks)]
+    tasks_hash = sha256_json(tasks)
+    if _stored_tasks_hash(layout.submission_file(submission.team)) != tasks_hash \
+            or not {f"{task['job_id']}.json" for task in tasks} <= specs_present:
+        for task in tasks:
+            write_if_changed(layout.task(task["job_id"]), task)
     write_if_changed(layout.submission_file(submission.team),
                      {**record, "digest": digest, "model_sha256": model_hash, "refused": None,
-                      "jobs": [{"case": name, "job_id": identity} for name, identity in planned.jobs]})
+                      "jobs": [{"case": name, "job_id": identity} for name, identity in planned.jobs],
+                      "tasks_sha256": tasks_hash})
     return planned
+
+
+def _stored_tasks_hash(path: Path) -> str | None:
+    try:
+        return json.loads(path.read_text()).get("tasks_sha256")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def existing_specs(layout: PhaseLayout) -> set[str]:
+    """The names in OUT/tasks, in one listing: a submission whose task specs are all there and hash as its
+    submission.json says is not read again (a rerun of 25,000 jobs would read 25,000 specs)."""
+    try:
+        return set(os.listdir(layout.tasks))
+    except FileNotFoundError:
+        return set()

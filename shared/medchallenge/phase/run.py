@@ -31,8 +31,8 @@ from .hashes import HashCache
 from .layout import PhaseLayout
 from .leaderboard import leaderboard_current
 from .local import LocalBackend
-from .plan import PhaseSettings, PlannedSubmission, plan_submission
-from .records import is_final, read_state
+from .plan import PhaseSettings, PlannedSubmission, existing_specs, plan_submission
+from .records import PhaseRecords, is_final
 from .status import phase_status, render
 from .submissions import read_submissions
 
@@ -118,7 +118,9 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
                              JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus,
                                        disk_gb=args.disk_gb),
                              args.gpu == "on")
-    planned = [plan_submission(layout, settings, spec, s, cases, hashes) for s in submissions_file.submissions]
+    existing = existing_specs(layout)
+    planned = [plan_submission(layout, settings, spec, s, cases, hashes, existing)
+               for s in submissions_file.submissions]
     hashes.save()
     write_json_atomic(layout.phase_file, {
         "challenge": args.challenge, "edition": args.edition, "ground_truth": str(args.ground_truth.absolute()),
@@ -132,6 +134,7 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
     """Each submission's jobs without a final result, its evaluation where it is not current, then the leaderboard
     where it is not; a job two submissions share is submitted once. Returns the handles and the number of jobs."""
     python, out = sys.executable, str(layout.out)
+    records = PhaseRecords(layout)
     submitted: dict[str, Handle] = {}
     evaluations: list[Handle] = []
     for submission in planned:
@@ -139,16 +142,16 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
             log.warning("warning: submission %s refused: %s", submission.team, submission.refused)
             continue
         ids = [job_id for _, job_id in submission.jobs]
-        todo = [i for i in dict.fromkeys(ids) if i not in submitted and not is_final(read_state(layout, i))]
+        todo = [i for i in dict.fromkeys(ids) if i not in submitted and not is_final(records.state(i))]
         if todo:
             handle = backend.submit_tasks(submission.team, [layout.task(i) for i in todo], submission.resources)
             submitted.update(dict.fromkeys(todo, handle))
         waits_for = list({id(h): h for h in (submitted[i] for i in ids if i in submitted)}.values())
-        if waits_for or not evaluation_current(layout, submission.team):
+        if waits_for or not evaluation_current(records, submission.team):
             evaluations.append(backend.submit_after(waits_for, [python, "-m", "medchallenge.phase.evaluate", out,
                                                                 submission.team], f"evaluate-{submission.team}"))
     handles = [*{id(h): h for h in submitted.values()}.values(), *evaluations]
-    if evaluations or not leaderboard_current(layout):
+    if evaluations or not leaderboard_current(records):
         handles.append(backend.submit_after(evaluations, [python, "-m", "medchallenge.phase.leaderboard", out],
                                             "leaderboard"))
     return handles, len(submitted)

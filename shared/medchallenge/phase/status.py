@@ -16,10 +16,9 @@ from typing import Any
 
 from ..errors import report_errors
 from ..jobs.usage import usage_totals
-from .evaluate import read_json
 from .layout import PhaseLayout
 from .leaderboard import leaderboard_current
-from .records import is_final, read_state
+from .records import PhaseRecords, is_final
 
 MAX_ERRORS_SHOWN = 3
 
@@ -43,28 +42,28 @@ def _marker(path: Path) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) else None
 
 
-def job_status(layout: PhaseLayout, job_id: str, run_active: bool) -> tuple[str, dict[str, Any] | None]:
+def job_status(records: PhaseRecords, job_id: str, run_active: bool) -> tuple[str, dict[str, Any] | None]:
     """succeeded, failed, running, queued (a run is active) or not-run, and the job's state."""
-    state = read_state(layout, job_id)
+    state = records.state(job_id)
     if is_final(state):
         return state["status"], state
-    running = _marker(layout.running(job_id))
+    running = _marker(records.layout.running(job_id))
     if running is not None and _alive(running):
         return "running", state
     return ("queued" if run_active else "not-run"), state
 
 
-def submission_status(layout: PhaseLayout, team: str, run_active: bool,
+def submission_status(records: PhaseRecords, team: str, run_active: bool,
                       finished: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """The submission's counts, errors, lost jobs, evaluation and what its finished jobs used; their states are
     added to `finished` (by job id: a job two submissions share is one job of the phase)."""
-    submission = read_json(layout.submission_file(team), "submission.json")
+    submission = records.submission(team)
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     lost: Counter[str] = Counter()
     own: dict[str, dict[str, Any]] = {}
     for job in submission["jobs"]:
-        status, state = job_status(layout, job["job_id"], run_active)
+        status, state = job_status(records, job["job_id"], run_active)
         counts[status] += 1
         if is_final(state):
             own[job["job_id"]] = state
@@ -73,7 +72,7 @@ def submission_status(layout: PhaseLayout, team: str, run_active: bool,
         elif state is not None and status in ("not-run", "queued"):
             cause = state.get("cause") or state.get("status") or "unknown"
             lost[f"{cause}: {state['error']}" if state.get("error") else cause] += 1
-    evaluation = _marker(layout.evaluation_state(team)) or {"status": "not evaluated"}
+    evaluation = _marker(records.layout.evaluation_state(team)) or {"status": "not evaluated"}
     finished.update(own)
     return {"team": team, "refused": submission["refused"], "jobs": len(submission["jobs"]),
             **{k: counts[k] for k in ("succeeded", "failed", "running", "queued", "not-run")},
@@ -82,16 +81,17 @@ def submission_status(layout: PhaseLayout, team: str, run_active: bool,
 
 
 def phase_status(layout: PhaseLayout) -> dict[str, Any]:
-    """Each submission's status, and what the phase's finished jobs used in all (`usage`)."""
-    phase = read_json(layout.phase_file, "phase.json")
+    """Each submission's status, and what the phase's finished jobs used in all (`usage`); every record read once."""
+    records = PhaseRecords(layout)
+    phase = records.phase
     run = _marker(layout.out / "run.json")
     run_active = run is not None and run.get("finished") is None and _alive(run)
     finished: dict[str, dict[str, Any]] = {}
-    submissions = [submission_status(layout, team, run_active, finished) for team in phase["submissions"]]
+    submissions = [submission_status(records, team, run_active, finished) for team in phase["submissions"]]
     complete = all(s["refused"] or s["succeeded"] + s["failed"] == s["jobs"] for s in submissions)
     return {"challenge": phase["challenge"], "run_active": run_active, "submissions": submissions,
             "usage": usage_totals(finished.values()), "complete": complete,
-            "leaderboard": str(layout.out / "leaderboard.html") if complete and leaderboard_current(layout) else None}
+            "leaderboard": str(layout.out / "leaderboard.html") if complete and leaderboard_current(records) else None}
 
 
 def usage_line(usage: dict[str, Any]) -> str:
