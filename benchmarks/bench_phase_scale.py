@@ -2,10 +2,10 @@
 
 An object-CXR phase of TEAMS submissions x CASES radiographs (128 px synthetic JPEGs, converted once by panimg)
 plus one submission refused at planning (an archive that is not one). Each submission is a small `docker save`
-archive made here (a valid configuration and one empty layer: its digest is proven from its bytes, no engine needed).
-Every job is then recorded as run: the result.json and state.json a finished task leaves, written with the phase's
-own record writers (medchallenge.phase.records), the outputs made from the ground truth with noise that grows with
-the team's number, one team with every job failed and one with a tenth failed. Measured, each step in its own
+archive made here (tests/phase_records.py: its digest is proven from its bytes, no engine needed). Every job is then
+recorded as run: the result.json and state.json a finished task leaves, written with the phase's own record writers
+(medchallenge.phase.records), the outputs made from the ground truth with noise that grows with the team's number,
+one team with every job failed and one with a tenth failed. Measured, each step in its own
 process (time, and its peak resident memory from the kernel's rusage):
 
 - planning: the case hashes, the archives' digests, TEAMS x CASES task specs and submission.json, phase.json (the
@@ -23,23 +23,22 @@ MEDCHALLENGE_SCALE_KEEP=DIR keeps the phase there.
 
 from __future__ import annotations
 
-import csv
-import hashlib
-import io
 import json
 import os
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from phase_records import object_centres, record_jobs, submissions_file  # noqa: E402
+
 TEAMS = int(os.environ.get("MEDCHALLENGE_SCALE_TEAMS", "50"))
 CASES = int(os.environ.get("MEDCHALLENGE_SCALE_CASES", "500"))
 RESAMPLES = int(os.environ.get("MEDCHALLENGE_SCALE_RESAMPLES", "1000"))
@@ -73,121 +72,6 @@ def run_measured(command: list[str]) -> dict:
             "stdout": "\n".join(output)}
 
 
-def image_archive(path: Path, salt: str) -> None:
-    """A `docker save` archive (Docker's legacy layout) of a one-layer image whose configuration names `salt`:
-    its ID is the sha256 of its configuration, its layer's diff ID the sha256 of the layer's tar."""
-    layer_buffer = io.BytesIO()
-    with tarfile.open(fileobj=layer_buffer, mode="w") as layer_tar:
-        data = f"{salt}\n".encode()
-        info = tarfile.TarInfo("team.txt")
-        info.size = len(data)
-        layer_tar.addfile(info, io.BytesIO(data))
-    layer = layer_buffer.getvalue()
-    layer_hex = hashlib.sha256(layer).hexdigest()
-    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"User": "1000", "Labels": {"team": salt}},
-                         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{layer_hex}"]}, "history": []},
-                        separators=(",", ":")).encode()
-    config_hex = hashlib.sha256(config).hexdigest()
-    manifest = json.dumps([{"Config": f"{config_hex}.json", "RepoTags": None,
-                            "Layers": [f"{layer_hex}/layer.tar"]}]).encode()
-    with tarfile.open(path, "w") as tar:
-        for name, content in ((f"{layer_hex}/layer.tar", layer), (f"{config_hex}.json", config),
-                              ("manifest.json", manifest)):
-            info = tarfile.TarInfo(name)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-
-
-def cohort(folder: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "object-cxr-images", "--out", str(folder), "--images",
-                    str(CASES), "--size", str(IMAGE_PX), "--seed", "42"], check=True, capture_output=True, env=_env())
-    return folder
-
-
-def objects(ground_truth: Path) -> dict[str, list[tuple[float, float]]]:
-    """The centre of each foreign object per image (the annotation's coordinates averaged)."""
-    centres = {}
-    with open(ground_truth / "annotations.csv", newline="") as handle:
-        for row in csv.DictReader(handle):
-            shapes = [list(map(float, s.split()[1:])) for s in row["annotation"].split(";") if s.strip()]
-            centres[row["image_name"]] = [(float(np.mean(s[0::2])), float(np.mean(s[1::2]))) for s in shapes]
-    return centres
-
-
-def submissions(folder: Path) -> Path:
-    """TEAMS archives and a refused one, and the submissions file naming them."""
-    folder.mkdir(parents=True)
-    lines = []
-    for team in range(TEAMS):
-        image_archive(folder / f"team-{team:03d}.tar", f"team-{team:03d}")
-        lines.append(f'[[submission]]\nteam = "team-{team:03d}"\nimage = "team-{team:03d}.tar"\n')
-    (folder / "refused.tar").write_bytes(b"not an archive")
-    lines.append('[[submission]]\nteam = "refused"\nimage = "refused.tar"\n')
-    (folder / "submissions.toml").write_text("\n".join(lines))
-    return folder / "submissions.toml"
-
-
-def record_jobs(out: Path, centres: dict[str, list[tuple[float, float]]]) -> int:
-    """The records every planned job leaves when it is over, written with the phase's record writers: team k's
-    points are the objects' centres found with probability 1 - k / (2 TEAMS) and jittered, plus a false one; the
-    last team's jobs all failed, the one before's every tenth."""
-    from medchallenge.jobs import JobLimits, JobResult, OutputResult, SocketValue
-    from medchallenge.phase.layout import PhaseLayout
-    from medchallenge.phase.records import failed_before_running, write_result, write_state
-    from medchallenge.phase.task import STATE_FIELDS
-    from medchallenge.sockets import Socket
-
-    layout = PhaseLayout.of(out)
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-    written = 0
-    for team in range(TEAMS):
-        submission = json.loads(layout.submission_file(f"team-{team:03d}").read_text())
-        rng = np.random.default_rng(team)
-        found = 1 - team / (2 * TEAMS)
-        for index, job in enumerate(submission["jobs"]):
-            spec = json.loads(layout.task(job["job_id"]).read_text())
-            sockets = {s["slug"]: Socket(**s) for s in spec["sockets"]}
-            value = spec["inputs"][0]
-            inputs = [SocketValue(value["pk"], sockets[value["socket"]], image_pk=value["image_pk"],
-                                  image_name=value["image_name"], image_file=Path(value["image_file"]))]
-            limits = JobLimits(**spec["limits"])
-            folder = layout.job(job["job_id"])
-            folder.mkdir(parents=True, exist_ok=True)
-            if team == TEAMS - 1 or (team == TEAMS - 2 and index % 10 == 0):
-                result = failed_before_running(layout, job["job_id"], "Time limit exceeded", inputs, limits)
-            else:
-                shown = [(x + rng.normal(0, 2), y + rng.normal(0, 2)) for x, y in centres[job["case"]]
-                         if rng.random() < found]
-                points = [{"name": f"foreign object {k}", "point": [x, y, 0.0],
-                           "probability": round(0.5 + rng.random() / 2, 4)}
-                          for k, (x, y) in enumerate(shown)]
-                points.append({"name": "false", "point": [float(rng.uniform(0, IMAGE_PX)),
-                                                          float(rng.uniform(0, IMAGE_PX)), 0.0],
-                               "probability": round(rng.random() / 2, 4)})
-                likelihood = float(np.clip((0.6 if centres[job["case"]] else 0.4) + rng.normal(0, 0.1 + team / TEAMS),
-                                           0, 1))
-                pk = spec["pk_base"]
-                outputs = [
-                    OutputResult(sockets["foreign-object-likelihood"],
-                                 SocketValue(pk + 1, sockets["foreign-object-likelihood"], value=round(likelihood, 4)),
-                                 None),
-                    OutputResult(sockets["foreign-objects"],
-                                 SocketValue(pk + 2, sockets["foreign-objects"], content=json.dumps(
-                                     {"name": "Foreign objects", "type": "Multiple points", "points": points,
-                                      "version": {"major": 1, "minor": 0}}).encode()), None)]
-                result = JobResult(pk=job["job_id"], status="succeeded", error=None, exit_code=0,
-                                   wall_seconds=float(rng.uniform(20, 40)), peak_memory_bytes=int(3e8),
-                                   gpu_passed=False, used_gpu=None, inputs=inputs, outputs=outputs, limits=limits,
-                                   cpu_seconds=float(rng.uniform(15, 30)), folder=folder)
-            write_result(folder, result)
-            data = result.to_json()
-            write_state(layout, job["job_id"], {**{k: data[k] for k in STATE_FIELDS}, "cause": None,
-                                                "task_seconds": data["wall_seconds"] + 2, "host": "bench",
-                                                "started": now, "finished": now})
-            written += 1
-    return written
-
-
 def file_read_cost(out: Path) -> dict:
     """What reading one record of OUT costs here: open, read and parse every state.json once (warm page cache)."""
     paths = sorted(out.glob("jobs/*/state.json"))
@@ -198,6 +82,20 @@ def file_read_cost(out: Path) -> dict:
     return {"files": len(paths), "microseconds_per_file": round(1e6 * seconds / len(paths), 1)}
 
 
+def cohort(folder: Path) -> Path:
+    subprocess.run([sys.executable, "-m", "medchallenge.synth", "object-cxr-images", "--out", str(folder), "--images",
+                    str(CASES), "--size", str(IMAGE_PX), "--seed", "42"], check=True, capture_output=True, env=_env())
+    return folder
+
+
+def record_all(out: Path, ground_truth: Path) -> int:
+    """Every team's jobs recorded as run: team k finds each object with probability 1 - k / (2 TEAMS); the last
+    team's jobs all failed, the one before's every tenth."""
+    centres = object_centres(ground_truth)
+    return sum(record_jobs(out, f"team-{k:03d}", centres, 1 - k / (2 * TEAMS), k, IMAGE_PX,
+                           failed_every=1 if k == TEAMS - 1 else 10 if k == TEAMS - 2 else 0) for k in range(TEAMS))
+
+
 def run() -> dict:
     keep = os.environ.get("MEDCHALLENGE_SCALE_KEEP")
     tmp = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="bench_phase_scale_"))
@@ -205,7 +103,7 @@ def run() -> dict:
     try:
         data = cohort(tmp / "cohort") if not (tmp / "cohort" / "input").is_dir() else tmp / "cohort"
         shutil.rmtree(tmp / "submissions", ignore_errors=True)
-        toml = submissions(tmp / "submissions")
+        toml = submissions_file(tmp / "submissions", [f"team-{k:03d}" for k in range(TEAMS)], ["refused"])
         out = tmp / "out"
         common = ["--challenge", "object-cxr", "--submissions", str(toml), "--cases", str(data / "input"),
                   "--ground-truth", str(data / "ground_truth"), "--output", str(out), "--bootstrap", str(RESAMPLES),
@@ -220,7 +118,7 @@ def run() -> dict:
         plan = run_measured([py, "-c", PLAN, *common])
         replan = run_measured([py, "-c", PLAN, *common])
         started = time.perf_counter()
-        jobs = record_jobs(out, objects(data / "ground_truth"))
+        jobs = record_all(out, data / "ground_truth")
         record_seconds = time.perf_counter() - started
         load.append(os.getloadavg()[0])
         evaluations = [run_measured([py, "-m", "medchallenge.phase.evaluate", str(out), f"team-{team:03d}"])

@@ -225,7 +225,8 @@ def resample_teams(evaluator: Evaluator, args: argparse.Namespace, teams: list[T
     """The paired bootstrap of every aggregate of every team, once; each team's metrics.json gets its intervals."""
     started = time.perf_counter()
     units, draws = paired_draws(evaluator, teams, args.bootstrap, args.bootstrap_seed)
-    values = [boot.replicates(evaluator, t.scored.cases, t.scored.records, d) for t, d in zip(teams, draws)]
+    values = [boot.replicates(evaluator, t.scored.cases, t.scored.records, d, t.parsed.records)
+              for t, d in zip(teams, draws)]
     seconds = time.perf_counter() - started
     intervals = []
     for team, team_values in zip(teams, values):

@@ -2,8 +2,9 @@
 
 Once every job of the submission has its result, its outputs become the evaluator's input
 (OUT/evaluation-inputs/<team>, as grand-challenge lays it out) and the challenge's evaluator scores them with
-bootstrap intervals, as pre-flight does (a job that failed is a missing prediction); then the pre-flight-style report
-of its jobs: OUT/submissions/<team>/report.json and report.html, evaluation/metrics.json. Nothing is redone while
+bootstrap intervals, as pre-flight does (a job that failed is a missing prediction; its records and bootstrap
+replicates kept in OUT/records/<team> for the leaderboard); then the pre-flight-style report of its jobs:
+OUT/submissions/<team>/report.json and report.html, evaluation/metrics.json. Nothing is redone while
 its inputs (the jobs' results, the ground truth, the options) are unchanged. Exit status 1 while some job has no
 result yet (nothing is written, and the submission's old evaluation input is removed)."""
 
@@ -92,7 +93,9 @@ def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     eval_input = layout.evaluation_input(team)
     shutil.rmtree(eval_input, ignore_errors=True)
     shutil.rmtree(layout.submission(team) / REVIEW_FOLDER, ignore_errors=True)
-    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation")
+    shutil.rmtree(layout.scoring_records(team), ignore_errors=True)
+    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation",
+                            layout.scoring_records(team))
     data = report(args, jobs, JobLimits(**submission["limits"]), [], evaluation)
     data["tool"] = f"{data['tool'].removesuffix(' preflight')} phase"
     data["team"] = team

@@ -9,7 +9,6 @@ ranked: while some submission's jobs have no result, the old leaderboard is remo
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import sys
@@ -85,16 +84,11 @@ def leaderboard_current(records: PhaseRecords) -> bool:
 
 
 def remove_stale(layout: PhaseLayout, evaluations: dict[str, str]) -> None:
-    """The evaluation inputs of submissions no longer in the phase, and the leaderboard's records of submissions
-    evaluated again since it last ranked them (`medchallenge leaderboard` refuses records of other inputs)."""
-    try:
-        ranked = json.loads(layout.leaderboard_state.read_text()).get("evaluations", {})
-    except (OSError, ValueError, AttributeError):
-        ranked = {}
-    for folder, keep in ((layout.evaluation_inputs, set(evaluations)),
-                         (layout.out / "records", {t for t, f in evaluations.items() if ranked.get(t) == f})):
+    """The evaluation inputs and scoring records of submissions no longer ranked (a submission evaluated again has
+    its records rewritten by its evaluation, for the inputs the leaderboard scores)."""
+    for folder in (layout.evaluation_inputs, layout.out / "records"):
         for team in (folder.iterdir() if folder.is_dir() else []):
-            if team.name not in keep:
+            if team.name not in evaluations:
                 shutil.rmtree(team)
 
 
