@@ -61,7 +61,8 @@ def test_planning_again_neither_rewrites_nor_rereads_unchanged_task_specs(phase,
     stamps = [p.stat().st_mtime_ns for p in specs]
     compared = []
     original = plan.write_if_changed
-    monkeypatch.setattr(plan, "write_if_changed", lambda path, value: (compared.append(path), original(path, value)))
+    monkeypatch.setattr(plan, "write_if_changed",
+                        lambda path, value, **kw: (compared.append(path), original(path, value, **kw))[1])
     plan_phase(build_parser().parse_args(argv), layout)
     assert [p.stat().st_mtime_ns for p in specs] == stamps
     assert all(path.name == "submission.json" for path in compared) and len(compared) == len(TEAMS) + 1
