@@ -133,6 +133,8 @@ svg text { font-size: 12px; fill: #222; }
 .legend span { display: inline-block; width: 1em; height: 1em; vertical-align: middle; margin: 0 0.3em 0 1em; }
 .notes { color: #555; max-width: 60em; }
 .failed-jobs { color: #b00020; font-weight: bold; }
+#not-ranked th:first-child, #not-ranked td:first-child { text-align: left; }
+#not-ranked td.reason { white-space: normal; max-width: 40em; }
 ul.warnings { margin: 0; padding-left: 1.2em; text-align: left; white-space: normal; max-width: 40em; color: #8a5a00; }
 """
 
@@ -144,7 +146,7 @@ def _link(path: str | None, text: str) -> str:
 
 def _jobs(row: dict[str, Any]) -> str:
     """`failed / all` of a team's jobs, marked where any failed."""
-    if row.get("jobs") is None:
+    if not row.get("jobs"):  # not a phase's board, or refused before any job
         return "–"
     text = f"{row['jobs_failed']} / {row['jobs']}"
     return f'<span class="failed-jobs">{text}</span>' if row["jobs_failed"] else text
@@ -225,6 +227,7 @@ def render(board: dict[str, Any]) -> str:
 <th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th>{PHASE_HEADS if phase else ''}</tr></thead>
 <tbody>{rows}</tbody>
 </table>
+{not_ranked_section(board, phase)}
 <h2>Ranking stability</h2>
 <p class="notes">Blob plot: each team's ranks over the bootstrap resamples; disc area is the share of resamples with
 that rank, the black dot the median rank, the line the {level} rank interval. Mean Kendall's tau between the
@@ -240,7 +243,6 @@ observed ranking and the resamples' rankings: {_number(tau, 3)}.</p>
 <details><summary>all aggregates with their {level} intervals</summary>
 <table id="aggregates"><thead><tr><th>team</th><th>aggregate</th><th>value</th><th>{level} interval</th></tr></thead>
 <tbody>{aggregate_rows}</tbody></table></details>
-{not_ranked_section(board, phase)}
 <p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., Scientific Reports
 2021): bootstrap ranking stability, blob plots, significance maps.</p>
 </body>
