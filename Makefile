@@ -28,7 +28,8 @@ $(VENV)/.installed: requirements/runtime.txt requirements/dev.txt shared/pyproje
 
 # Wheels for the image builds: downloaded (or, for pure-Python sdists, built) here, bind-mounted into the
 # builds, never copied into image layers. Carry this folder to build without network (air-gapped sites).
-wheels: wheelhouse/.complete wheelhouse/debs/docker.io.deb $(if $(filter 1,$(GPU)),wheelhouse/gpu/.complete)
+wheels: wheelhouse/.complete wheelhouse/debs/docker.io.deb wheelhouse/debs/slurm/.complete \
+  $(if $(filter 1,$(GPU)),wheelhouse/gpu/.complete)
 wheelhouse/.complete: requirements/runtime.txt requirements/build.txt | venv
 	$(PY) -m pip wheel -q --no-deps -w wheelhouse -r requirements/runtime.txt -r requirements/build.txt
 	touch $@
@@ -37,6 +38,15 @@ wheelhouse/.complete: requirements/runtime.txt requirements/build.txt | venv
 wheelhouse/debs/docker.io.deb:
 	mkdir -p wheelhouse/debs && cd wheelhouse/debs && rm -f docker.io_*.deb && apt-get download docker.io \
 	  && mv docker.io_*.deb docker.io.deb
+# Slurm's client commands of the gateway-slurm image (a gateway with routes on a Slurm cluster): Debian's slurm-client
+# of this (bookworm) host's apt and the packages it needs beyond the image's base (apt's plan against the base's
+# dpkg status), fetched here; the image build installs them (gateway/Dockerfile, stage gateway-slurm). Its major
+# version must match the cluster's (bookworm: 22.05).
+wheelhouse/debs/slurm/.complete: | docker-ready
+	mkdir -p wheelhouse/debs/slurm && cd wheelhouse/debs/slurm && rm -f *.deb \
+	  && docker run --rm python:3.11-slim cat /var/lib/dpkg/status > base-status \
+	  && apt-get download $$(apt-get -s -o Dir::State::status=$$PWD/base-status install --no-install-recommends \
+	       slurm-client | sed -n 's/^Inst \([^ ]*\) (.*/\1/p') && rm base-status && touch .complete
 # onnxruntime-gpu and the CUDA 12 libraries (about 2 GB) for the GPU images; make test builds one of them.
 # In their own folder, which only the algorithm images' build context carries (see .dockerignore).
 wheels-gpu: wheelhouse/gpu/.complete

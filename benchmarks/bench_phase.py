@@ -23,6 +23,8 @@ from datetime import datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from phase_helpers import build_image, synth_cohort  # noqa: E402
 IMAGE = "mc-test-h30-phase-bench"
 CASES = 10
 BIG_CASES = 20
@@ -31,18 +33,11 @@ COMMON = ["--cpus", "1", "--memory-gb", "1.5", "--time-limit", "300", "--bootstr
 
 
 def _build(behaviour: str) -> str:
-    tag = f"{IMAGE}:{behaviour}"
-    subprocess.run(["docker", "build", "--quiet", "--build-arg", f"BEHAVIOUR={behaviour}", "--label",
-                    "mc-test-h30-phase=bench", "--tag", tag,
-                    str(ROOT / "tests" / "job_images" / "broken")], check=True, capture_output=True)
-    return tag
+    return build_image(ROOT, behaviour, IMAGE, "mc-test-h30-phase=bench")
 
 
 def _cohort(folder: Path, cases: int) -> Path:
-    subprocess.run([sys.executable, "-m", "medchallenge.synth", "tb-caverns", "--out", str(folder), "--cases",
-                    str(cases), "--shape", "64", "64", "16", "--spacing", "5", "5", "16", "--seed", "3"],
-                   check=True, capture_output=True)
-    return folder
+    return synth_cohort(folder, cases, seed=3)
 
 
 def _phase(submissions: Path, cohort: Path, out: Path, jobs: int) -> float:

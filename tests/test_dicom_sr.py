@@ -1,6 +1,8 @@
 """The SR writers' documents stay what they were: each report of fixed findings on fixed synthetic series equals the
 one written before highdicom was spared re-checking the whole content tree (`sr.measurement_report`), kept as JSON in
 tests/sr_documents/ (the times of writing left out: highdicom stamps them). A difference is shown element by element.
+The reports at an operating point (`*-operating-point`) were added with it: the study's call, the threshold, the
+findings at or above it and those kept below it, marked.
 """
 
 from __future__ import annotations
@@ -16,8 +18,8 @@ from dicom_helpers import dciodvfy_errors, write_tiny_series
 
 from medchallenge.dicom.detectors import FOREIGN_OBJECT, TB_CAVERN
 from medchallenge.dicom.series import find_series, read_headers, select_study_series
-from medchallenge.dicom.sr import (BoxFinding, PointFinding, box_report, point_report, read_box_report,
-                                   read_point_report, value_report)
+from medchallenge.dicom.sr import (BoxFinding, OperatingPoint, PointFinding, StudyCall, box_report, point_report,
+                                   read_box_report, read_point_report, read_study_call, value_report)
 from medchallenge.dicom.synthetic import SyntheticStudy, radiograph_dataset
 from medchallenge.io import write_dicom_atomic
 
@@ -42,6 +44,10 @@ def reports(folder: Path) -> dict[str, object]:
         "values": value_report(ct, [(("volume", "99X", "Volume"), 12.5)], [(("note", "99X", "Note"), "text")],
                                [(("spot", "99X", "Spot"), PointFinding(1.0, 2.0, 0.6, 3)),
                                 (("spot", "99X", "Spot"), PointFinding(4.0, 1.0, 0.3, 1))], kind),
+        "boxes-operating-point": box_report(ct, BOXES, kind, OperatingPoint(0.5)),
+        "no-boxes-operating-point": box_report(ct, BOXES[1:], kind, OperatingPoint(0.5)),
+        "points-operating-point": point_report(radiograph, 0.7, POINTS, FOREIGN_OBJECT, OperatingPoint(0.665),
+                                               OperatingPoint(0.5, keep_below=True)),
     }
 
 
@@ -57,7 +63,8 @@ def document(dataset) -> object:
     return strip(dataset.to_json_dict())
 
 
-@pytest.mark.parametrize("name", ["boxes", "no-boxes", "points", "values"])
+@pytest.mark.parametrize("name", ["boxes", "no-boxes", "points", "values", "boxes-operating-point",
+                                  "no-boxes-operating-point", "points-operating-point"])
 def test_each_report_is_the_document_written_before(tmp_path, name):
     dataset = reports(tmp_path)[name]
     expected = json.loads((DOCUMENTS / f"{name}.json").read_text())
@@ -73,3 +80,20 @@ def test_reports_read_back_to_their_findings(tmp_path):
     assert read_box_report(written["boxes"], ct) == BOXES
     path = write_dicom_atomic(tmp_path / "points.dcm", written["points"])
     assert read_point_report(path) == (0.7, POINTS)
+
+
+def test_reports_at_an_operating_point_call_the_study_and_mark_what_is_below_it(tmp_path):
+    written = reports(tmp_path)
+    ((ct, _),) = select_study_series(find_series(tmp_path / "ct"), ("CT",))
+    assert read_study_call(written["boxes"]) is None  # written without an operating point
+    assert read_box_report(written["boxes-operating-point"], ct) == BOXES[:1]  # 0.25 < 0.5: no finding
+    assert read_study_call(written["boxes-operating-point"]) == StudyCall(True, 0.9, 0.5)
+    assert read_box_report(written["no-boxes-operating-point"], ct) == []
+    assert read_study_call(written["no-boxes-operating-point"]) == StudyCall(False, 0.25, 0.5)
+    path = write_dicom_atomic(tmp_path / "points.dcm", written["points-operating-point"])
+    assert read_study_call(path) == StudyCall(True, 0.7, 0.665)
+    below = [dataclasses.replace(p, below_threshold=True) for p in POINTS[1:]]
+    assert read_point_report(path) == (0.7, POINTS[:1] + below)  # 0.4 and 0.05 kept, marked below 0.5
+    absent = point_report(read_headers([tmp_path / "cxr.dcm"])[0], 0.3, POINTS, FOREIGN_OBJECT,
+                          OperatingPoint(0.665), OperatingPoint(0.665))
+    assert read_study_call(absent) == StudyCall(False, 0.3, 0.665) and read_point_report(absent) == (0.3, POINTS[:1])

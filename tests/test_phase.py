@@ -1,9 +1,11 @@
-"""medchallenge.phase without Docker: the submissions file as hostile input, an archive's digest from its manifest, a
-job's identity, the hashes kept across runs, the local backend's bounds, and `phase status` from a phase folder.
+"""medchallenge.phase without Docker: the submissions file as hostile input, an archive's image proven by its bytes
+and the tagless stream an engine loads, --retry-failed, a job's identity, the hashes kept across runs, the local
+backend's bounds, and `phase status` from a phase folder.
 The phase with real containers: tests/e2e/test_phase.py."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -19,13 +21,14 @@ from medchallenge.errors import InputError
 from medchallenge.jobs import EmulationError, JobLimits
 from medchallenge.phase import status as phase_status
 from medchallenge.phase.backend import Resources
-from medchallenge.phase.run import open_backend
+from medchallenge.phase.run import open_backend, retry_failed
 from medchallenge.phase.evaluate import evaluation_fingerprint
 from medchallenge.phase.hashes import HashCache, sha256_file
-from medchallenge.phase.images import archive_digest
+from medchallenge.phase.archive import VerifiedImage, verify_archive, write_load_stream
+from medchallenge.phase.images import EngineError, ensure_loaded
 from medchallenge.phase.layout import PhaseLayout
 from medchallenge.phase.local import LocalBackend, Work
-from medchallenge.phase.plan import job_id
+from medchallenge.phase.plan import PlannedSubmission, job_id
 from medchallenge.phase.records import PhaseRecords
 from medchallenge.phase.submissions import read_submissions
 from medchallenge.phase.task import GuardedLauncher
@@ -46,15 +49,13 @@ def test_a_submissions_file_gives_tags_archives_models_and_each_submissions_own_
     (tmp_path / "models" / "alpha.tar.gz").write_bytes(b"m")
     path = write_toml(tmp_path, '[[submission]]\nteam = "alpha"\nimage = "alpha.tar.gz"\n'
                                 'model = "models/alpha.tar.gz"\nmemory_gb = 16\ngpu = true\n\n[[submission]]\n'
-                                'team = "Beta_2"\nimage = "registry.example/beta/algo:1.0"\n\n[slurm]\n'
-                                'partition = "gpu"\n')
+                                'team = "Beta_2"\nimage = "registry.example/beta/algo:1.0"\n')
     parsed = read_submissions(path)
     alpha, beta = parsed.submissions
     assert (alpha.team, alpha.archive, alpha.model, alpha.memory_gb, alpha.gpu) == \
         ("alpha", (tmp_path / "alpha.tar.gz").resolve(), (tmp_path / "models" / "alpha.tar.gz").resolve(), 16.0, True)
     assert (beta.archive, beta.image, beta.model, beta.memory_gb, beta.gpu) == \
         (None, "registry.example/beta/algo:1.0", None, None, None)
-    assert parsed.slurm == {"partition": "gpu"}
 
 
 @pytest.mark.parametrize(("entry", "message"), [
@@ -89,13 +90,19 @@ def test_a_hostile_submission_is_refused_in_one_line_naming_the_file_and_submiss
      "team alpha is listed twice (as Alpha before"),
     ("[[submission]\n", "not a TOML file"),
     ("title = 'x'\n", "unknown table(s) 'title'"),
-    ("[slurm]\npartition = 'gpu'\n", "no [[submission]]"),
-    ('[[submission]]\nteam = "a"\nimage = "a:1"\n[slurm]\noptions = ["--x"]\n', "[slurm] must be a table of"),
+    ("[slurm]\npartition = 'gpu'\n", "[slurm]: the submissions file carries no scheduler options"),
 ])
 def test_a_bad_submissions_file_is_refused_in_one_line(tmp_path, text, message):
     path = write_toml(tmp_path, text)
     with pytest.raises(InputError, match=re.escape(message)):
         read_submissions(path)
+
+
+@pytest.mark.parametrize("name", ["a.tar", "a.tar.gz", "a.tgz", "a.tar.xz"])
+def test_every_archive_form_grand_challenge_takes_is_an_archive_in_the_submissions_file(tmp_path, name):
+    (tmp_path / name).write_bytes(b"x")
+    path = write_toml(tmp_path, f'[[submission]]\nteam = "a"\nimage = "{name}"\n')
+    assert read_submissions(path).submissions[0].archive == (tmp_path / name).resolve()
 
 
 def test_an_oversized_submissions_file_is_refused_before_it_is_parsed(tmp_path):
@@ -104,41 +111,112 @@ def test_an_oversized_submissions_file_is_refused_before_it_is_parsed(tmp_path):
         read_submissions(path)
 
 
-def save_archive(path: Path, manifest: object, gzip: bool = True) -> Path:
-    data = json.dumps(manifest).encode()
+def save_archive(path: Path, manifest: object | None = None, gzip: bool = True) -> tuple[Path, str]:
+    """A one-layer image archive in Docker's legacy layout, made here (its configuration named by its hash, its
+    layer by its diff ID), or with `manifest` instead of its own; the archive and its image ID."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as tar:
+        info = tarfile.TarInfo("hello.txt")
+        info.size = 6
+        tar.addfile(info, io.BytesIO(b"hello\n"))
+    layer_bytes = layer.getvalue()
+    config = json.dumps({"architecture": "amd64", "os": "linux", "config": {"User": "1000", "Cmd": ["/hello"]},
+                         "rootfs": {"type": "layers",
+                                    "diff_ids": [f"sha256:{hashlib.sha256(layer_bytes).hexdigest()}"]}}).encode()
+    image = hashlib.sha256(config).hexdigest()
+    own = [{"Config": f"{image}.json", "RepoTags": ["a:1"], "Layers": [f"{'c' * 64}/layer.tar"]}]
+    members = ((f"{'c' * 64}/layer.tar", layer_bytes), (f"{image}.json", config),
+               ("manifest.json", json.dumps(own if manifest is None else manifest).encode()))
     with tarfile.open(path, "w:gz" if gzip else "w") as tar:
-        for name, content in (("blobs/sha256/" + HEX, b"{}"), ("manifest.json", data)):
+        for name, content in members:
             info = tarfile.TarInfo(name)
             info.size = len(content)
             tar.addfile(info, io.BytesIO(content))
-    return path
+    return path, f"sha256:{image}"
 
 
-@pytest.mark.parametrize("config", [f"blobs/sha256/{HEX}", f"{HEX}.json"])
-def test_an_archives_digest_is_its_image_configurations_from_the_manifest(tmp_path, config):
-    archive = save_archive(tmp_path / "a.tar.gz", [{"Config": config, "RepoTags": ["a:1"], "Layers": []}])
-    assert archive_digest(archive) == f"sha256:{HEX}"
+def test_an_archives_digest_is_its_image_configurations_proven_by_its_bytes(tmp_path):
+    archive, image = save_archive(tmp_path / "a.tar.gz")
+    verified = verify_archive(archive, 1 << 30)
+    assert verified.digest == image and verified.config == f"{image.removeprefix('sha256:')}.json"
+    assert [layer[0] for layer in verified.layers] == [f"{'c' * 64}/layer.tar"]
+    assert VerifiedImage.from_json(json.loads(json.dumps(verified.to_json()))) == verified
+
+
+def test_an_archive_of_small_layers_before_its_configuration_is_verified(tmp_path):
+    layers = []
+    for number in range(8):  # 32 MiB of layers just under 4 MiB each, read before the configuration (Docker's order)
+        layer = io.BytesIO()
+        with tarfile.open(fileobj=layer, mode="w") as tar:
+            info = tarfile.TarInfo(f"file{number}")
+            info.size = (4 << 20) - 8192
+            tar.addfile(info, io.BytesIO(os.urandom(info.size)))
+        layers.append(layer.getvalue())
+    diff_ids = [hashlib.sha256(layer).hexdigest() for layer in layers]
+    config = json.dumps({"os": "linux", "comment": "x" * 65536, "rootfs": {
+        "type": "layers", "diff_ids": [f"sha256:{d}" for d in diff_ids]}}).encode()
+    image = hashlib.sha256(config).hexdigest()
+    manifest = json.dumps([{"Config": f"{image}.json", "Layers": [f"{d}/layer.tar" for d in diff_ids]}]).encode()
+    with tarfile.open(tmp_path / "many.tar", "w") as tar:
+        for name, data in [*((f"{d}/layer.tar", layer) for d, layer in zip(diff_ids, layers)),
+                           (f"{image}.json", config), ("manifest.json", manifest)]:
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    assert verify_archive(tmp_path / "many.tar", 1 << 30).digest == f"sha256:{image}"
 
 
 @pytest.mark.parametrize(("manifest", "message"), [
     ([{"Config": f"{HEX}.json"}, {"Config": f"{HEX}.json"}], "holds 2 images; a submission is one image"),
-    ([{"Config": "../../etc/passwd"}], "its manifest names no image configuration"),
+    ([{"Config": "../../etc/passwd", "Layers": []}], "its manifest names no image configuration and layers"),
     ({"Config": "x"}, "holds 0 images"),
+    ([{"Config": f"{HEX}.json", "Layers": []}], "the image configuration its manifest names is not in it"),
 ])
 def test_an_archive_with_a_bad_manifest_is_refused_in_one_line(tmp_path, manifest, message):
-    archive = save_archive(tmp_path / "a.tar", manifest, gzip=False)
+    archive, _ = save_archive(tmp_path / "a.tar", manifest, gzip=False)
     with pytest.raises(InputError, match=re.escape(f"image archive a.tar: {message}")):
-        archive_digest(archive)
+        verify_archive(archive, 1 << 30)
 
 
 def test_an_archive_that_is_not_one_is_refused_in_one_line(tmp_path):
     (tmp_path / "junk.tar.gz").write_bytes(os.urandom(4096))
     with pytest.raises(InputError, match=r"image archive junk\.tar\.gz: not a readable `docker save` archive"):
-        archive_digest(tmp_path / "junk.tar.gz")
+        verify_archive(tmp_path / "junk.tar.gz", 1 << 30)
     with tarfile.open(tmp_path / "empty.tar", "w"):
         pass
     with pytest.raises(InputError, match=r"empty\.tar: no manifest\.json"):
-        archive_digest(tmp_path / "empty.tar")
+        verify_archive(tmp_path / "empty.tar", 1 << 30)
+
+
+def test_the_stream_an_engine_loads_holds_the_verified_image_without_tags(tmp_path):
+    archive, image = save_archive(tmp_path / "a.tar.gz")
+    stream = io.BytesIO()
+    write_load_stream(archive, verify_archive(archive, 1 << 30), stream)
+    with tarfile.open(fileobj=io.BytesIO(stream.getvalue())) as tar:
+        names = tar.getnames()
+        manifest = json.loads(tar.extractfile("manifest.json").read())
+    hex_id = image.removeprefix("sha256:")
+    assert manifest[0]["Config"] == f"{hex_id}.json" and manifest[0]["RepoTags"] == []
+    assert sorted(names) == sorted([f"{hex_id}.json", manifest[0]["Layers"][0], "manifest.json"])
+
+
+def test_an_engine_that_cannot_load_a_verified_archive_is_a_cause_outside_the_job(tmp_path):
+    archive, _ = save_archive(tmp_path / "a.tar.gz")
+    with pytest.raises(EngineError, match=r"image archive a\.tar\.gz: `false load` failed: status 1"):
+        ensure_loaded("false", archive, verify_archive(archive, 1 << 30))  # an engine that fails every command
+
+
+def test_the_failed_jobs_of_named_submissions_are_run_again_on_purpose(tmp_path):
+    layout = PhaseLayout.of(tmp_path)
+    planned = [PlannedSubmission("alpha", [("c1", "j1"), ("c2", "j2")]), PlannedSubmission("beta", [("c1", "j3")])]
+    for job, status in (("j1", "failed"), ("j2", "succeeded"), ("j3", "failed")):
+        layout.state(job).parent.mkdir(parents=True)
+        layout.state(job).write_text(json.dumps({"status": status}))
+    assert retry_failed(layout, planned, ["alpha"]) == 1
+    assert not layout.state("j1").exists() and layout.state("j2").exists() and layout.state("j3").exists()
+    assert retry_failed(layout, planned, ["all"]) == 1 and not layout.state("j3").exists()
+    with pytest.raises(InputError, match="--retry-failed gamma: no such submission"):
+        retry_failed(layout, planned, ["gamma"])
 
 
 def test_a_jobs_identity_changes_with_the_image_case_model_limits_and_gpu_only():

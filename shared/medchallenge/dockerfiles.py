@@ -130,19 +130,37 @@ LABEL org.opencontainers.image.title="medchallenge-job-runner" \\
 USER 1000:1000
 """
 
+SLURM_GATEWAY_DESCRIPTION = ("The hospital gateway as a Slurm submit host: Slurm's client commands for routes with "
+                             "backend slurm (the site's slurm.conf and munge socket mounted read-only)")
+SLURM_CLIENT = "wheelhouse/debs/slurm"
+GATEWAY_SLURM = f"""\
+{_comment("Stage gateway-slurm (compose.hospital-slurm.yaml: a gateway whose routes run on a Slurm cluster): the "
+          "gateway's image and Slurm's client commands, Debian bookworm's slurm-client with what it needs beyond "
+          f"the base image (make wheels: {SLURM_CLIENT}/, its major version the cluster's); the site's slurm.conf "
+          "and munge socket are mounted read-only at run time, so munge's own key is not kept.")}
+FROM gateway AS gateway-slurm
+USER root
+RUN --mount=type=bind,source={SLURM_CLIENT},target=/debs \\
+    DEBIAN_FRONTEND=noninteractive dpkg -i /debs/*.deb >/dev/null && rm -f /etc/munge/munge.key \\
+ && command -v sbatch squeue scontrol && dpkg-query -W slurm-client
+LABEL org.opencontainers.image.title="medchallenge-gateway-slurm" \\
+      org.opencontainers.image.description="{SLURM_GATEWAY_DESCRIPTION}"
+USER 1000:1000
+"""
+
 
 def gateway_dockerfile() -> str:
     """The hospital gateway's image (compose.hospital.yaml): the package with its DICOM network extras; its stage
-    job-runner adds the Docker client for the job-runner service."""
-    header = HEADER.format(title=_comment("The hospital DICOM gateway (medchallenge gateway; stage gateway) and its "
-                                          "job runner (stage job-runner); configuration in "
-                                          "/etc/medchallenge/gateway.toml."))
+    job-runner adds the Docker client for the job-runner service, its stage gateway-slurm Slurm's client commands."""
+    header = HEADER.format(title=_comment("The hospital DICOM gateway (medchallenge gateway; stage gateway), its "
+                                          "job runner (stage job-runner) and the gateway as a Slurm submit host "
+                                          "(stage gateway-slurm); configuration in /etc/medchallenge/gateway.toml."))
     return (header.replace("python:3.11-slim\n", "python:3.11-slim AS gateway\n", 1)
             + MOUNTS + f" && {PIP} {_package(('dicom', 'gateway'))} \\\n && {USER}\n"
             + "WORKDIR /opt/app\nCOPY gateway/gateway.py /opt/app/\n"
             + FOOTER.format(image_title="medchallenge-gateway", description=GATEWAY_DESCRIPTION,
                             version=__version__, script="gateway.py")
-            + "\n" + JOB_RUNNER)
+            + "\n" + JOB_RUNNER + "\n" + GATEWAY_SLURM)
 
 
 def dockerfiles() -> dict[str, str]:

@@ -85,6 +85,9 @@ class Algorithm:
     # test_size, which its own generator also takes) do not fit it
     demo_size: tuple[str, ...] = ()
     test_size: tuple[str, ...] = ()
+    # its model card's operating point per output socket carrying probabilities (its README, "Model card"): the
+    # threshold at which the gateway and its DICOM writers call a finding (dicom.sr.OperatingPoint)
+    operating_points: tuple[tuple[str, float], ...] = ()
 
     @property
     def generator_module(self) -> str:
@@ -260,7 +263,8 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
                                       "`TST_001.nii.gz,X1,Y1,Z1,X2,Y2,Z2` (integer voxel indices, X1<X2, Y1<Y2, "
                                       "Z1<Z2); cases without caverns are left out", "map"),),
         algorithm=Algorithm("medchallenge.algorithms.tb_caverns", "ImageCLEF 2022 TB caverns detection: "
-                            "synthetic-data 3-D U-Net (ONNX Runtime), boxes per CT"),
+                            "synthetic-data 3-D U-Net (ONNX Runtime), boxes per CT",
+                            operating_points=(("tb-cavern-boxes", 0.9),)),
     ),
     Challenge(
         "ribfrac", "MICCAI 2020 RibFrac", RIBFRAC_INTERFACE,
@@ -278,7 +282,8 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
                                       "(label_id 0, label_code 0) per case", "froc_average", "macro_f1"),),
         algorithm=Algorithm("medchallenge.algorithms.ribfrac", "MICCAI 2020 RibFrac rib-fracture detection and "
                             "classification: synthetic-data 3-D U-Net (ONNX Runtime), instances and types per CT",
-                            generator="ribfrac-ct", test_size=("--cases", "2", "--shape", "112", "104", "40")),
+                            generator="ribfrac-ct", test_size=("--cases", "2", "--shape", "112", "104", "40"),
+                            operating_points=(("rib-fracture-detections", 0.1),)),
     ),
     Challenge(
         "object-cxr", "object-CXR", OBJECT_CXR_INTERFACE,
@@ -294,7 +299,8 @@ CHALLENGES: dict[str, Challenge] = {challenge.name: challenge for challenge in (
                             "synthetic-data heat-map detector (ONNX Runtime), classification.csv + localization.csv",
                             extras=("xray", "onnx", "dicom"), generator="object-cxr-images",
                             demo_size=("--images", "60", "--size", "1024"),
-                            test_size=("--images", "6", "--size", "320")),
+                            test_size=("--images", "6", "--size", "320"),
+                            operating_points=(("foreign-object-likelihood", 0.665), ("foreign-objects", 0.665))),
     ),
     Challenge(
         "imageclef-caption", "ImageCLEFmed Caption", CAPTION_INTERFACE,

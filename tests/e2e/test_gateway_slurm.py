@@ -28,7 +28,8 @@ SLOW_SECONDS = 20  # long enough to cancel the job, or kill the gateway, while i
 ENTRYPOINTS = {"slow": ["sh", "-c", f"sleep {SLOW_SECONDS} && exec python inference.py"],
                "crash": ["sh", "-c", "echo 'the model file weights.onnx is missing' >&2; exit 1"]}
 # body part: (image variant, the route's [route.slurm] keys; None: the local backend)
-ROUTES = {"LOCAL": (None, None), "SLURM": (None, ""), "SLOW": ("slow", ""), "CRASH": ("crash", ""),
+ROUTES = {"LOCAL": (None, None), "SLURM": (None, 'job_name_prefix = "pacs-"\n'),
+          "SLOW": ("slow", ""), "CRASH": ("crash", ""),
           "ONCE": ("slow", "max_resubmissions = 0\n")}
 
 
@@ -70,7 +71,8 @@ def gateway(cluster, tmp_path):
         pacs.close()
         for record in running.work.glob("*/*/slurm.json"):  # nothing of a failed test left in Slurm
             for submission in json.loads(record.read_text())["submissions"]:
-                subprocess.run(["scancel", f"--name=mc-{submission['name']}"], check=False)
+                for prefix in ("mc-", "pacs-"):
+                    subprocess.run(["scancel", f"--name={prefix}{submission['name']}"], check=False)
 
 
 def send_study(cluster, gateway, body_part: str, folder: Path) -> str:
@@ -109,6 +111,9 @@ def test_a_radiograph_through_a_slurm_route_gives_the_sr_of_the_local_backend(cl
         assert local_item.ConceptNameCodeSequence == slurm_item.ConceptNameCodeSequence
     record = slurm_record(gateway.work, "sent")
     assert [s["end"] for s in record["submissions"]] == ["succeeded"]
+    shown = subprocess.run(["scontrol", "show", "job", "--oneliner", record["submissions"][0]["slurm_job_id"]],
+                           capture_output=True, text=True, check=True).stdout
+    assert f"JobName=pacs-{record['submissions'][0]['name']} " in shown  # the route's job name prefix
     assert not any((gateway.work / "cluster").iterdir())  # the job's folder on the shared disk is removed
     for study in (gateway.work / "sent").iterdir():  # the job's record, as the local backend keeps it
         assert json.loads((study / "job" / "result.json").read_text())["status"] == "succeeded"

@@ -235,6 +235,18 @@ def test_a_new_submission_runs_only_its_own_jobs_and_a_refused_one_stops_nothing
     assert f"4 failed (the team's result): {CRASH}" in status
 
 
+def test_retry_failed_runs_the_failed_jobs_of_the_named_submission_again_and_nothing_else(phase, monkeypatch,
+                                                                                         caplog):
+    caplog.set_level(logging.INFO, "medchallenge.phase")
+    before = states(phase.out)
+    assert run_phase(phase, monkeypatch, "--retry-failed", "gamma") == 0
+    after = states(phase.out)
+    gamma = submission_jobs(phase.out, "gamma")
+    assert sorted(job for job in before if after[job][0] != before[job][0]) == sorted(gamma)
+    assert all(after[job][1]["status"] == "failed" and after[job][1]["error"] == CRASH for job in gamma)
+    assert "4 failed job(s) to run again (--retry-failed)" in caplog.text and "4 job(s) to run" in caplog.text
+
+
 def phase_containers(out: Path, all_states: bool = False) -> list[str]:
     """The containers of this phase's jobs that the engine has (running, or any with `all_states`)."""
     jobs = {f"medchallenge-phase-{p.name}" for p in out.glob("jobs/*")}

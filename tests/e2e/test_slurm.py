@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -19,8 +20,11 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from conftest import slurm_config
 from e2e.test_phase import ground_truth_boxes, model_tarball
 from gateway_helpers import wait_for
+
+from medchallenge.phase.slurm_limits import cluster_limits
 
 IMAGE = "mc-test-h30s"
 MEMORY_KILLED = r"The container was killed as it exceeded its memory limit \(1\.5 GB\)"
@@ -345,3 +349,86 @@ def test_through_podman_a_job_over_its_memory_limit_is_reported_as_such_and_the_
     expected = json.loads((phase.root / "slurm" / "submissions" / "beta" / "evaluation" / "metrics.json").read_text())
     got = json.loads((out / "submissions" / "beta" / "evaluation" / "metrics.json").read_text())
     assert got["aggregates"] == expected["aggregates"] and got["case"] == expected["case"]
+
+
+def job_runs(out: Path, job: str) -> int:
+    """How many tasks ran `job` to its end (the task's last line for it, in the Slurm logs)."""
+    ended = re.compile(rf"^job {job}: (succeeded|failed)(:|$)", re.MULTILINE)
+    return sum(len(ended.findall(log.read_text(errors="replace"))) for log in (out / "logs").glob("slurm-*.out"))
+
+
+def test_after_a_ctrl_c_status_counts_the_jobs_in_slurm_and_the_rerun_waits_for_them_and_runs_no_job_twice(phase):
+    """Ctrl-C of `phase run --backend slurm` leaves the array in Slurm: `phase status` counts its tasks as running
+    and queued; a second array of the same manifest (as a second submit host's run would submit it) finds the
+    running job's lease taken and runs nothing; a task cancelled while pending is the only job the next run submits,
+    and the next run waits for the old array to finish its other jobs: each of the four runs once."""
+    out = phase.root / "ctrl-c"
+    command = phase_command(phase, out, "sloth.toml", "--time-limit", "8", "--backend", "slurm", "--max-parallel",
+                            "1")
+    running = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(lambda: list(out.glob("jobs/*/running.json")), SLURM_WAIT, "the first task's job to start")
+        running.send_signal(signal.SIGINT)
+        output, _ = running.communicate(timeout=120)
+        assert running.returncode == 130, output[-2000:]
+        assert "interrupted: the submitted jobs go on in Slurm" in output and "containers removed" not in output
+        status = json.loads(subprocess.run([sys.executable, "-m", "medchallenge.phase.cli", "status", str(out),
+                                            "--json"], capture_output=True, text=True, check=True).stdout)
+        sloth = status["submissions"][0]
+        assert sloth["not-run"] == 0 and sloth["queued"] >= 2 and sum(
+            sloth[k] for k in ("succeeded", "failed", "running", "queued")) == 4, sloth
+        array = squeue("--name=mc-sloth", "--states=RUNNING", "--format=%F")[0].strip()
+        manifest = next((out / "slurm").glob("sloth-*.tasks"))
+        duplicate = subprocess.run(["sbatch", "--parsable", "--array=0-0", "--job-name=mc-sloth-duplicate",
+                                    f"--output={out}/logs/slurm-duplicate-%A_%a.out", "--mem=600M", "--wrap",
+                                    f"exec {sys.executable} -m medchallenge.phase.slurm task {manifest}"],
+                                   capture_output=True, text=True, check=True).stdout.strip()
+        pending = squeue("--name=mc-sloth", "--states=PENDING", "--array", "--format=%i")
+        cancelled = max(pending, key=lambda task: int(task.split("_")[1]))
+        subprocess.run(["scancel", cancelled], check=True)
+        again = run_phase(phase, out, "--backend", "slurm", "--max-parallel", "1", toml="sloth.toml", time_limit="8")
+    finally:
+        running.kill()
+        cancel_jobs_of(out)
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert "1 job(s) to run (slurm backend)" in again.stdout
+    assert re.search(r"[23] job\(s\) still in Slurm from an earlier run \(array " + array, again.stdout), again.stdout
+    final = {job: state for job, (_, state) in states(out).items()}
+    assert len(final) == 4 and all(s["status"] == "failed" and s["error"].startswith("Time limit exceeded")
+                                   for s in final.values())
+    assert sorted(s["slurm_job_id"].split("_")[0] for s in final.values()) == [array] * 3 + [
+        next(s["slurm_job_id"].split("_")[0] for s in final.values() if not s["slurm_job_id"].startswith(array))]
+    assert {job: job_runs(out, job) for job in final} == {job: 1 for job in final}
+    held = (out / "logs" / f"slurm-duplicate-{duplicate}_0.out").read_text()
+    assert "held by another task" in held and f"{array}_0" in held
+    assert "sloth" in [row["team"] for row in json.loads((out / "leaderboard.json").read_text())["teams"]]
+
+
+def test_a_submission_past_the_array_size_is_split_and_its_evaluation_waits_for_every_array(phase, tmp_path):
+    """A site's max_array_size (3) below alpha's four cases: two arrays, one evaluation after both, under the
+    site's job name prefix; and the cluster's own MaxArraySize is read as `scontrol show config` says it."""
+    assert cluster_limits().max_array_size == int(slurm_config()["MaxArraySize"])
+    site = tmp_path / "site.toml"
+    site.write_text('max_array_size = 3\njob_name_prefix = "h38t-"\n')
+    out = phase.root / "split"
+    result = run_phase(phase, out, "--backend", "slurm", f"--slurm-config={site}", toml="alpha.toml")
+    assert result.returncode == 0, result.stdout[-2000:]
+    arrays = re.search(r"submission alpha: 4 job\(s\) as Slurm array (\d+), (\d+)\n", result.stdout)
+    assert arrays, result.stdout[-2000:]
+    assert sorted(len((out / "slurm" / f"alpha-{n}.tasks").read_text().split()) for n in (1, 2)) == [1, 3]
+    final = [s for _, s in states(out).values()]
+    assert len(final) == 4 and all(s["status"] == "succeeded" for s in final)
+    assert sorted({s["slurm_job_id"].split("_")[0] for s in final}) == sorted(arrays.groups())
+    logs = sorted(p.name for p in (out / "logs").glob("slurm-*.out"))
+    assert any(name.startswith("slurm-h38t-evaluate-alpha-") for name in logs) and not any(
+        name.startswith("slurm-mc-") for name in logs)
+    board = json.loads((out / "leaderboard.json").read_text())
+    assert board["teams"][0]["team"] == "alpha"
+
+
+def test_a_sbatch_option_a_site_does_not_set_is_refused_before_anything_is_submitted(phase):
+    out = phase.root / "refused-option"
+    for option in ("--output=/tmp/evil", "--export=ALL,PYTHONPATH=/tmp", "--wrap=id"):
+        result = run_phase(phase, out, "--backend", "slurm", f"--sbatch-option={option}", toml="alpha.toml")
+        assert result.returncode == 1 and "not an sbatch option a site sets" in result.stdout, result.stdout
+        assert result.stdout.count("\n") == 1 and not (out / "slurm").exists()

@@ -28,7 +28,7 @@ from ..formats.tb_caverns import RUN_FILE_FORBIDDEN, run_file_text
 from ..imaging import read_ct, resampled_size
 from ..sockets import CT_IMAGE, TB_CAVERN_BOXES, TB_CAVERNS_INTERFACE
 from ..dicom.series import DicomSeries
-from ..dicom.detectors import TB_CAVERN
+from ..dicom.detectors import TB_CAVERN, model_card_point
 from ..dicom.sr import BoxFinding, box_report
 from .runner import Algorithm, Case, DicomContract
 
@@ -323,9 +323,10 @@ CAVERN_FINDING = dataclasses.replace(TB_CAVERN, algorithm_name="medchallenge tb-
 
 
 def dicom_results(series: DicomSeries, prediction: CaseDetections) -> list:
-    """DICOM mode: the boxes as one SR on the CT series."""
+    """DICOM mode: the boxes as one SR on the CT series, the CT called at the model card's operating point (the
+    boxes under it kept, marked)."""
     findings = [BoxFinding(tuple(d.corners()), d.probability) for d in prediction.detections]
-    return [box_report(series, findings, CAVERN_FINDING)]
+    return [box_report(series, findings, CAVERN_FINDING, model_card_point("tb-caverns", "tb-cavern-boxes"))]
 
 
 def describe(prediction: CaseDetections) -> str:

@@ -8,6 +8,11 @@ its confidence in the segment description. A CT without fractures gets an SR (TI
 segment. object-CXR -> an SR (TID 1500, `sr.point_report`): finding type SNOMED CT `Foreign body` (19227008) on the
 `Chest` (816094009), the image-level probability and one SCOORD POINT per point.
 
+Each applies an operating point per output (`sr.OperatingPoint`; by default its model card's, `model_card_point`):
+findings under it are not findings (kept, where asked, marked below threshold: the algorithm's own DICOM output keeps
+them, as its CSVs do; a gateway route keeps them only with keep_below_threshold), and the study is called present or
+absent at it (the SR's study group; the SEG's Content Description).
+
 The predictions are read by their attributes (RibFrac: `instances`, a SimpleITK label image on the CT's grid, and
 `detections` with `label_id`, `confidence`, `label_code`; object-CXR: `probability` and `points` as (probability,
 x, y)), so that the plug-ins import this module and not the other way round.
@@ -17,9 +22,8 @@ from __future__ import annotations
 
 from .series import DicomSeries
 from .seg import SegmentFinding, label_segmentation
-from .sr import FindingKind, PointFinding, box_report, point_report
+from .sr import PRIVATE_SCHEME, FindingKind, OperatingPoint, PointFinding, StudyCall, box_report, point_report
 
-PRIVATE_SCHEME = "99MEDCHALLENGE"
 RIB_FRACTURE_TYPES = {1: "Displaced rib fracture", 2: "Nondisplaced rib fracture", 3: "Buckle rib fracture",
                       4: "Segmental rib fracture", -1: "Rib fracture of uncertain type"}
 RIB_FRACTURE = FindingKind(finding_type=("72704001", "SCT", "Fracture"), finding_site=("113197003", "SCT", "Rib"),
@@ -40,18 +44,34 @@ def rib_fracture_type(label_code: int) -> tuple[str, str, str]:
     return f"RIBFRAC-{label_code}", PRIVATE_SCHEME, RIB_FRACTURE_TYPES[label_code]
 
 
-def rib_fracture_results(series: DicomSeries, prediction, kind: FindingKind = RIB_FRACTURE) -> list:
-    """RibFrac on a CT series: the SEG of its fractures, or an SR saying there is none."""
+def model_card_point(challenge: str, slug: str) -> OperatingPoint:
+    """The operating point of output `slug` of the project's `challenge` algorithm, as its model card names it, the
+    findings under it kept, marked (the algorithm's own DICOM output)."""
+    from ..registry import CHALLENGES
+
+    return OperatingPoint(dict(CHALLENGES[challenge].algorithm.operating_points)[slug], keep_below=True)
+
+
+def rib_fracture_results(series: DicomSeries, prediction, kind: FindingKind = RIB_FRACTURE,
+                         point: OperatingPoint | None = None) -> list:
+    """RibFrac on a CT series at `point` (default: the model card's): the SEG of its fractures at or above it (and,
+    keep_below, those under it, marked), the study's call in its Content Description; or, no fracture reported, an
+    SR saying there is none, with the call."""
     import SimpleITK as sitk
 
-    if not prediction.detections:
-        return [box_report(series, [], kind)]
-    segments = [SegmentFinding(d.label_id, rib_fracture_type(d.label_code), d.confidence)
-                for d in prediction.detections]
-    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, kind)]
+    point = point or model_card_point("ribfrac", "rib-fracture-detections")
+    found = [SegmentFinding(d.label_id, rib_fracture_type(d.label_code), d.confidence) for d in prediction.detections]
+    segments = point.reported(found)
+    strongest = max((s.confidence for s in found), default=None)
+    if not segments:
+        return [box_report(series, [], kind, point, strongest)]
+    call = StudyCall(strongest is not None and strongest >= point.threshold, strongest, point.threshold)
+    return [label_segmentation(series, sitk.GetArrayFromImage(prediction.instances), segments, kind, call)]
 
 
 def foreign_object_results(series: DicomSeries, prediction) -> list:
-    """object-CXR on one radiograph: its probability and points as an SR."""
+    """object-CXR on one radiograph: its probability and points as an SR, at the model card's operating points."""
     points = [PointFinding(x, y, score) for score, x, y, *_ in prediction.points]
-    return [point_report(series, prediction.probability, points, FOREIGN_OBJECT)]
+    return [point_report(series, prediction.probability, points, FOREIGN_OBJECT,
+                         model_card_point("object-cxr", "foreign-object-likelihood"),
+                         model_card_point("object-cxr", "foreign-objects"))]

@@ -3,7 +3,12 @@
 Each box is one Volumetric ROI group (TID 1411): a tracking identifier, the finding type, the algorithm (TID 4019),
 the finding site, one SCOORD POLYLINE per slice it spans (a closed rectangle in pixel coordinates, referencing that
 slice's SOP instance) and its probability as a measurement (DCM `Probability`, UCUM unit `1`); a series without
-findings gets one TID 1501 group saying the finding type is absent (SNOMED CT `Absent`). The SR is a Comprehensive SR
+findings gets one TID 1501 group saying the finding type is absent (SNOMED CT `Absent`). With an operating point
+(`OperatingPoint`, the algorithm's model card's threshold or the route's), the document opens with a TID 1501 group
+calling the study: the finding type present or absent at that point (SNOMED CT `Present` / `Absent`), the study's
+probability and the threshold applied (DCM `Threshold Value`, 122411); only findings at or above the threshold are
+findings, and those below it, where the site keeps them, follow as groups of their own marked `Below operating
+threshold` (private scheme 99MEDCHALLENGE) and tracked as `below threshold ...`. The SR is a Comprehensive SR
 in a new series of the source study, patient and study attributes copied from the source series, every source instance
 listed as evidence. Its UIDs are derived from the source series, the algorithm and the findings: the same result of
 the same series is the same object (a PACS keeps one copy), a different result a new one.
@@ -17,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -27,14 +32,47 @@ from .series import DicomSeries
 PROBABILITY_UNIT = ("1", "UCUM", "no units")
 SR_SERIES_NUMBER = 901
 SR_MANUFACTURER = "medchallenge"
+PRIVATE_SCHEME = "99MEDCHALLENGE"
+THRESHOLD_VALUE = ("122411", "DCM", "Threshold Value")
+OPERATING_POINT = ("operating-point", PRIVATE_SCHEME, "Operating point")
+BELOW_THRESHOLD = ("below-threshold", PRIVATE_SCHEME, "Below operating threshold")
+
+
+@dataclass(frozen=True)
+class OperatingPoint:
+    """An output's operating point: a finding with a probability at or above `threshold` is reported as a finding,
+    and a study is called positive when its probability reaches it; with `keep_below`, findings under it are kept
+    as a separate list marked below threshold (else left out)."""
+
+    threshold: float
+    keep_below: bool = False
+
+    def reported(self, findings: list) -> list:
+        """`findings` (each with `probability`) as reported: those at or above the threshold, then (keep_below)
+        those under it, marked `below_threshold`."""
+        above = [f for f in findings if f.probability >= self.threshold]
+        below = [replace(f, below_threshold=True) for f in findings if f.probability < self.threshold]
+        return above + (below if self.keep_below else [])
+
+
+@dataclass(frozen=True)
+class StudyCall:
+    """A report's study-level result: the finding type present or absent at the threshold, the study's probability
+    (None: the algorithm found no candidate at all)."""
+
+    present: bool
+    probability: float | None
+    threshold: float
 
 
 @dataclass(frozen=True)
 class BoxFinding:
-    """One 3-D box: inclusive voxel corners (x1, y1, z1, x2, y2, z2) and its probability."""
+    """One 3-D box: inclusive voxel corners (x1, y1, z1, x2, y2, z2), its probability, and whether it is reported
+    below the operating threshold."""
 
     corners: tuple[int, int, int, int, int, int]
     probability: float
+    below_threshold: bool = False
 
 
 @dataclass(frozen=True)
@@ -119,6 +157,79 @@ def _probability(value: float, algorithm):
                              algorithm_id=algorithm)
 
 
+def _call_items(probability: float | None, point: OperatingPoint, kind: FindingKind, algorithm):
+    """The measurements and qualitative evaluation of a study-level call at `point`: the probability (where there
+    is one), the threshold applied, the finding type present or absent."""
+    import highdicom as hd
+    from pydicom.sr.codedict import codes
+
+    present = probability is not None and probability >= point.threshold
+    measurements = [] if probability is None else [_probability(probability, algorithm)]
+    measurements.append(hd.sr.Measurement(name=coded(THRESHOLD_VALUE), value=round(point.threshold, 6),
+                                          unit=coded(PROBABILITY_UNIT), algorithm_id=algorithm))
+    evaluation = hd.sr.QualitativeEvaluation(coded(kind.finding_type),
+                                             codes.SCT.Present if present else codes.SCT.Absent)
+    return measurements, [evaluation]
+
+
+def _study_call_group(series: DicomSeries, kind: FindingKind, content: object, algorithm, probability: float | None,
+                      point: OperatingPoint):
+    """TID 1501 calling the study at `point` (a volume's call: its strongest finding's probability)."""
+    import highdicom as hd
+
+    measurements, evaluations = _call_items(probability, point, kind, algorithm)
+    return hd.sr.MeasurementsAndQualitativeEvaluations(
+        tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "study"),
+                                                     identifier="study"),
+        finding_type=coded(kind.finding_type), algorithm_id=algorithm,
+        finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))], measurements=measurements,
+        qualitative_evaluations=evaluations)
+
+
+def _below_mark(finding) -> list:
+    """The qualitative evaluation marking a finding reported below the operating threshold (none for the others)."""
+    import highdicom as hd
+
+    if not finding.below_threshold:
+        return []
+    return [hd.sr.QualitativeEvaluation(coded(OPERATING_POINT), coded(BELOW_THRESHOLD))]
+
+
+def _tracked(finding, name: str) -> str:
+    return f"below threshold {name}" if finding.below_threshold else name
+
+
+def _is_marked_below(group) -> bool:
+    """Whether a measurement group read back (highdicom's) carries the below-threshold mark."""
+    return any(evaluation.value.value == BELOW_THRESHOLD[0]
+               for evaluation in group.get_qualitative_evaluations(name=coded(OPERATING_POINT)))
+
+
+def _number(items: dict, code: str) -> float | None:
+    item = items.get(code)
+    return None if item is None else float(item.MeasuredValueSequence[0].NumericValue)
+
+
+def read_study_call(path_or_dataset) -> StudyCall | None:
+    """The study-level call of a report written with an operating point (None: written without one)."""
+    import pydicom
+    from pydicom.sr.codedict import codes
+
+    sr = pydicom.dcmread(path_or_dataset) if isinstance(path_or_dataset, (str, Path)) else path_or_dataset
+    calls = (codes.SCT.Present.value, codes.SCT.Absent.value)
+    for container in sr.ContentSequence:
+        if container.ConceptNameCodeSequence[0].CodeValue != codes.DCM.ImagingMeasurements.value:
+            continue
+        for group in container.ContentSequence:
+            items = {item.ConceptNameCodeSequence[0].CodeValue: item for item in group.ContentSequence}
+            if THRESHOLD_VALUE[0] in items:
+                (call,) = [item for item in group.ContentSequence
+                           if item.ValueType == "CODE" and item.ConceptCodeSequence[0].CodeValue in calls]
+                return StudyCall(call.ConceptCodeSequence[0].CodeValue == codes.SCT.Present.value,
+                                 _number(items, codes.DCM.Probability.value), _number(items, THRESHOLD_VALUE[0]))
+    return None
+
+
 def declare_private_schemes(dataset, triples) -> None:
     """Declare the private coding schemes (99 prefix) of `triples` in the object (C.12.1.1.2.1)."""
     from pydicom import Dataset
@@ -134,7 +245,8 @@ def declare_private_schemes(dataset, triples) -> None:
             dataset.CodingSchemeIdentificationSequence.append(item)
 
 
-def measurement_report(series: DicomSeries, groups: list, kind: FindingKind, content: object):
+def measurement_report(series: DicomSeries, groups: list, kind: FindingKind, content: object,
+                       marked_below: bool = False):
     """The Comprehensive SR (TID 1500) holding `groups` on `series`: a new series of the source study, every source
     instance as evidence, UIDs derived from the source series, the algorithm and `content` (the result).
 
@@ -163,26 +275,37 @@ def measurement_report(series: DicomSeries, groups: list, kind: FindingKind, con
                        if item.ConceptNameCodeSequence[0].CodeValue == codes.DCM.ImagingMeasurements.value]
     for group in groups[1:]:
         measurements.ContentSequence.extend(group)
-    declare_private_schemes(sr, (kind.finding_type, kind.finding_site))
+    declare_private_schemes(sr, (kind.finding_type, kind.finding_site,
+                                 *((OPERATING_POINT, BELOW_THRESHOLD) if marked_below else ())))
     return sr
 
 
-def box_report(series: DicomSeries, findings: list[BoxFinding], kind: FindingKind):
-    """The Comprehensive SR (TID 1500) of `findings` on `series` (ordered as read), as a pydicom Dataset."""
+def box_report(series: DicomSeries, findings: list[BoxFinding], kind: FindingKind,
+               point: OperatingPoint | None = None, strongest: float | None = None):
+    """The Comprehensive SR (TID 1500) of `findings` on `series` (ordered as read), as a pydicom Dataset; with an
+    operating point, the study's call at it first (its probability: `strongest`, by default the strongest
+    finding's), then the findings at or above it and (keep_below) those under it, marked."""
     import highdicom as hd
 
     algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
-    content = _box_content(findings)
+    reported = findings if point is None else point.reported(findings)
+    content = _box_content(findings) if point is None else \
+        [_box_content(reported), round(point.threshold, 6), strongest and round(strongest, 6)]
     groups = []
-    for number, finding in enumerate(findings, start=1):
+    if point is not None:
+        strongest = max((f.probability for f in findings), default=strongest)
+        groups.append(_study_call_group(series, kind, content, algorithm, strongest, point))
+    for number, finding in enumerate(reported, start=1):
         tracking = hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"finding-{number}"),
-                                            identifier=f"finding {number}")
+                                            identifier=_tracked(finding, f"finding {number}"))
         groups.append(hd.sr.VolumetricROIMeasurementsAndQualitativeEvaluations(
             tracking_identifier=tracking, referenced_regions=box_regions(series, finding.corners),
             finding_type=coded(kind.finding_type), algorithm_id=algorithm,
             finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))],
-            measurements=[_probability(finding.probability, algorithm)]))
-    return measurement_report(series, groups or [_no_finding_group(series, kind, content, algorithm)], kind, content)
+            measurements=[_probability(finding.probability, algorithm)],
+            qualitative_evaluations=_below_mark(finding) or None))
+    return measurement_report(series, groups or [_no_finding_group(series, kind, content, algorithm)], kind, content,
+                              any(f.below_threshold for f in reported))
 
 
 def read_box_report(path_or_dataset, series: DicomSeries) -> list[BoxFinding]:
@@ -202,40 +325,49 @@ def read_box_report(path_or_dataset, series: DicomSeries) -> list[BoxFinding]:
         (x1, y1), (x2, y2) = points.min(axis=0), points.max(axis=0)
         corners = (int(round(x1)), int(round(y1)), min(z), int(round(x2)) - 1, int(round(y2)) - 1, max(z))
         (probability,) = group.get_measurements(name=codes.DCM.Probability)
-        findings.append(BoxFinding(corners, float(probability.value)))
+        findings.append(BoxFinding(corners, float(probability.value), _is_marked_below(group)))
     return findings
 
 
 @dataclass(frozen=True)
 class PointFinding:
     """One point on an image of a series: x = column, y = row in pixels, origin at the top-left pixel's centre (the
-    challenge's convention), its probability, and the image's index in the series (a volume's slice in position
-    order)."""
+    challenge's convention), its probability, the image's index in the series (a volume's slice in position
+    order), and whether it is reported below the operating threshold."""
 
     x: float
     y: float
     probability: float
     image: int = 0
+    below_threshold: bool = False
 
 
-def point_report(series: DicomSeries, probability: float, points: list[PointFinding], kind: FindingKind):
+def point_report(series: DicomSeries, probability: float, points: list[PointFinding], kind: FindingKind,
+                 call: OperatingPoint | None = None, point: OperatingPoint | None = None):
     """The Comprehensive SR (TID 1500) of one image's result (`series`: that image alone): the image-level
-    probability (TID 1501, the image as its source) and one SCOORD POINT per point (TID 1410, with its probability).
-    DICOM pixel coordinates put (0, 0) at the top-left pixel's corner: a point is stored at (x + 0.5, y + 0.5)."""
+    probability (TID 1501, the image as its source; with `call`, the image called present or absent at it and the
+    threshold applied) and one SCOORD POINT per point (TID 1410, with its probability: with `point`, those at or
+    above it, then (keep_below) those under it, marked). DICOM pixel coordinates put (0, 0) at the top-left pixel's
+    corner: a point is stored at (x + 0.5, y + 0.5)."""
     import highdicom as hd
 
     image = series.first
     algorithm = hd.sr.AlgorithmIdentification(name=kind.algorithm_name, version=kind.algorithm_version)
-    content = [round(probability, 6), [[round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for p in points]]
+    reported = points if point is None else point.reported(points)
+    content = [round(probability, 6), [[round(p.x, 3), round(p.y, 3), round(p.probability, 6)] for p in reported]]
+    if call is not None or point is not None:
+        content += [[round(p.threshold, 6), p.keep_below] if p else None for p in (call, point)]
+    measurements, evaluations = ([_probability(probability, algorithm)], None) if call is None else \
+        _call_items(probability, call, kind, algorithm)
     site = [hd.sr.FindingSite(coded(kind.finding_site))]
     groups = [hd.sr.MeasurementsAndQualitativeEvaluations(
         tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, "image"),
                                                      identifier="image"),
         finding_type=coded(kind.finding_type), algorithm_id=algorithm, finding_sites=site,
-        measurements=[_probability(probability, algorithm)],
+        measurements=measurements, qualitative_evaluations=evaluations,
         source_images=[hd.sr.SourceImageForMeasurementGroup(str(image.SOPClassUID), str(image.SOPInstanceUID))])]
-    groups += _point_groups(series, [(kind.finding_type, p) for p in points], kind, content, algorithm)
-    return measurement_report(series, groups, kind, content)
+    groups += _point_groups(series, [(kind.finding_type, p) for p in reported], kind, content, algorithm)
+    return measurement_report(series, groups, kind, content, any(p.below_threshold for p in reported))
 
 
 def _point_groups(series: DicomSeries, points: list[tuple[tuple[str, str, str], PointFinding]], kind: FindingKind,
@@ -251,10 +383,11 @@ def _point_groups(series: DicomSeries, points: list[tuple[tuple[str, str, str], 
                                    hd.sr.SourceImageForRegion(str(image.SOPClassUID), str(image.SOPInstanceUID)))
         groups.append(hd.sr.PlanarROIMeasurementsAndQualitativeEvaluations(
             tracking_identifier=hd.sr.TrackingIdentifier(uid=result_uid(series, kind, content, f"point-{number}"),
-                                                         identifier=f"point {number}"),
+                                                         identifier=_tracked(point, f"point {number}")),
             referenced_region=region, finding_type=coded(finding_type), algorithm_id=algorithm,
             finding_sites=[hd.sr.FindingSite(coded(kind.finding_site))],
-            measurements=[_probability(point.probability, algorithm)]))
+            measurements=[_probability(point.probability, algorithm)],
+            qualitative_evaluations=_below_mark(point) or None))
     return groups
 
 
@@ -298,7 +431,8 @@ def read_point_report(path_or_dataset) -> tuple[float, list[PointFinding]]:
     for group in sr.content.get_planar_roi_measurement_groups():
         (x, y), = group.roi.value
         (score,) = group.get_measurements(name=codes.DCM.Probability)
-        points.append(PointFinding(float(x) - 0.5, float(y) - 0.5, float(score.value)))
+        points.append(PointFinding(float(x) - 0.5, float(y) - 0.5, float(score.value),
+                                   below_threshold=_is_marked_below(group)))
     return float(probability.value), points
 
 

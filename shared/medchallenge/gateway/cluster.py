@@ -48,15 +48,6 @@ POLL_SECONDS = 2.0
 CLUSTER_COMMANDS = ("sbatch", "squeue", "scontrol")
 
 
-def check_cluster_routes(routes: tuple[Route, ...], config: Path) -> None:
-    """A route with backend = "slurm" needs Slurm's client commands where the gateway runs: one line when absent."""
-    names = [route.name for route in routes if route.slurm is not None]
-    missing = [command for command in CLUSTER_COMMANDS if shutil.which(command) is None]
-    if names and missing:
-        raise InputError(f"{config}: route(s) {', '.join(names)}: backend = \"slurm\" needs Slurm's client commands "
-                         f"on PATH (missing: {', '.join(missing)})")
-
-
 def cluster_layout(study: Path) -> PhaseLayout:
     """WORK/cluster/<study>: the job's spec, input and result, at a path that stays the same while the study moves
     between the queue's folders (WORK/running/<study> -> WORK/received/<study> at a restart)."""
@@ -92,14 +83,14 @@ def _read_record(study: Path) -> dict:
     return record
 
 
-def take_up_unrecorded(record: dict, ran_to_its_end: bool) -> None:
+def take_up_unrecorded(record: dict, ran_to_its_end: bool, backend: SlurmBackend) -> None:
     """A submission written before `sbatch` whose Slurm id was not (the gateway stopped between the two): the job
     Slurm knows by its name; else, where the job's state says it ran to its end, a job Slurm has forgotten since
     (the entry stays, without an id); else none was submitted and the entry goes."""
     current = record["submissions"][-1] if record["submissions"] else None
     if current is None or current["slurm_job_id"] is not None:
         return
-    named = jobs_named(current["name"])
+    named = jobs_named(backend.job_name(current["name"]))
     if named:
         current["slurm_job_id"] = named[-1]
     elif not ran_to_its_end:
@@ -118,9 +109,9 @@ def _await_job(route: Route, study: Path, prepared: PreparedJob, layout: PhaseLa
     """Until the study's job is over (succeeded, or failed on its own): submitted unless a job of the study is on
     the cluster already, and again each time the cluster loses it, at most `max_resubmissions` times."""
     backend = SlurmBackend(layout, partition=route.slurm.partition, account=route.slurm.account,
-                           extra=list(route.slurm.extra))
+                           options=list(route.slurm.extra), job_name_prefix=route.slurm.job_name_prefix)
     submissions = record["submissions"]
-    take_up_unrecorded(record, record["task"] is not None and is_final(read_state(layout, record["task"])))
+    take_up_unrecorded(record, record["task"] is not None and is_final(read_state(layout, record["task"])), backend)
     while True:
         current = submissions[-1] if submissions else None
         if current is not None and current["end"] is None and current["slurm_job_id"] is not None:

@@ -13,6 +13,9 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..phase.backend import BACKENDS
+from ..phase.slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
+from ..registry import CHALLENGES, IMAGE_NAMESPACE
+from .contexts import ACCEPT, MODALITY_SOP_CLASSES, accepted_contexts
 from .output_dicom import check_image_route
 
 AE_TITLE = re.compile(r"[ -\[\]-~]{1,16}")  # printable ASCII without backslash, at most 16 characters
@@ -45,8 +48,9 @@ class SlurmRoute:
     account: str | None = None
     gpus: int = 0
     cpus: float | None = None  # None: the job runner's (grand-challenge's instance for the memory)
-    extra: tuple[str, ...] = ()
+    extra: tuple[str, ...] = ()  # the sbatch options a site sets (phase.slurm_options.ALLOWED)
     max_resubmissions: int = 2
+    job_name_prefix: str = DEFAULT_PREFIX  # Slurm job names PREFIXgw-<route>-<study hash>
 
 
 @dataclass(frozen=True)
@@ -58,7 +62,9 @@ class Route:
     its optional `model` tarball or folder is /opt/ml/model, `memory_gb`, `timeout_seconds` and `gpu` ("auto",
     "on", "off") its limits. With an `inbox`, the job-runner service runs it (job_runner.py); with `slurm` (backend
     = "slurm"), a Slurm cluster (cluster.py); else the gateway; up to `max_parallel_jobs` studies' jobs at once (a
-    GPU route on this host: one per GPU of its `gpu_devices`, each job given one of them)."""
+    GPU route on this host: one per GPU of its `gpu_devices`, each job given one of them). Its `operating_points`:
+    the threshold of each output carrying probabilities (output_dicom.route_points), findings under it kept, marked,
+    only with `keep_below_threshold`."""
 
     name: str
     modalities: tuple[str, ...]
@@ -76,6 +82,8 @@ class Route:
     slurm: SlurmRoute | None = None
     max_parallel_jobs: int = 1  # the route's jobs running at once (a GPU route on this host: one per GPU)
     gpu_devices: tuple[str, ...] = ()  # a GPU route on this host: the GPUs its jobs take, one job each
+    operating_points: tuple[tuple[str, float], ...] = ()  # (output slug, threshold)
+    keep_below_threshold: bool = False
 
     @property
     def algorithm(self) -> str:
@@ -168,6 +176,11 @@ class GatewayConfig:
     disk_full_retry_seconds: float
     tls: Tls | None = None  # the gateway's server
     pacs_tls: Tls | None = None  # to the PACS
+    accept: str = "all"  # what the SCP accepts: "all" storage SOP classes, or only the "routes"' (contexts.py)
+
+    def accepted_contexts(self) -> list[tuple[str, list[str]]]:
+        """The presentation contexts the gateway's SCP accepts (contexts.accepted_contexts)."""
+        return accepted_contexts(self.accept, tuple(sorted({m for r in self.routes for m in r.modalities})))
 
 
 def _take(table: dict, key: str, kind, where: str, default=None):
@@ -215,7 +228,7 @@ MIB = 1 << 20
 GATEWAY_KEYS = {"tls", "ae_title", "host", "port", "work_dir", "study_quiet_seconds", "max_attempts", "audit_log",
                 "max_instance_mib", "max_study_mib", "work_quota_mib", "max_associations", "acse_timeout_seconds",
                 "dimse_timeout_seconds", "network_timeout_seconds", "unroutable_keep_hours",
-                "disk_full_retry_seconds", "max_connections_per_address", "max_pending_connections"}
+                "disk_full_retry_seconds", "max_connections_per_address", "max_pending_connections", "accept"}
 
 
 def _network(address: str, where: str) -> ipaddress.IPv4Network | ipaddress.IPv6Network:
@@ -317,8 +330,8 @@ def _no_unknown_keys(table: dict, known: set[str], where: str) -> None:
 
 ROUTE_KEYS = {"name", "modalities", "body_parts", "interface", "image", "command", "inbox", "timeout_seconds",
               "model", "memory_gb", "gpu", "input", "outputs", "backend", "slurm", "max_parallel_jobs",
-              "gpu_devices"}
-SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions"}
+              "gpu_devices", "operating_points", "keep_below_threshold"}
+SLURM_KEYS = {"partition", "account", "gpus", "cpus", "extra", "max_resubmissions", "job_name_prefix"}
 
 
 def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
@@ -341,16 +354,16 @@ def _slurm_route(table: dict, where: str, gpu: str) -> SlurmRoute | None:
     if not 0 <= gpus <= 64 or (gpu == "on" and gpus == 0) or (gpu == "off" and gpus > 0):
         raise InputError(f"{where}: gpus = {gpus}: expected 0 to 64, at least 1 with the route's gpu = \"on\" and "
                          "0 with gpu = \"off\"")
-    extra = _strings(slurm, "extra", where, required=False)
-    if not all(option.startswith("-") for option in extra):
-        raise InputError(f"{where}: extra = {list(extra)!r}: expected sbatch options, each starting with -")
+    extra = tuple(check_sbatch_options(_strings(slurm, "extra", where, required=False), f"{where}: extra"))
     resubmissions = _take(slurm, "max_resubmissions", int, where, 2)
     if not 0 <= resubmissions <= 100:
         raise InputError(f"{where}: max_resubmissions = {resubmissions}: expected 0 to 100")
     return SlurmRoute(partition=_take(slurm, "partition", str, where) if "partition" in slurm else None,
                       account=_take(slurm, "account", str, where) if "account" in slurm else None, gpus=gpus,
                       cpus=_positive(slurm, "cpus", where, 1) if "cpus" in slurm else None, extra=extra,
-                      max_resubmissions=resubmissions)
+                      max_resubmissions=resubmissions,
+                      job_name_prefix=check_prefix(slurm.get("job_name_prefix", DEFAULT_PREFIX),
+                                                   f"{where}: job_name_prefix"))
 
 
 MAX_PARALLEL_JOBS = 64
@@ -389,6 +402,31 @@ def _max_parallel_jobs(table: dict, where: str, gpu: str, slurm: SlurmRoute | No
     return value
 
 
+def project_image(route: Route) -> bool:
+    """Whether the route runs the project's own algorithm image of its interface (whose model card the defaults
+    are)."""
+    return route.image is not None and route.image.rsplit(":", 1)[0] == f"{IMAGE_NAMESPACE}/{route.interface}-algorithm"
+
+
+def _operating_points(table: dict, where: str, route: Route) -> tuple[tuple[str, float], ...]:
+    """The route's `operating_points` table (output slug = threshold), over the defaults of a challenge interface:
+    the project's algorithm's model card. A route running another team's image on the defaults gets one log line: its
+    own model card's thresholds are what it should state (a `command` route, an install without Docker running the
+    project's algorithm as a process, takes the defaults silently)."""
+    given = _take(table, "operating_points", dict, where, {})
+    for slug, value in given.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise InputError(f"{where}: operating_points: {slug} = {value!r}: expected a probability, 0 to 1")
+    card = dict(CHALLENGES[route.interface].algorithm.operating_points) if route.interface in CHALLENGES else {}
+    defaulted = sorted(set(card) - set(given))
+    if defaulted and route.image is not None and not project_image(route):
+        log.warning("%s: operating_points: %s from the model card of the project's %s algorithm; give this "
+                    "algorithm's own (its model card's) in operating_points", where,
+                    ", ".join(f"{slug} = {card[slug]}" for slug in defaulted), route.interface)
+    points = {**card, **{slug: float(value) for slug, value in given.items()}}
+    return tuple((slug, points[slug]) for slug in sorted(points))
+
+
 def _route(table: dict, where: str) -> Route:
     """One [[route]], checked (the interface's DICOM mapping too: output_dicom.check_image_route)."""
     _no_unknown_keys(table, ROUTE_KEYS, where)
@@ -422,6 +460,11 @@ def _route(table: dict, where: str) -> Route:
                                     outputs=tuple((o["slug"], o["kind"]) for o in outputs))
     elif "input" in table or "outputs" in table:
         raise InputError(f"{where}: input and outputs declare an interface = \"generic\"")
+    keep_below = table.get("keep_below_threshold", False)
+    if not isinstance(keep_below, bool):
+        raise InputError(f"{where}: keep_below_threshold = {keep_below!r}: expected true or false")
+    route = dataclasses.replace(route, keep_below_threshold=keep_below,
+                                operating_points=_operating_points(table, where, route))
     check_image_route(route, where)
     return route
 
@@ -459,6 +502,12 @@ def load_config(path: Path) -> GatewayConfig:
     if len(set(names)) != len(names):
         raise InputError(f"{path}: route names must differ ({', '.join(names)})")
     work_dir = Path(_take(gateway, "work_dir", str, where_g))
+    accept = _take(gateway, "accept", str, where_g, "all")
+    unknown = sorted({m for r in routes for m in r.modalities} - set(MODALITY_SOP_CLASSES))
+    if accept not in ACCEPT or (accept == "routes" and unknown):
+        refused = f"; not {', '.join(unknown)}" if unknown else ""
+        raise InputError(f"{where_g}: accept = {accept!r}: expected \"all\" or \"routes\" (the storage SOP classes of "
+                         f"the modalities {', '.join(MODALITY_SOP_CLASSES)}{refused})")
     return GatewayConfig(
         ae_title=_ae_title(gateway, where_g, "MEDCHALLENGE"), host=_take(gateway, "host", str, where_g, "0.0.0.0"),
         port=_port(gateway, where_g, 11112), work_dir=work_dir,
@@ -468,4 +517,4 @@ def load_config(path: Path) -> GatewayConfig:
         audit_log=Path(_take(gateway, "audit_log", str, where_g, str(work_dir / "audit.jsonl"))),
         unroutable_keep_hours=_positive(gateway, "unroutable_keep_hours", where_g, 72),
         disk_full_retry_seconds=_positive(gateway, "disk_full_retry_seconds", where_g, 60),
-        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False))
+        tls=_tls(gateway, where_g, server=True), pacs_tls=_tls(pacs, where_p, server=False), accept=accept)

@@ -1,29 +1,35 @@
 """`medchallenge gateway --config FILE --conformance`: the gateway's DICOM Conformance Statement (Markdown, in the
-layout of DICOM PS3.2 Annex A), written from its real configuration and its real presentation contexts
-(contexts.py): AE titles and ports, SOP classes as SCP and SCU, transfer syntaxes, association policies (acceptance:
-called title, allowed callers, TLS, limits; initiation: results to the PACS), and the objects its writers create
-(Comprehensive SR TID 1500, Segmentation). Configured text (AE titles, hosts, route names) is the hospital's own,
-checked by config.py; it is shown as configured, in code spans."""
+sections of DICOM PS3.2 Annex A: 1 overview, 2 contents, 3 introduction, 4 networking, 5 media interchange, 6
+character sets, 7 security, 8 annexes), written from its real configuration and its real presentation contexts
+(contexts.py): AE titles and ports, SOP classes as SCP and SCU, transfer syntaxes, data flow and sequencing,
+association policies (acceptance: called title, allowed callers, TLS, limits; initiation: results to the PACS) with
+their status codes, and the objects its writers create (conformance_annex.py). Configured text (AE titles, hosts,
+route names) is the hospital's own, checked by config.py; it is shown as configured, in code spans."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from .. import __version__
 from .config import GatewayConfig
-from .contexts import COMPREHENSIVE_SR, SEGMENTATION, VERIFICATION, WRITTEN_SOP_CLASSES, accepted_contexts, \
-    proposed_transfer_syntaxes
+from .conformance_annex import annexes
+from .contexts import (COMPREHENSIVE_SR, IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME, SEGMENTATION,
+                       VERIFICATION, WRITTEN_SOP_CLASSES, proposed_transfer_syntaxes)
 
 APPLICATION_CONTEXT = "1.2.840.10008.3.1.1.1"
-# What each written SOP class holds (medchallenge.dicom.sr, .seg)
-WRITTEN_CONTENT = {
-    COMPREHENSIVE_SR: "TID 1500 Measurement Report: per finding a TID 1411 volumetric ROI (3-D box) or TID 1410 "
-                      "planar ROI (SCOORD POINT) with its probability, TID 1501 measurements for image-level values "
-                      "and absent findings, TID 4019 algorithm identification; a failed job: a partial report with "
-                      "one TEXT comment naming the failure",
-    SEGMENTATION: "Segmentation IOD (highdicom), one segment per label with its finding type, algorithm "
-                  "identification and confidence; referenced to the source series",
-}
+# The statement's revisions (PS3.2 A.3.1): the version of the gateway each first appeared in
+REVISIONS = (("0.1.0", "First statement: SCP and SCU, TID 1500 SR, SEG, failure note; PS3.2's sections, operating "
+                       "points, the project's Implementation Class UID, `accept`"),)
+ASSOCIATION_REJECTIONS = (
+    ("called AE title is not the gateway's", "1 rejected-permanent", "1 service-user",
+     "7 called-AE-title-not-recognized"),
+    ("calling AE title not on the caller list from this address, or not a valid AE title", "1 rejected-permanent",
+     "1 service-user", "3 calling-AE-title-not-recognized"),
+    ("max_associations associations open", "2 rejected-transient", "3 service-provider (presentation)",
+     "2 local-limit-exceeded"),
+)
+HEADING = re.compile(r"^(#{2,4}) (\d[\d.]*) (.+)$", re.MULTILINE)
 
 
 def _name(uid: str) -> str:
@@ -44,10 +50,9 @@ def _code(text: object) -> str:
 
 def conformance_statement(config: GatewayConfig) -> str:
     """The statement, Markdown."""
-    from pynetdicom import PYNETDICOM_IMPLEMENTATION_UID, PYNETDICOM_IMPLEMENTATION_VERSION, __version__ as pynetdicom
-    from pynetdicom import AE
+    from pynetdicom import AE, __version__ as pynetdicom
 
-    accepted = accepted_contexts()
+    accepted = config.accepted_contexts()
     storage = [(syntax, transfers) for syntax, transfers in accepted if syntax != VERIFICATION]
     limits = config.limits
     max_pdu = AE().maximum_pdu_size
@@ -61,7 +66,20 @@ def conformance_statement(config: GatewayConfig) -> str:
            "certificate of every caller that chains to the configured CA certificates (mutual TLS)"
            if config.tls else "none: plain TCP (configure `[tls]` for DICOM TLS)")
     pacs_tls = "DICOM TLS 1.2 or later, the PACS certificate checked" if config.pacs_tls else "plain TCP"
-    return f"""# DICOM Conformance Statement: medchallenge gateway {__version__}
+    if config.accept == "routes":
+        acceptance = ("only the storage SOP classes of the routes' modalities, in the transfer syntaxes the gateway "
+                      "reads without a codec (`accept = \"routes\"`): any other abstract syntax is rejected in its "
+                      "presentation context at association (result 3, abstract syntax not supported), any other "
+                      "transfer syntax likewise (result 4, transfer syntaxes not supported)")
+    else:
+        routed = {m for r in config.routes for m in r.modalities}
+        acceptance = ("every storage SOP class pynetdicom knows, in every transfer syntax it knows (`accept = "
+                      "\"all\"`): instances the routes cannot use (modalities other than "
+                      f"{', '.join(sorted(routed))}) are stored and set aside as unroutable, no result sent, removed "
+                      f"after {config.unroutable_keep_hours:g} h; `accept = \"routes\"` narrows this to what the "
+                      "routes use")
+    plain_ae, plain_pacs = (title.replace("`", "'") for title in (config.ae_title, config.pacs_ae_title))
+    document = f"""# DICOM Conformance Statement: medchallenge gateway {__version__}
 
 Written by `medchallenge gateway --conformance` from this site's configuration: it states what this gateway, as
 configured, accepts and sends.
@@ -75,15 +93,81 @@ configured, accepts and sends.
 
 No media interchange, query/retrieve, worklist, MPPS or storage commitment.
 
+## 2 Table of contents
+
+{{contents}}
+
+## 3 Introduction
+
+### 3.1 Revision history
+
+{_table(("Document version", "Description"), REVISIONS)}
+
+This statement is generated: it describes the configuration it was generated from, and changes when that does.
+
+### 3.2 Audience
+
+The hospital's PACS administrators, integration engineers and information-security officers who connect a PACS or
+modality to this gateway, and who review what it accepts, what it sends back and how it is protected. Familiarity
+with DICOM (PS3.2, PS3.4, PS3.7, PS3.8) is assumed.
+
+### 3.3 Remarks
+
+The gateway returns the results of research algorithms (challenge detectors), not a diagnosis: each result is a new
+series, marked as made by a device (the route's algorithm), and unverified. Conformance does not guarantee
+interoperation: test the connection with the site's own PACS (docs/orthanc.md shows one).
+
+### 3.4 Definitions and abbreviations
+
+- AE: Application Entity; AE title: its name in an association.
+- SCP / SCU: Service Class Provider / User; the gateway is a Storage SCP for studies and a Storage SCU for results.
+- Route: a rule of the configuration sending studies of given modalities and body parts to one algorithm.
+- Operating point: the threshold at which an algorithm's probability is called a finding (section 8.1.1).
+- SR: Structured Report; SEG: Segmentation; TID: template identifier (PS3.16); SCT: SNOMED CT; DCM: DICOM
+  controlled terminology; LN: LOINC; UCUM: units of measure.
+- TLS: Transport Layer Security; BCP 195: IETF Best Current Practice for TLS (RFC 9325).
+
+### 3.5 References
+
+- NEMA PS3 / ISO 12052, DICOM: PS3.2 (Conformance), PS3.3 (Information Object Definitions), PS3.4 (Service Class
+  Specifications), PS3.5 (Data Structures and Encoding), PS3.7 (Message Exchange), PS3.8 (Network Communication
+  Support), PS3.15 (Security and System Management Profiles), PS3.16 (Content Mapping Resource).
+- IETF BCP 195 (RFC 9325) and RFC 8996 (deprecating TLS 1.0 and 1.1).
+- The gateway's documentation: README.md ("In a hospital"), docs/orthanc.md, docs/scale.md.
+
 ## 4 Networking
 
 ### 4.1 Implementation model
+
+#### 4.1.1 Application data flow
+
+```
+ PACS / modality                 gateway AE {plain_ae:<16}                 algorithm
+ ---------------   C-STORE    ----------------------------   study's series   ---------------------
+ send a study    ---------->  receive (SCP), hold the study ---------------->  job: one container,
+                              until {config.study_quiet_seconds:g} s quiet, route it         no network
+ PACS {plain_pacs:<16}   C-STORE    send results (SCU)         <----------------  output sockets
+ store results   <----------  SR / SEG, or failure note       DICOM objects
+```
+
+#### 4.1.2 Functional definition of AEs
 
 One Application Entity, {_code(config.ae_title)}. It accepts studies from the callers below (C-STORE SCP), holds each
 study until no instance has arrived for {config.study_quiet_seconds:g} s, sends it to the detector its route names
 (a container run as grand-challenge runs an algorithm, no network), and sends the detector's results, as new series
 of the same study, to the PACS {_code(config.pacs_ae_title)} (C-STORE SCU). Results the PACS sends back are not
 processed again.
+
+#### 4.1.3 Sequencing of real-world activities
+
+1. A caller opens an association and stores the instances of a study (any order, any number of associations).
+2. {config.study_quiet_seconds:g} s after its last instance the study is closed: a later instance of the same study
+   starts a new study (its results are computed again) or, if identical, is a duplicate.
+3. The study's first series matching a route (Modality, Body Part Examined) goes to that route's algorithm; a study
+   no route takes is set aside (unroutable).
+4. The algorithm's outputs become DICOM objects (section 8), or, when the job fails, a failure note.
+5. The gateway opens an association to the PACS and stores them; a study whose results are not all confirmed is
+   tried again, at most {config.max_attempts} times. No storage commitment is asked.
 
 ### 4.2 AE specifications
 
@@ -104,8 +188,9 @@ processed again.
   A-ASSOCIATE-RQ must arrive within the ACSE timeout of its accept, else it is closed; at most
   {limits.max_pending_connections} connections waiting for their A-ASSOCIATE-RQ (the oldest closed for a new one).
 - Asynchronous operations: not supported (one outstanding operation).
-- Implementation class UID: {PYNETDICOM_IMPLEMENTATION_UID}; implementation version name:
-  {PYNETDICOM_IMPLEMENTATION_VERSION} (pynetdicom {pynetdicom}).
+- Implementation class UID: {IMPLEMENTATION_CLASS_UID} (the project's own, under the UUID-derived root 2.25 of
+  PS3.5 B.2; its last component the implementation's version); implementation version name:
+  {IMPLEMENTATION_VERSION_NAME}; the same in both roles (SCP and SCU), on pynetdicom {pynetdicom}.
 - Timeouts: association (ACSE) {limits.acse_timeout_seconds:g} s, DIMSE {limits.dimse_timeout_seconds:g} s,
   network {limits.network_timeout_seconds:g} s.
 
@@ -121,16 +206,31 @@ Security: {tls}.
 
 ###### 4.2.1.3.1 Activity: receive a study
 
-An instance is accepted (status 0000) once it is on disk; it is refused with status A700 (out of resources) over
-{limits.max_instance_bytes} bytes (a deflated one: inflated), when its study exceeds {limits.max_study_bytes} bytes or
-the work folder {limits.work_quota_bytes} bytes, and with C000 (cannot understand) when it cannot be parsed or lacks
-its Study and SOP Instance UIDs. Studies are routed by Modality and Body Part Examined:
+Association rejections (A-ASSOCIATE-RJ: result, source, reason):
+
+{_table(("When", "Result", "Source", "Reason"), ASSOCIATION_REJECTIONS)}
+
+C-STORE responses of the SCP (an instance is checked and on disk before success is answered):
+
+{_table(("Status", "Code", "When", "Behaviour"), [
+    ("Success", "0000", "the instance is on disk (or is one of the gateway's own results coming back)",
+     f"held for its study, routed {config.study_quiet_seconds:g} s after its last instance"),
+    ("Refused: out of resources", "A700", f"over {limits.max_instance_bytes} bytes (a deflated one: inflated), a "
+     f"header beyond its bounds, its study over {limits.max_study_bytes} bytes, the work folder over "
+     f"{limits.work_quota_bytes} bytes, the disk full", "not stored; a study over its size is set aside"),
+    ("Error: data set does not match SOP class", "A900", "no valid Study or SOP Instance UID (at most 64 "
+     "characters)", "not stored"),
+    ("Error: cannot understand", "C000", "the header cannot be parsed", "not stored"),
+])}
+
+Studies are routed by Modality and Body Part Examined:
 
 {_table(("Route", "Modalities", "Body parts", "Interface", "Detector"), routes)}
 
 ###### 4.2.1.3.2 Accepted presentation contexts
 
-Every storage SOP class below is accepted in each of these {len(storage[0][1]) if storage else 0} transfer syntaxes:
+The SCP accepts {acceptance}. Every storage SOP class below is accepted in each of these
+{len(storage[0][1]) if storage else 0} transfer syntaxes:
 {transfer_names}. Role: SCP; no extended negotiation. Verification: the default transfer syntaxes.
 
 {_table(("Abstract syntax", "UID", "Transfer syntaxes", "Role", "Extended negotiation"),
@@ -150,6 +250,15 @@ another attempt (at most {config.max_attempts}).
 {_table(("Abstract syntax", "UID", "Transfer syntaxes", "Role", "Extended negotiation"),
         [(_name(u), u, proposed, "SCU", "None") for u in WRITTEN_SOP_CLASSES])}
 
+How the PACS's C-STORE responses are treated:
+
+{_table(("PACS status", "Behaviour"), [
+    ("Success (0000)", "the result is recorded as sent and never sent again"),
+    ("Warning (B000, B006, B007) or any failure, or no response within the DIMSE timeout", "the association is "
+     f"released and the study's unsent results are sent again later, at most {config.max_attempts} attempts; then "
+     "the study is set aside as failed"),
+])}
+
 ### 4.3 Network interfaces
 
 TCP/IP, IPv4 and IPv6, listening on {_code(config.host)} port {config.port}.
@@ -160,16 +269,37 @@ TCP/IP, IPv4 and IPv6, listening on {_code(config.host)} port {config.port}.
         [("gateway (SCP)", _code(config.ae_title), config.port),
          ("PACS (remote SCP)", _code(config.pacs_ae_title), config.pacs_port)])}
 
+## 5 Media interchange
+
+Not supported: the gateway reads and writes no DICOM media (no DICOMDIR, no File-set Reader or Creator).
+
 ## 6 Support of character sets
 
-Received instances are stored as received. Created instances use ISO_IR 100 (ISO 8859-1, Latin-1).
+Received instances are stored as received, in any character set. A created instance copies the patient and study
+attributes of its source images unchanged and declares the source's Specific Character Set (0008,0005) (e.g. ISO_IR
+192 for UTF-8 names); its own text (descriptions, code meanings, failure notes) is ASCII, valid in every one.
 
 ## 7 Security
 
-Access: the caller list above (AE title and address). {tls[0].upper() + tls[1:]}. Every association and study is
-written to the audit log ({_code(config.audit_log)}).
+### 7.1 Association level
 
-## 8 Annexes: created SOP instances
+Access: the caller list above (AE title and address; a caller outside it is rejected, permanent, calling AE title
+not recognized). At most {limits.max_connections_per_address} connections from one address and
+{limits.max_associations} associations at once.
 
-{_table(("SOP class", "UID", "Content"), [(_name(u), u, WRITTEN_CONTENT[u]) for u in WRITTEN_SOP_CLASSES])}
+### 7.2 Transport (TLS profile)
+
+On the DICOM port: {tls}. Profile: the BCP 195 TLS Secure Transport Connection Profile (PS3.15 B.9), with TLS 1.0
+and 1.1 refused as RFC 8996 asks; cipher suites: the defaults of Python's ssl module (OpenSSL), which exclude NULL,
+export, RC4 and 3DES suites. To the PACS: {pacs_tls}.
+
+### 7.3 Audit
+
+Every association, study and result sent is written to the audit log ({_code(config.audit_log)}), one JSON line
+each (docs/orthanc.md).
+
 """
+    document += annexes()
+    headings = HEADING.findall(document)
+    contents = "\n".join(f"{'  ' * (len(level) - 2)}- {number} {title}" for level, number, title in headings)
+    return document.replace("{contents}", contents, 1)

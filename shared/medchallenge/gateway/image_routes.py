@@ -36,7 +36,7 @@ from .config import Route
 from ..jobs.image_grid import ImageGrid, read_image_grid
 from .image_grid import check_slice_order
 from .output_dicom import (CHALLENGE_INTERFACES, GENERIC, GENERIC_FINDING, SOCKET_MODALITIES, VOLUME_SOCKETS,
-                           generic_interface, generic_results)
+                           generic_interface, generic_results, route_points)
 
 RESULT_FOLDER = "dicom"
 JOB_FOLDER = "job"
@@ -177,7 +177,7 @@ def job_datasets(prepared: PreparedJob, result: JobResult, record: Path) -> list
     values = {value.socket.slug: _socket_value(value) for value in result.output_values}
     named = dataclasses.replace(prepared.kind, algorithm_name=route.name[:64], algorithm_version=route.algorithm[-64:])
     try:
-        return prepared.write(values, prepared.series, prepared.grid, named)
+        return prepared.write(values, prepared.series, prepared.grid, named, route_points(route))
     except InputError as exc:
         raise InputError(f"detector {route.name}: output {exc}") from None
 

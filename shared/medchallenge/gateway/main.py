@@ -11,10 +11,10 @@ from pathlib import Path
 
 from ..errors import report_errors
 from ..logs import log_one_line_per_record, setup_logging
-from .cluster import check_cluster_routes
 from .config import load_config
 from .conformance import conformance_statement
 from .job_runner import serve_job_runner
+from .submit_host import check_submit_host
 from .worker import Gateway
 
 log = logging.getLogger("medchallenge.gateway")
@@ -45,13 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     log_one_line_per_record()  # DICOM headers and what peers send end up in log lines: no line of theirs
     logging.getLogger("pynetdicom").setLevel(logging.WARNING)
     config = load_config(args.config)
+    if args.conformance:  # a statement of the configuration: no cluster asked for (a reviewer's laptop has none)
+        print(conformance_statement(config), end="")
+        return 0
     if not args.job_runner:  # the job runner runs only the routes with an inbox
-        check_cluster_routes(config.routes, args.config)
+        check_submit_host(config, args.config)
     if args.check:
         log.info("%s: configuration valid (%d route(s))", args.config, len(config.routes))
-        return 0
-    if args.conformance:
-        print(conformance_statement(config), end="")
         return 0
     if args.job_runner:
         stopping = threading.Event()

@@ -4,7 +4,12 @@ points, ribfrac instance image and detections -> a SEG) and "generic" ones decla
 `outputs` with their kinds: a label image (`Segmentation`) -> a SEG, `Float` -> an SR measurement, `String` -> an SR
 text item, `Multiple points` -> SR SCOORD points, each on the image of the series nearest to it: image_grid.py).
 Every value is checked against the image before anything is written: a container's output is hostile like any input.
-`check_image_route` refuses, at `--check`, an interface or output kind without a mapping.
+Each output carrying probabilities is reported at the route's operating point for it (`route_points`; a challenge
+interface's default: the project's algorithm's model card, registry.Algorithm.operating_points): findings under it are
+not findings (kept, with the route's keep_below_threshold, marked below threshold), and the study's result says
+present or absent at it with its probability and the threshold applied (dicom.sr, dicom.seg).
+`check_image_route` refuses, at `--check`, an interface or output kind without a mapping, and an operating point
+for an output without probabilities.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from ..dicom.detectors import (FOREIGN_OBJECT, PRIVATE_SCHEME, RIB_FRACTURE, RIB
                                rib_fracture_results)
 from ..dicom.seg import SegmentFinding, label_segmentation
 from ..dicom.series import DicomSeries
-from ..dicom.sr import BoxFinding, FindingKind, PointFinding, box_report, point_report, value_report
+from ..dicom.sr import BoxFinding, FindingKind, OperatingPoint, PointFinding, box_report, point_report, value_report
 from ..errors import InputError
 from ..sockets import (CHEST_X_RAY, CT_IMAGE, OBJECT_CXR_INTERFACE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES,
                        RIBFRAC_INTERFACE, TB_CAVERNS_INTERFACE, Interface, Socket)
@@ -49,6 +54,20 @@ class MappedRoute(Protocol):
     @property
     def model(self) -> Path | None: ...
 
+    @property
+    def operating_points(self) -> tuple[tuple[str, float], ...]: ...
+
+    @property
+    def keep_below_threshold(self) -> bool: ...
+
+
+Points = dict[str, OperatingPoint]  # an output's operating point, by the output socket's slug
+
+
+def route_points(route: MappedRoute) -> Points:
+    """The route's operating point of each output it names one for."""
+    return {slug: OperatingPoint(threshold, route.keep_below_threshold) for slug, threshold in route.operating_points}
+
 
 @dataclass(frozen=True)
 class RouteInterface:
@@ -56,23 +75,30 @@ class RouteInterface:
     values (by slug), the source series and the grid of the image the job was given."""
 
     interface: Interface
-    write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind], list]
+    # (output values by slug, the series, the job's image grid, the finding kind, the operating points: None, the
+    # interface's writer's own defaults)
+    write: Callable[[dict[str, object], DicomSeries, ImageGrid, FindingKind, Points | None], list]
+    probability_outputs: tuple[str, ...]  # the output sockets whose findings carry probabilities
 
 
-def cavern_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid, kind: FindingKind) -> list:
-    """tb-cavern-boxes -> one SR (TID 1500) with a box per cavern (none: the SR says so)."""
+def cavern_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid, kind: FindingKind,
+                   points: Points | None = None) -> list:
+    """tb-cavern-boxes -> one SR (TID 1500) with the study's call and a box per cavern at the operating point."""
     findings = [BoxFinding(corners, probability)
                 for corners, probability in value_rules.cavern_boxes(values["tb-cavern-boxes"], grid.shape)]
-    return [box_report(series, findings, kind)]
+    return [box_report(series, findings, kind, (points or {}).get("tb-cavern-boxes"))]
 
 
 def foreign_object_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
-                           kind: FindingKind) -> list:
-    """foreign-object-likelihood and foreign-objects -> one SR with the likelihood and a SCOORD point per object (the
-    points in world mm of the radiograph the job was given, as every Multiple points output: `world_points`)."""
+                           kind: FindingKind, points: Points | None = None) -> list:
+    """foreign-object-likelihood and foreign-objects -> one SR with the likelihood (the image called at its operating
+    point) and a SCOORD point per object at the points' (the points in world mm of the radiograph the job was given,
+    as every Multiple points output: `world_points`)."""
     likelihood = value_rules.number_in(values["foreign-object-likelihood"], "foreign-object-likelihood", 0, 1)
-    points = world_points(values["foreign-objects"], "foreign-objects", series, grid, False, likelihood)
-    return [point_report(series, likelihood, points, kind)]
+    found = world_points(values["foreign-objects"], "foreign-objects", series, grid, False, likelihood)
+    points = points or {}
+    return [point_report(series, likelihood, found, kind, points.get("foreign-object-likelihood"),
+                         points.get("foreign-objects"))]
 
 
 GENERIC = "generic"
@@ -117,9 +143,9 @@ def label_map(path: Path, series: DicomSeries, slug: str):
 
 
 def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, grid: ImageGrid,
-                               kind: FindingKind) -> list:
-    """rib-fracture-instances and rib-fracture-detections -> the SEG of the fractures (each its RibFrac type and
-    confidence), or an SR saying there is none, as the RibFrac detector writes them."""
+                               kind: FindingKind, points: Points | None = None) -> list:
+    """rib-fracture-instances and rib-fracture-detections -> the SEG of the fractures at the operating point (each
+    its RibFrac type and confidence), or an SR saying there is none, as the RibFrac detector writes them."""
     import SimpleITK as sitk
 
     import numpy as np
@@ -130,7 +156,8 @@ def rib_fracture_route_results(values: dict[str, object], series: DicomSeries, g
                   for label, code, confidence in value_rules.rib_fracture_detections(
                       values[RIB_FRACTURE_DETECTIONS.slug], present, RIB_FRACTURE_TYPES)]
     return rib_fracture_results(series, SimpleNamespace(instances=sitk.GetImageFromArray(labels),
-                                                        detections=detections), kind)
+                                                        detections=detections), kind,
+                                (points or {}).get(RIB_FRACTURE_DETECTIONS.slug))
 
 
 def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid, volume: bool,
@@ -144,8 +171,9 @@ def world_points(value: object, slug: str, series: DicomSeries, grid: ImageGrid,
 
 
 def generic_results(route: MappedRoute, values: dict[str, object], series: DicomSeries, grid: ImageGrid,
-                    kind: FindingKind) -> list:
-    """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points."""
+                    kind: FindingKind, operating: Points | None = None) -> list:
+    """A generic route's outputs: one SEG per label image with labels, one SR with the numbers, texts and points (a
+    Multiple points output with an operating point: those at or above it, then those kept below it, marked)."""
     import numpy as np
 
     numbers, texts, points, results = [], [], [], []
@@ -156,8 +184,9 @@ def generic_results(route: MappedRoute, values: dict[str, object], series: Dicom
         elif output_kind == "String":
             texts.append((_concept(slug), "".join(c if c.isprintable() else "?" for c in value)[:MAX_TEXT]))
         elif output_kind == "Multiple points":
+            found = world_points(value, slug, series, grid, route.input_socket in VOLUME_SOCKETS)
             points += [(_concept(slug), point) for point in
-                       world_points(value, slug, series, grid, route.input_socket in VOLUME_SOCKETS)]
+                       (operating[slug].reported(found) if operating and slug in operating else found)]
         else:  # Segmentation: a label image on the input's grid
             labels = label_map(value, series, slug)
             present = [int(v) for v in np.unique(labels) if v > 0]
@@ -170,10 +199,19 @@ def generic_results(route: MappedRoute, values: dict[str, object], series: Dicom
 
 
 CHALLENGE_INTERFACES = {
-    "tb-caverns": (RouteInterface(TB_CAVERNS_INTERFACE, cavern_results), TB_CAVERN),
-    "object-cxr": (RouteInterface(OBJECT_CXR_INTERFACE, foreign_object_results), FOREIGN_OBJECT),
-    "ribfrac": (RouteInterface(RIBFRAC_INTERFACE, rib_fracture_route_results), RIB_FRACTURE),
+    "tb-caverns": (RouteInterface(TB_CAVERNS_INTERFACE, cavern_results, ("tb-cavern-boxes",)), TB_CAVERN),
+    "object-cxr": (RouteInterface(OBJECT_CXR_INTERFACE, foreign_object_results,
+                                  ("foreign-object-likelihood", "foreign-objects")), FOREIGN_OBJECT),
+    "ribfrac": (RouteInterface(RIBFRAC_INTERFACE, rib_fracture_route_results, (RIB_FRACTURE_DETECTIONS.slug,)),
+                RIB_FRACTURE),
 }
+
+
+def probability_outputs(route: MappedRoute) -> tuple[str, ...]:
+    """The route's output sockets whose findings carry probabilities (those an operating point applies to)."""
+    if route.interface == GENERIC:
+        return tuple(slug for slug, kind in route.outputs if kind == "Multiple points")
+    return CHALLENGE_INTERFACES[route.interface][0].probability_outputs
 
 
 def check_image_route(route: MappedRoute, where: str) -> None:
@@ -193,5 +231,12 @@ def check_image_route(route: MappedRoute, where: str) -> None:
     elif route.interface not in CHALLENGE_INTERFACES:
         raise InputError(f"{where}: interface = {route.interface!r}: no DICOM mapping for its output sockets "
                          f"(mapped: {', '.join(CHALLENGE_INTERFACES)}, or generic)")
+    outputs = probability_outputs(route)
+    for slug, threshold in route.operating_points:
+        if slug not in outputs:
+            raise InputError(f"{where}: operating_points: {slug!r} is no output with probabilities of this route "
+                             f"(those: {', '.join(outputs) or 'none'})")
+        if not 0 <= threshold <= 1:
+            raise InputError(f"{where}: operating_points: {slug} = {threshold}: expected a probability, 0 to 1")
     if route.model is not None and not route.model.exists():
         raise InputError(f"{where}: model = '{route.model}': no such file or folder")

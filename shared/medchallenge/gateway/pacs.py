@@ -6,7 +6,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from .config import GatewayConfig
-from .contexts import proposed_transfer_syntaxes
+from .contexts import identify, proposed_transfer_syntaxes
 from .queue import WorkQueue
 
 
@@ -43,6 +43,7 @@ class Pacs:
         if not pending:
             return 0
         ae = AE(ae_title=self.config.ae_title)
+        identify(ae)
         limits = self.config.limits
         ae.acse_timeout, ae.dimse_timeout = limits.acse_timeout_seconds, limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds

@@ -17,7 +17,7 @@ from ..errors import InputError
 from .audit import AuditLog, utc_now
 from .config import GatewayConfig, same_ae_title, significant_ae_title
 from .connections import ConnectionGuard
-from .contexts import accepted_contexts
+from .contexts import identify
 from .queue import INTERRUPTED, RECEIVING, TOO_LARGE, WorkQueue, is_disk_full
 
 log = logging.getLogger("medchallenge.gateway")
@@ -248,11 +248,12 @@ class StorageServer:
         tempfile.tempdir = str(self.queue.root / RECEIVING)  # ... in the work folder (renamed into incoming/)
         limits = self.config.limits
         ae = AE(ae_title=self.config.ae_title)
+        identify(ae)
         ae.maximum_associations = 1 << 20  # pynetdicom counts every connection's thread: the guard counts them
         ae.acse_timeout = limits.acse_timeout_seconds
         ae.dimse_timeout = limits.dimse_timeout_seconds
         ae.network_timeout = limits.network_timeout_seconds
-        for abstract_syntax, transfer_syntaxes in accepted_contexts():
+        for abstract_syntax, transfer_syntaxes in self.config.accepted_contexts():
             ae.add_supported_context(abstract_syntax, transfer_syntaxes)
         handlers = [(evt.EVT_CONN_OPEN, self.on_open), (evt.EVT_C_STORE, self.handle_store),
                     (evt.EVT_REQUESTED, self.on_requested), (evt.EVT_DATA_RECV, self.on_data_received),

@@ -7,8 +7,8 @@ Sources: comic/grand-challenge.org `components/models.py`,
 
 from __future__ import annotations
 
+import math
 import os
-
 from dataclasses import asdict, dataclass
 
 from .errors import EmulationError
@@ -31,6 +31,13 @@ GC_MEMORY_RANGE_GB = (4, 32)
 DEFAULT_DISK_GB = 30
 # The shim sets RLIMIT_DATA to the instance's memory less 1 GiB (GRAND_CHALLENGE_COMPONENT_MAX_MEMORY_MB).
 RESERVED_MEMORY_GB = 1
+
+# What this runner accepts at most, whoever sets it (a command line, a submissions file, a gateway route): far above
+# any machine a job runs on, low enough that every size derived from them is an exact integer (no OverflowError).
+MAX_MEMORY_GB = 4096
+MAX_TIME_LIMIT_S = 7 * 86_400
+MAX_CPUS = 4096
+MAX_DISK_GB = 1 << 20
 
 # The cheapest SageMaker instance GC picks for (memory GB, GPU): its vCPUs (amazon_sagemaker_training.py).
 INSTANCES = (  # (name, memory GB, vCPUs, GPU)
@@ -64,9 +71,16 @@ CONDITIONS = (
     ("CPUs", "the vCPUs of the instance GC picks for the memory and GPU", "amazon_sagemaker_training.py"),
     ("GPU", "one GPU when the algorithm asks for one (T4 on GC)", "algorithms/models.py job_requires_gpu_type"),
     ("outputs", "only the declared output sockets are read: a missing file, an empty or crowded image folder or "
-                "invalid JSON fails the job in GC's words; NaN/Infinity in JSON become null",
+                "invalid JSON fails the job in GC's words; NaN/Infinity in JSON become null; here also more boxes, "
+                "points, detections, concepts or caption characters than one case may hold (jobs/outputs.py)",
      "components/backends/base.py get_outputs"),
 )
+
+
+def within(value: object, low: float, high: float) -> bool:
+    """`value` is a finite number (not a bool) above `low` and at most `high`."""
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and low < value <= high)
 
 
 @dataclass(frozen=True)
@@ -80,15 +94,16 @@ class JobLimits:
     disk_gb: float = DEFAULT_DISK_GB
 
     def __post_init__(self) -> None:
-        if not self.memory_gb > RESERVED_MEMORY_GB:
-            raise EmulationError(f"memory limit {self.memory_gb} GB: must be more than the {RESERVED_MEMORY_GB} GB "
-                                 "grand-challenge reserves")
-        if not self.time_limit_s > 0:
-            raise EmulationError(f"time limit {self.time_limit_s} s: must be positive")
-        if self.cpus is not None and not self.cpus > 0:
-            raise EmulationError(f"CPUs {self.cpus}: must be positive")
-        if not self.disk_bytes > 0:
-            raise EmulationError(f"disk limit {self.disk_gb} GB: must be positive")
+        if not within(self.memory_gb, RESERVED_MEMORY_GB, MAX_MEMORY_GB):
+            raise EmulationError(f"memory limit {self.memory_gb!r} GB: must be more than the {RESERVED_MEMORY_GB} GB "
+                                 f"grand-challenge reserves and at most {MAX_MEMORY_GB}")
+        if not within(self.time_limit_s, 0, MAX_TIME_LIMIT_S):
+            raise EmulationError(f"time limit {self.time_limit_s!r} s: must be positive and at most "
+                                 f"{MAX_TIME_LIMIT_S}")
+        if self.cpus is not None and not within(self.cpus, 0, MAX_CPUS):
+            raise EmulationError(f"CPUs {self.cpus!r}: must be positive and at most {MAX_CPUS}")
+        if not within(self.disk_gb, 0, MAX_DISK_GB) or not self.disk_bytes > 0:
+            raise EmulationError(f"disk limit {self.disk_gb!r} GB: must be positive and at most {MAX_DISK_GB}")
 
     @property
     def memory_bytes(self) -> int:

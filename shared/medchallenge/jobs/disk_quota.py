@@ -54,7 +54,7 @@ class DiskQuota:
     """The disk limit of one job's writable folders, checked at most every POLL_S while it runs."""
 
     def __init__(self, folders: JobFolders, limit_bytes: int):
-        self.folders = (folders.output, folders.tmp, folders.model)
+        self.folders = (folders.output, folders.tmp, *(() if folders.model_readonly else (folders.model,)))
         self.limit_bytes = limit_bytes
         self.start_bytes = written_bytes(self.folders)  # the model extracted before the job: not the job's
         self.start_free = free_bytes(folders.output)

@@ -450,7 +450,7 @@ class DockerImage:
         container's id written to `id_file` once the container is made; a signal to it is not passed on."""
         cpus = limits.effective_cpus(gpu)
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
-                  (folders.model, "/opt/ml/model", False), (folders.tmp, "/tmp", False)]
+                  (folders.model, "/opt/ml/model", folders.model_readonly), (folders.tmp, "/tmp", False)]
         return [self.engine, "run", "--name", name, *(["--cidfile", str(id_file)] if id_file else []),
                 "--sig-proxy=false", "--network", "none", "--cap-drop", "ALL",
                 "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),

@@ -11,12 +11,14 @@ from .conditions import JobLimits
 
 @dataclass(frozen=True)
 class JobFolders:
-    """The host folders a job sees as /input (read-only), /output, /opt/ml/model and /tmp."""
+    """The host folders a job sees as /input (read-only), /output, /opt/ml/model and /tmp; `model_readonly`: the
+    model folder is an unpacked model shared by jobs (a phase's), mounted read-only and not the job's to write."""
 
     input: Path
     output: Path
     model: Path
     tmp: Path
+    model_readonly: bool = False
 
 
 @dataclass

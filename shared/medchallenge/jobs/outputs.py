@@ -3,7 +3,8 @@ components/models.py validators): only the declared sockets, each checked, failu
 
 /output was written by the container: only regular files are read (a link or a special file there is left out, as
 the shim uploads regular files only), every file is size-checked before it is read, and image folders are
-size-checked (a sparse file by the size its copy would have) and copied out before panimg reads them."""
+size-checked (a sparse file by the size its copy would have) and copied out before panimg reads them. The outputs a
+challenge scores per case are bounded in count too (MAX_ENTRIES), so that no team's output swamps its evaluation."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from ..errors import InputError
 from ..limits import MAX_TEXT_BYTES, MAX_VOXELS, load_json
-from ..sockets import Socket
+from ..sockets import CAPTION, FOREIGN_OBJECTS, RIB_FRACTURE_DETECTIONS, TB_CAVERN_BOXES, UMLS_CONCEPTS, Socket
 from .errors import EmulationError
 from .uploads import import_output_image
 from .values import SocketValue
@@ -31,6 +32,16 @@ KIND_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
 }
 VOXEL_BYTES = 8  # of the widest voxel type (float64): an output image folder holds at most MAX_VOXELS of them
 HEADER_BYTES = 1 << 20  # and its headers
+# What one case's output may hold, per socket: (the JSON key of its list, or None: the value itself; what it counts;
+# at most). Boxes, points and detections: 10 times COCO's 100 detections per image, far above what any of these
+# challenges' evaluations rewards; concepts: the most an ImageCLEF evaluator accepts (2021: 1286; 2022: 100); a
+# caption: some 1,500 words.
+MAX_ENTRIES: dict[str, tuple[str | None, str, int]] = {
+    TB_CAVERN_BOXES.slug: ("boxes", "boxes", 1000), FOREIGN_OBJECTS.slug: ("points", "points", 1000),
+    RIB_FRACTURE_DETECTIONS.slug: ("detections", "detections", 1000), UMLS_CONCEPTS.slug: (None, "concepts", 1286),
+    CAPTION.slug: (None, "characters", 10_000),
+}
+ENTRY_BYTES = 512  # of JSON per counted entry at most (a box is about 70, indented 150): checked before it is read
 
 
 @dataclass
@@ -77,6 +88,26 @@ def _read_json(path: Path, socket: Socket):
     return value
 
 
+def _check_size(path: Path, socket: Socket) -> None:
+    """A counted socket's file no larger than its entries can take (before it is read)."""
+    if socket.slug in MAX_ENTRIES:
+        _, what, limit = MAX_ENTRIES[socket.slug]
+        most = limit * ENTRY_BYTES + ENTRY_BYTES
+        if path.stat().st_size > most:
+            raise EmulationError(f"The output file '{socket.relative_path}' is larger than {most} bytes, more than "
+                                 f"{limit} {what} (what one case may hold here) can take")
+
+
+def _check_count(value: object, socket: Socket) -> None:
+    """A counted socket's list (or text) no longer than one case may hold."""
+    if socket.slug in MAX_ENTRIES:
+        key, what, limit = MAX_ENTRIES[socket.slug]
+        entries = value.get(key) if key is not None and isinstance(value, dict) else value if key is None else None
+        if isinstance(entries, (list, str)) and len(entries) > limit:
+            raise EmulationError(f"The output file '{socket.relative_path}' holds {len(entries)} {what}, more than "
+                                 f"the {limit} one case may hold here (the evaluation scores each case's)")
+
+
 def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: Path) -> SocketValue:
     """One declared output socket from /output; an EmulationError in GC's words where GC would fail the job."""
     path = output / socket.relative_path
@@ -101,7 +132,9 @@ def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: P
         raise EmulationError(f"The output file '{socket.relative_path}' is larger than {MAX_TEXT_BYTES.value()} "
                              f"bytes (${MAX_TEXT_BYTES.variable} sets it)")
     if socket.relative_path.endswith(".json"):
+        _check_size(path, socket)
         value = _read_json(path, socket)
+        _check_count(value, socket)
         if socket.super_kind == "Value":
             return SocketValue(pk, socket, value=value)
         return SocketValue(pk, socket, content=json.dumps(value).encode("utf-8"))

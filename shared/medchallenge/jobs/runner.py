@@ -53,7 +53,7 @@ HINTS = (
      "the job ran out of memory: it may use {data_gib:g} GiB of data (RLIMIT_DATA = memory limit less 1 GiB)"),
     (("Read-only file system", "PermissionError", "Permission denied"),
      "the job wrote where it may not: only /output, /tmp and /opt/ml/model are writable (and what the image's user "
-     "owns)"),
+     "owns; in a phase /opt/ml/model is read-only, shared by the model's jobs)"),
     (("File too large", "[Errno 27]"), FILE_TOO_LARGE),
 )
 
@@ -147,6 +147,16 @@ def _open_dir(path: Path, mode: int = 0o777) -> Path:
     return path
 
 
+def _close_dirs(folders: JobFolders) -> None:
+    """After the job: its folders no longer writable by any uid but their owner (what the container made inside
+    them is its own; they are reached only through these)."""
+    for path in (folders.input, folders.output, *(() if folders.model_readonly else (folders.model,)), folders.tmp):
+        try:
+            os.chmod(path, 0o755)
+        except OSError:  # gone
+            pass
+
+
 def _readable(root: Path) -> None:
     for path in [root, *root.rglob("*")]:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
@@ -185,11 +195,12 @@ def _outside_note(paths: list[str]) -> str:
 
 def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: Sequence[Socket], work_dir: Path,
             model: Path | None = None, limits: JobLimits | None = None, gpu: GpuRequest | bool = "auto",
-            pks: Iterator[int] | None = None, pk: str | None = None) -> JobResult:
+            pks: Iterator[int] | None = None, pk: str | None = None, model_dir: Path | None = None) -> JobResult:
     """Run one job: `container` (a Docker image name, or a Launcher) on `inputs` under grand-challenge's conditions,
     then read and validate the declared `outputs`. A failed job is a result (status "failed", GC's error line), not
     an exception; an EmulationError is raised only for what GC refuses before any job runs (a root image, a bad
-    model tarball, --gpu on without a GPU). `work_dir` must be new or empty."""
+    model tarball, --gpu on without a GPU). `work_dir` must be new or empty. `model_dir`: a model already unpacked
+    (unpack_model_once), mounted read-only as /opt/ml/model instead of extracting `model` into the job's folder."""
     launcher = DockerImage(container) if isinstance(container, str) else container
     limits = limits or JobLimits()
     pks = pks or itertools.count(2_000_001)
@@ -200,14 +211,18 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     if work_dir.exists() and any(work_dir.iterdir()):
         raise EmulationError(f"{work_dir}: the job folder is not empty")
     folders = JobFolders(_open_dir(work_dir / "input", 0o755), _open_dir(work_dir / "output"),
-                         _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777))
-    for value in inputs:
-        value.provision(folders.input)
-    write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
-    _readable(folders.input)
-    if model is not None:
-        extract_model(model, folders.model)
-    execution = launcher.launch(folders, limits, passed_gpu, pk)
+                         model_dir or _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777),
+                         model_readonly=model_dir is not None)
+    try:
+        for value in inputs:
+            value.provision(folders.input)
+        write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
+        _readable(folders.input)
+        if model is not None:
+            extract_model(model, folders.model)
+        execution = launcher.launch(folders, limits, passed_gpu, pk)
+    finally:
+        _close_dirs(folders)
     error = _failure(execution, limits)
     results: list[OutputResult] = []
     if error is None:

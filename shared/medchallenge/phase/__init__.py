@@ -14,7 +14,9 @@ Steps (each its own module):
   OUT/jobs/<job_id>/state.json (records.py reads and writes what a task leaves);
 - evaluate.py: `python -m medchallenge.phase.evaluate OUT TEAM`, the challenge's evaluator over one submission and
   its pre-flight-style report; leaderboard.py: `python -m medchallenge.phase.leaderboard OUT`;
-- backend.py: what a backend does (submit tasks, submit steps after them, wait); local.py: this machine;
+- backend.py: what a backend does (submit tasks, submit steps after them, wait); local.py: this machine; slurm.py
+  (with slurm_options.py, the site's options, and slurm_limits.py, the cluster's): a Slurm cluster; leases.py: a job
+  run by one task at a time;
 - run.py: `phase run`; status.py: `phase status`; layout.py: the paths under OUT; images.py: image digests and
   loading an archive once per node; hashes.py: file hashes kept across runs.
 

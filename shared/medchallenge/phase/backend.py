@@ -37,3 +37,10 @@ class Backend(Protocol):
 
     def wait(self, handles: Sequence[Handle]) -> None:
         """Return when all the work of `handles` is over."""
+
+    def held(self) -> dict[str, Handle]:
+        """The jobs that work of an earlier run still holds (job id -> that work, which the steps wait for): they
+        are not submitted again."""
+
+    def interrupted(self) -> str:
+        """What Ctrl-C did to the submitted work, in one line."""

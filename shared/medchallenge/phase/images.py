@@ -1,59 +1,30 @@
 """A submission's image: its digest (what identifies its jobs), and an uploaded `docker save` archive loaded into a
 node's engine once, whatever the number of the phase's tasks that start there at the same time.
 
-The archive is a participant's upload: only its `manifest.json` is read here (size-checked before it is parsed),
-and the engine itself loads the image."""
+The archive is a participant's upload: it is verified when the phase is planned (phase.archive.verify_archive), and
+the engine is given only what was verified, with no tags (phase.archive.write_load_stream): loading it creates or
+moves no tag, whatever its manifest says."""
 
 from __future__ import annotations
 
 import fcntl
-import json
 import logging
 import re
 import subprocess
-import tarfile
 import tempfile
+import threading
 from pathlib import Path
 
 from ..errors import InputError
+from .archive import ArchiveChanged, VerifiedImage, write_load_stream
 
 log = logging.getLogger("medchallenge.phase")
-MAX_MANIFEST_BYTES = 1 << 20
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-CONFIG = re.compile(r"(?:blobs/sha256/)?([0-9a-f]{64})(?:\.json)?")
 LOAD_TIMEOUT_S = 3600
 
 
 class EngineError(Exception):
     """The container engine failed for a reason outside the job (not installed, not answering, out of disk)."""
-
-
-def archive_digest(archive: Path) -> str:
-    """The image ID (`sha256:` of its configuration) of a single-image `docker save` archive, from its
-    manifest.json (Docker's legacy layout and the OCI layout Docker 25+ writes both carry it)."""
-    try:
-        with tarfile.open(archive, "r:*") as tar:
-            for member in tar:
-                if member.name.lstrip("./") != "manifest.json":
-                    continue
-                if not member.isfile() or member.size > MAX_MANIFEST_BYTES:
-                    raise InputError(f"image archive {archive.name}: manifest.json is not a small regular file")
-                manifest = json.loads(tar.extractfile(member).read())
-                break
-            else:
-                raise InputError(f"image archive {archive.name}: no manifest.json (not made by `docker save`)")
-    except (tarfile.TarError, EOFError, OSError, ValueError, UnicodeDecodeError) as exc:
-        if isinstance(exc, InputError):
-            raise
-        raise InputError(f"image archive {archive.name}: not a readable `docker save` archive "
-                         f"({type(exc).__name__})") from None
-    if not isinstance(manifest, list) or len(manifest) != 1 or not isinstance(manifest[0], dict):
-        raise InputError(f"image archive {archive.name}: holds {len(manifest) if isinstance(manifest, list) else 0} "
-                         "images; a submission is one image")
-    found = CONFIG.fullmatch(str(manifest[0].get("Config", "")))
-    if not found:
-        raise InputError(f"image archive {archive.name}: its manifest names no image configuration")
-    return f"sha256:{found.group(1)}"
 
 
 def _engine(engine: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -84,9 +55,49 @@ def tag_digest(engine: str, reference: str) -> str:
     return digest
 
 
-def ensure_loaded(engine: str, archive: Path, digest: str) -> None:
-    """Load `archive` into this node's engine unless it has `digest` already; one loader per node and digest (a
-    lock file in the node's temporary folder), the others wait and find it loaded."""
+def _load(engine: str, archive: Path, image: VerifiedImage) -> None:
+    """`ENGINE load` fed the verified image's stream; EngineError where it fails (the archive was verified: an
+    engine that cannot load it is the engine's or the node's fault, or the archive was replaced since)."""
+    with tempfile.TemporaryFile() as said:
+        try:
+            load = subprocess.Popen([engine, "load"], stdin=subprocess.PIPE, stdout=said, stderr=said)
+        except FileNotFoundError:
+            raise EngineError(f"{engine} is not installed (no `{engine}` on PATH)") from None
+        timed_out = threading.Event()
+        watchdog = threading.Timer(LOAD_TIMEOUT_S, lambda: (timed_out.set(), load.kill()))  # also one that stops
+        watchdog.daemon = True
+        watchdog.start()
+        changed = None
+        try:
+            write_load_stream(archive, image, load.stdin)
+        except ArchiveChanged as exc:
+            changed = str(exc)
+        except BrokenPipeError:
+            pass  # the engine stopped reading: its status and its last line say why
+        except OSError as exc:  # the archive is gone or unreadable
+            changed = type(exc).__name__
+        finally:
+            try:
+                load.stdin.close()
+            except OSError:
+                pass
+            status = load.wait()
+            watchdog.cancel()
+        if timed_out.is_set():
+            raise EngineError(f"`{engine} load` did not finish in {LOAD_TIMEOUT_S} s")
+        said.seek(max(0, said.seek(0, 2) - 65536))  # its last lines
+        last = (said.read().decode(errors="replace").strip().splitlines() or [f"status {status}"])[-1][:300]
+    if changed is not None:
+        raise EngineError(f"image archive {archive.name} changed since the phase was planned ({changed[:200]}); "
+                          "`medchallenge phase run` again verifies it again")
+    if status != 0:
+        raise EngineError(f"image archive {archive.name}: `{engine} load` failed: {last}")
+
+
+def ensure_loaded(engine: str, archive: Path, image: VerifiedImage) -> None:
+    """Load the verified `image` of `archive` into this node's engine unless it has it already; one loader per node
+    and digest (a lock file in the node's temporary folder), the others wait and find it loaded."""
+    digest = image.digest
     if local_digest(engine, digest) is not None:
         return
     lock = Path(tempfile.gettempdir()) / f"medchallenge-image-{digest.removeprefix('sha256:')}.lock"
@@ -95,10 +106,6 @@ def ensure_loaded(engine: str, archive: Path, digest: str) -> None:
         if local_digest(engine, digest) is not None:
             return
         log.info("loading image archive %s into %s", archive.name, engine)
-        loaded = _engine(engine, "load", "--input", str(archive), timeout=LOAD_TIMEOUT_S)
-        if loaded.returncode != 0:
-            last = (loaded.stderr.strip().splitlines() or [f"status {loaded.returncode}"])[-1][:300]
-            raise InputError(f"image archive {archive.name}: `{engine} load` failed: {last}")
+        _load(engine, archive, image)
         if local_digest(engine, digest) is None:
-            raise InputError(f"image archive {archive.name}: `{engine} load` did not give image {digest[:19]} that "
-                             "its manifest names")
+            raise EngineError(f"image archive {archive.name}: `{engine} load` did not give image {digest[:19]}")

@@ -2,8 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+# What a phase creates under OUT is its owner's alone, whatever the umask: task specs name what a node runs, results
+# decide the leaderboard. Only a job's own folders are opened to its container's user while it runs (jobs.runner).
+OWNER_ONLY_UMASK = 0o077
+
+
+@contextlib.contextmanager
+def owner_only() -> Iterator[None]:
+    """Files and folders created meanwhile are the owner's only (the umask restored after)."""
+    previous = os.umask(OWNER_ONLY_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(previous)
 
 
 @dataclass(frozen=True)
@@ -46,10 +63,18 @@ class PhaseLayout:
     def running(self, job_id: str) -> Path:
         return self.job(job_id) / "running.json"
 
+    def lease(self, job_id: str) -> Path:
+        """Beside the job's folder (a task clears the folder once it holds the lease: phase.leases)."""
+        return self.out / "jobs" / f"{job_id}.lease"
+
     def image_check(self, digest: str) -> Path:
         """The notes of an image's upload checks, kept by its digest once one task passed them (the outcome is the
         image's: the other tasks do not check it again)."""
         return self.out / "images" / f"{digest.removeprefix('sha256:')}.json"
+
+    def model(self, model_hash: str) -> Path:
+        """A model tarball unpacked once for the phase's jobs, by its hash (mounted read-only into each job)."""
+        return self.out / "models" / model_hash
 
     @property
     def logs(self) -> Path:

@@ -68,6 +68,14 @@ class LocalBackend:
         after = [i for handle in handles for i in handle.ids]
         return LocalHandle((self._add(Work(name, list(argv), STEP, after, is_task=False)),))
 
+    def held(self) -> dict[str, LocalHandle]:
+        """None: an earlier run's tasks ended with it (the run's lock: one run at a time)."""
+        return {}
+
+    def interrupted(self) -> str:
+        return (f"interrupted: the running jobs were stopped and their containers removed; run the same command "
+                f"again to resume (`medchallenge phase status {self.layout.out}`)")
+
     def _fits(self, work: Work, running: list[Work]) -> bool:
         if not running:
             return True

@@ -18,10 +18,12 @@ from ..errors import InputError
 from ..grand_challenge.emulator import AlgorithmSpec
 from ..io import write_json_atomic
 from ..jobs import JobLimits
+from ..jobs.model_tarball import unpack_model_once
+from .archive import DEFAULT_MAX_IMAGE_GB, GIB, VerifiedImage, verify_archive
 from .backend import Resources
 from .cases import Case
 from .hashes import HashCache, sha256_file, sha256_json
-from .images import EngineError, archive_digest, tag_digest
+from .images import EngineError, tag_digest
 from .layout import PhaseLayout
 from .submissions import Submission
 
@@ -36,6 +38,7 @@ class PhaseSettings:
     engine: str
     limits: JobLimits
     gpu: bool
+    max_image_bytes: int = int(DEFAULT_MAX_IMAGE_GB * GIB)  # an archive's uncompressed size
 
 
 @dataclass
@@ -71,29 +74,42 @@ def resources(limits: JobLimits, gpu: bool) -> Resources:
                      time_limit_s=limits.time_limit_s)
 
 
-def _image_digest(submission: Submission, engine: str, hashes: HashCache) -> str:
+def _image(submission: Submission, settings: PhaseSettings, hashes: HashCache) -> tuple[str, dict | None]:
+    """The submission's image digest, and for an archive what it was verified to hold (kept by the archive's size
+    and time: a rerun does not read it again, but a lower budget refuses it)."""
     if submission.archive is not None:
-        return hashes.get(submission.archive, "image-digest", archive_digest)
+        verified = json.loads(hashes.get(submission.archive, "verified-image", lambda path: json.dumps(
+            verify_archive(path, settings.max_image_bytes).to_json())))
+        if verified["size"] > settings.max_image_bytes:
+            raise InputError(f"image archive {submission.archive.name}: larger than the image size budget of "
+                             f"{settings.max_image_bytes / GIB:g} GiB uncompressed")
+        return VerifiedImage.from_json(verified).digest, verified
     try:
-        return tag_digest(engine, submission.image)
+        return tag_digest(settings.engine, submission.image), None
     except EngineError as exc:
         raise InputError(str(exc)) from None
 
 
 def task_spec(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec, submission: Submission,
-              digest: str, model_hash: str | None, limits: JobLimits, gpu: bool, case: Case) -> dict:
+              digest: str, model_hash: str | None, limits: JobLimits, gpu: bool, case: Case,
+              model_dir: Path | None = None, verified: dict | None = None) -> dict:
+    """A job's task spec; `model_dir`: the submission's model unpacked once for the phase (else `model` is the
+    tarball, extracted into the job's folder); `verified`: what the submission's archive was verified to hold, which
+    is all its task loads."""
     identity = job_id(settings.challenge, digest, case.hash, model_hash, limits, gpu)
     pk_base = int(identity[:12], 16) * 16
     return {
         "version": SPEC_VERSION, "job_id": identity, "out": str(layout.out), "challenge": settings.challenge,
         "engine": settings.engine, "python": sys.executable,
         "image": {"ref": None if submission.archive else submission.image,
-                  "archive": str(submission.archive) if submission.archive else None, "digest": digest},
+                  "archive": str(submission.archive) if submission.archive else None, "digest": digest,
+                  "verified": verified},
         "run_image": digest,
         "inputs": [{"socket": spec.input_socket.slug, "pk": pk_base, "image_pk": case.image_pk,
                     "image_name": case.image_name, "image_file": str(case.image_file)}],
         **json.loads(_shared_json(spec)),
-        "model": str(submission.model) if submission.model else None,
+        "model": str(submission.model) if submission.model and not model_dir else None,
+        "model_dir": str(model_dir) if model_dir else None,
         "limits": json.loads(_shared_json(limits)), "gpu": gpu,
         "resources": json.loads(_shared_json(resources(limits, gpu))),
         "work_dir": str(layout.job(identity)), "pk_base": pk_base,
@@ -113,28 +129,35 @@ def write_if_changed(path: Path, value: dict, durable: bool = True) -> bool:
 
 
 def plan_submission(layout: PhaseLayout, settings: PhaseSettings, spec: AlgorithmSpec, submission: Submission,
-                    cases: list[Case], hashes: HashCache, specs_present: set[str]) -> PlannedSubmission:
+                    cases: list[Case], hashes: HashCache, specs_present: set[str] | None = None) -> PlannedSubmission:
     """The submission's task specs written (and its submission.json), or its refusal in one line: a bad archive,
     model or image of one team does not stop the phase. `specs_present`: the file names in OUT/tasks
-    (`existing_specs`)."""
+    (`existing_specs`, listed here unless given: a phase lists them once for all its submissions)."""
     planned = PlannedSubmission(submission.team)
-    limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
     gpu = settings.gpu if submission.gpu is None else submission.gpu
     record = {"team": submission.team, "image": submission.image, "model": submission.model.name
-              if submission.model else None, "limits": limits.to_json(), "gpu": gpu}
+              if submission.model else None, "limits": settings.limits.to_json(), "gpu": gpu}
     try:
-        digest = _image_digest(submission, settings.engine, hashes)
+        if submission.refused:
+            raise InputError(submission.refused)
+        limits = replace(settings.limits, memory_gb=submission.memory_gb or settings.limits.memory_gb)
+        record["limits"] = limits.to_json()
+        digest, verified = _image(submission, settings, hashes)
         model_hash = hashes.get(submission.model, "sha256", sha256_file) if submission.model else None
-    except InputError as exc:
+        model_dir = unpack_model_once(submission.model, layout.model(model_hash), limits.disk_bytes) \
+            if submission.model and model_hash else None
+    except InputError as exc:  # EmulationError too: limits out of bounds
         planned.refused = str(exc)
         write_if_changed(layout.submission_file(submission.team), {**record, "refused": planned.refused, "jobs": []})
         return planned
     planned.resources = resources(limits, gpu)
-    tasks = [task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case) for case in cases]
+    tasks = [task_spec(layout, settings, spec, submission, digest, model_hash, limits, gpu, case, model_dir,
+                       verified) for case in cases]
     planned.jobs = [(case.name, task["job_id"]) for case, task in zip(cases, tasks)]
     tasks_hash = sha256_json(tasks)
     if _stored_tasks_hash(layout.submission_file(submission.team)) != tasks_hash \
-            or not {f"{task['job_id']}.json" for task in tasks} <= specs_present:
+            or not {f"{task['job_id']}.json" for task in tasks} <= (existing_specs(layout) if specs_present is None
+                                                                     else specs_present):
         written = [write_if_changed(layout.task(task["job_id"]), task, durable=False) for task in tasks]
         if any(written):
             os.sync()  # the specs on disk, at once (an fsync each is 3 ms: 75 s for 25,000), before submission.json

@@ -23,21 +23,26 @@ from ..grand_challenge.emulator import ALGORITHMS, find_cases
 from ..io import write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
+from ..jobs.docker_run import ENGINES
 from ..logs import setup_logging
+from .archive import DEFAULT_MAX_IMAGE_GB, GIB
 from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
 from .evaluate import evaluation_current
 from .hashes import HashCache
-from .layout import PhaseLayout
+from .layout import PhaseLayout, owner_only
 from .leaderboard import leaderboard_current
 from .local import LocalBackend
 from .plan import PhaseSettings, PlannedSubmission, existing_specs, plan_submission
-from .records import PhaseRecords, is_final
+from .records import PhaseRecords, is_final, read_state
+from .slurm_options import DEFAULT_PREFIX, MAX_PARALLEL, check_sbatch_options, read_site_file
 from .status import phase_status, render
 from .submissions import read_submissions
 
 log = logging.getLogger("medchallenge.phase")
-ENGINES = ("docker", "podman")
+MAX_JOBS = 1024  # --jobs: containers at once on one machine
+MAX_RESAMPLES = 100_000  # --bootstrap: per submission, every aggregate
+MAX_IMAGE_GB = 1024  # the largest --max-image-gb
 
 
 def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Backend:
@@ -69,18 +74,28 @@ def build_parser() -> argparse.ArgumentParser:
     add_limit_arguments(parser, unless="a submission's memory_gb overrides it")
     parser.add_argument("--gpu", choices=("off", "on"), default="off",
                         help="give each job a GPU unless its submission sets gpu (default off)")
+    parser.add_argument("--max-image-gb", type=float, default=DEFAULT_MAX_IMAGE_GB, metavar="GB",
+                        help="the largest uncompressed size of a submission's `docker save` archive, in GiB "
+                             f"(default {DEFAULT_MAX_IMAGE_GB:g}: grand-challenge's image size limit)")
+    parser.add_argument("--retry-failed", action="append", default=[], metavar="TEAM|all",
+                        help="run the failed jobs of this submission (or of all) again, repeatable")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-    slurm = parser.add_argument_group("slurm backend (also from the submissions file's [slurm] table)")
+    slurm = parser.add_argument_group("slurm backend (the site's options: these win over --slurm-config's)")
+    slurm.add_argument("--slurm-config", type=Path, default=None, metavar="SITE.toml",
+                       help="the site's options of the Slurm backend (docs/scale.md)")
     slurm.add_argument("--partition", default=None)
     slurm.add_argument("--account", default=None)
     slurm.add_argument("--max-parallel", type=int, default=None, metavar="K",
                        help="tasks of one submission running at once (--array=...%%K)")
     slurm.add_argument("--sbatch-option", action="append", default=None, metavar="OPTION",
-                       help="an extra sbatch option, repeatable (e.g. --sbatch-option=--qos=long)")
+                       help="a further sbatch option a site sets, repeatable (--qos=, --constraint=, --gres=, "
+                            "--time=, --reservation=, --nodelist=, ...: e.g. --sbatch-option=--qos=long)")
+    slurm.add_argument("--job-name-prefix", default=None, metavar="PREFIX",
+                       help=f"Slurm job names PREFIX<team>, PREFIXevaluate-<team>, ... (default {DEFAULT_PREFIX})")
     return parser
 
 
@@ -88,25 +103,42 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+def phase_limits(args: argparse.Namespace) -> JobLimits:
+    """The command line's job limits (EmulationError, one line, where one is out of bounds)."""
+    return JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus, disk_gb=args.disk_gb)
+
+
 def check_arguments(args: argparse.Namespace) -> None:
+    """Every number of the command line within its bounds, before anything is read or written."""
     if not args.ground_truth.exists():
         raise InputError(f"--ground-truth {args.ground_truth}: not found")
-    if args.bootstrap < 1:
-        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs at least one resample")
+    if not 1 <= args.bootstrap <= MAX_RESAMPLES:
+        raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs 1 to {MAX_RESAMPLES} resamples")
+    if args.bootstrap_seed < 0:
+        raise InputError(f"--bootstrap-seed {args.bootstrap_seed}: expected a whole number >= 0")
     boot.check_level(args.bootstrap_level)
-    if args.jobs < 1:
-        raise InputError(f"--jobs {args.jobs}: expected at least 1")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        raise InputError(f"--jobs {args.jobs}: expected 1 to {MAX_JOBS}")
+    if args.max_parallel is not None and not 1 <= args.max_parallel <= MAX_PARALLEL:
+        raise InputError(f"--max-parallel {args.max_parallel}: expected 1 to {MAX_PARALLEL}")
+    if not 0 < args.max_image_gb <= MAX_IMAGE_GB:
+        raise InputError(f"--max-image-gb {args.max_image_gb:g}: expected a size above 0 and at most {MAX_IMAGE_GB} "
+                         "GiB")
+    phase_limits(args)
 
 
-def backend_options(args: argparse.Namespace, slurm_table: dict) -> dict:
+def backend_options(args: argparse.Namespace) -> dict:
+    """The backend's options: the local one's, or the site's Slurm options (its file's, the command line's win)."""
     if args.backend == "local":
         return {"jobs": args.jobs, "progress": not args.no_progress}
+    site = read_site_file(args.slurm_config) if args.slurm_config else {}
     given = {"partition": args.partition, "account": args.account, "max_parallel": args.max_parallel,
-             "extra": args.sbatch_option}
-    return {**slurm_table, **{k: v for k, v in given.items() if v is not None}}
+             "options": check_sbatch_options(args.sbatch_option, "--sbatch-option") if args.sbatch_option else None,
+             "job_name_prefix": args.job_name_prefix}
+    return {**site, **{k: v for k, v in given.items() if v is not None}}
 
 
-def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSubmission], dict]:
+def plan(args: argparse.Namespace, layout: PhaseLayout) -> list[PlannedSubmission]:
     """Read the submissions, convert the cases once, write every task spec and phase.json."""
     submissions_file = read_submissions(args.submissions)
     spec = ALGORITHMS[args.challenge]
@@ -114,10 +146,8 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
     layout.out.mkdir(parents=True, exist_ok=True)
     hashes = HashCache(layout.file_hashes)
     cases = convert_cases(files, layout, hashes)
-    settings = PhaseSettings(args.challenge, args.engine,
-                             JobLimits(memory_gb=args.memory_gb, time_limit_s=args.time_limit, cpus=args.cpus,
-                                       disk_gb=args.disk_gb),
-                             args.gpu == "on")
+    settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on",
+                             int(args.max_image_gb * GIB))
     existing = existing_specs(layout)
     planned = [plan_submission(layout, settings, spec, s, cases, hashes, existing)
                for s in submissions_file.submissions]
@@ -127,14 +157,34 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> tuple[list[PlannedSub
         "cases": [c.to_json() for c in cases], "engine": args.engine,
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level},
         "submissions": [p.team for p in planned]})
-    return planned, submissions_file.slurm
+    return planned
+
+
+def retry_failed(layout: PhaseLayout, planned: list[PlannedSubmission], teams: list[str]) -> int:
+    """The failed jobs of the named submissions (`all`: of every one) made to run again (their state removed);
+    returns their number. InputError for a team the phase does not have."""
+    known = {p.team for p in planned}
+    unknown = sorted(set(teams) - known - {"all"})
+    if unknown:
+        raise InputError(f"--retry-failed {unknown[0][:64]}: no such submission in this phase")
+    retried = 0
+    for submission in planned:
+        if "all" in teams or submission.team in teams:
+            for _, identity in submission.jobs:
+                state = read_state(layout, identity)
+                if state is not None and state.get("status") == "failed":
+                    layout.state(identity).unlink(missing_ok=True)
+                    retried += 1
+    return retried
 
 
 def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tuple[list[Handle], int]:
-    """Each submission's jobs without a final result, its evaluation where it is not current, then the leaderboard
-    where it is not; a job two submissions share is submitted once. Returns the handles and the number of jobs."""
+    """Each submission's jobs without a final result that no earlier run's work still holds (backend.held: those
+    are waited for), its evaluation where it is not current, then the leaderboard where it is not; a job two
+    submissions share is submitted once. Returns the handles and the number of jobs submitted."""
     python, out = sys.executable, str(layout.out)
     records = PhaseRecords(layout)
+    held = backend.held()
     submitted: dict[str, Handle] = {}
     evaluations: list[Handle] = []
     for submission in planned:
@@ -142,15 +192,17 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
             log.warning("warning: submission %s refused: %s", submission.team, submission.refused)
             continue
         ids = [job_id for _, job_id in submission.jobs]
-        todo = [i for i in dict.fromkeys(ids) if i not in submitted and not is_final(records.state(i))]
+        todo = [i for i in dict.fromkeys(ids)
+                if i not in submitted and i not in held and not is_final(records.state(i))]
         if todo:
             handle = backend.submit_tasks(submission.team, [layout.task(i) for i in todo], submission.resources)
             submitted.update(dict.fromkeys(todo, handle))
-        waits_for = list({id(h): h for h in (submitted[i] for i in ids if i in submitted)}.values())
+        waits_for = list({id(h): h for h in ({**held, **submitted}[i] for i in ids
+                                             if i in submitted or i in held)}.values())
         if waits_for or not evaluation_current(records, submission.team):
             evaluations.append(backend.submit_after(waits_for, [python, "-m", "medchallenge.phase.evaluate", out,
                                                                 submission.team], f"evaluate-{submission.team}"))
-    handles = [*{id(h): h for h in submitted.values()}.values(), *evaluations]
+    handles = [*{id(h): h for h in [*held.values(), *submitted.values()]}.values(), *evaluations]
     if evaluations or not leaderboard_current(records):
         handles.append(backend.submit_after(evaluations, [python, "-m", "medchallenge.phase.leaderboard", out],
                                             "leaderboard"))
@@ -159,8 +211,10 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
 
 @contextlib.contextmanager
 def only_run(layout: PhaseLayout) -> Iterator[None]:
-    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does."""
+    """One `phase run` per phase folder at a time (a lock held while it runs); SIGTERM stops it as Ctrl-C does. OUT
+    is its owner's only."""
     layout.out.mkdir(parents=True, exist_ok=True)
+    layout.out.chmod(0o700)
     with open(layout.out / "run.lock", "a") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -179,18 +233,24 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
-    with only_run(layout):
+    with owner_only(), only_run(layout):
+        backends: list[Backend] = []
         try:
-            return run(args, layout)
+            return run(args, layout, backends)
         except KeyboardInterrupt:
-            print(f"interrupted: the running jobs were stopped and their containers removed; run the same command "
-                  f"again to resume (`medchallenge phase status {layout.out}`)", file=sys.stderr)
+            print(backends[0].interrupted() if backends else "interrupted before any job was submitted; run the "
+                  "same command again to resume", file=sys.stderr)
             return 130
 
 
-def run(args: argparse.Namespace, layout: PhaseLayout) -> int:
-    planned, slurm_table = plan(args, layout)
-    backend = open_backend(args.backend, layout, backend_options(args, slurm_table))
+def run(args: argparse.Namespace, layout: PhaseLayout, opened: list[Backend]) -> int:
+    """Plan, submit, wait, print the status; the backend is put in `opened` once open (for Ctrl-C's message)."""
+    options = backend_options(args)  # a site's mistake is said before the cases are converted
+    planned = plan(args, layout)
+    if args.retry_failed:
+        log.info("%d failed job(s) to run again (--retry-failed)", retry_failed(layout, planned, args.retry_failed))
+    backend = open_backend(args.backend, layout, options)
+    opened.append(backend)
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),
                   "finished": None}
     write_json_atomic(layout.out / "run.json", run_marker)

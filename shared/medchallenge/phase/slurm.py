@@ -1,6 +1,13 @@
-"""The Slurm backend of a phase: each submission's tasks are one job array (`sbatch --array=0-(n-1)%K`) whose task i
-runs the one-task entry point on the i-th spec of a manifest (OUT/slurm/<team>-<n>.tasks); its evaluation is a job
-that depends on the array (`--dependency=afterany`), the leaderboard one that depends on every evaluation.
+"""The Slurm backend of a phase: each submission's tasks are one job array (`sbatch --array=0-(n-1)%K`; several
+where the cluster's MaxArraySize is below n: slurm_limits) whose task i runs the one-task entry point on the i-th
+spec of a manifest (OUT/slurm/<team>-<n>.tasks); its evaluation is a job that depends on its arrays
+(`--dependency=afterany`), the leaderboard one that depends on every evaluation. Its options are the site's
+(slurm_options), never the submissions file's.
+
+A job never runs twice: every job submitted is recorded (OUT/slurm/submitted/<id>.json), so a later `phase run`
+(after a Ctrl-C, which leaves the jobs to the cluster) and `phase status` know which jobs a task of an earlier array
+still holds (squeue): the run waits for them instead of submitting them again; and a task runs its job only while
+it holds the job's lease (phase.leases), which a second task respects.
 
 OUT is the shared folder every node sees: task specs, the converted cases, the images' archives (each node loads an
 archive once, by digest: phase.images.ensure_loaded), results and the Slurm logs (OUT/logs/slurm-*.out). The Python
@@ -34,10 +41,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError
-from ..io import write_text_atomic
+from ..io import write_json_atomic, write_text_atomic
 from .backend import Resources
 from .layout import PhaseLayout
+from .leases import lease_held
 from .records import is_final, read_state, write_state
+from .slurm_limits import ClusterLimits, array_chunks, cluster_limits
+from .slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
 
 log = logging.getLogger("medchallenge.phase")
 
@@ -51,7 +61,9 @@ ACTIVE = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "REQUEU
 CAUSES = {"OUT_OF_MEMORY": "node_oom", "PREEMPTED": "preempted", "NODE_FAIL": "node_fail", "BOOT_FAIL": "node_fail",
           "CANCELLED": "cancelled", "DEADLINE": "cancelled", "TIMEOUT": "slurm_time_limit", "FAILED": "task_failed",
           "COMPLETED": "no_result"}
-OPTIONS = ("partition", "account", "max_parallel", "extra", "step_memory_gb", "step_time_limit_s", "poll_s")
+RUNNING = {"RUNNING", "CONFIGURING", "COMPLETING", "STAGE_OUT", "SIGNALING"}  # of ACTIVE: a task that has started
+OPTIONS = ("partition", "account", "max_parallel", "options", "job_name_prefix", "max_array_size", "step_memory_gb",
+           "step_time_limit_s", "poll_s")
 SACCT_FORMAT = "JobID,State,TotalCPU,MaxRSS"
 SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}  # sacct's sizes
 
@@ -76,10 +88,11 @@ def _slurm(*args: str, check: bool = True) -> subprocess.CompletedProcess:
 
 @dataclass(frozen=True)
 class SlurmHandle:
-    """A submitted Slurm job: a submission's array (with its manifest) or a step."""
+    """A submitted Slurm job: a submission's array (with its manifest) or a step, and its Slurm job name."""
 
     job_id: str
     manifest: Path | None = None
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -133,10 +146,10 @@ def job_end(job_id: str) -> TaskEnd | None:
 
 
 def jobs_named(name: str) -> list[str]:
-    """The ids of the jobs slurmctld knows (pending, running, or over within MinJobAge) that `submit_task(name, ...)`
-    would have named so, oldest first."""
+    """The ids of the jobs slurmctld knows (pending, running, or over within MinJobAge) of the job name `name`
+    (SlurmBackend.job_name), oldest first."""
     shown = parse_scontrol(_slurm("scontrol", "show", "job", "--oneliner", check=False).stdout)
-    named = [job["JobId"] for job in shown if job.get("JobName") == f"mc-{name}" and job.get("JobId", "").isdigit()]
+    named = [job["JobId"] for job in shown if job.get("JobName") == name and job.get("JobId", "").isdigit()]
     return sorted(named, key=int)
 
 
@@ -162,8 +175,8 @@ def record_causes(layout: PhaseLayout, handle: SlurmHandle) -> list[str]:
         job_id, end = spec.stem, ends.get(index)
         state = read_state(layout, job_id)
         slurm_id = f"{handle.job_id}_{index}"
-        if end is None or end.state in ACTIVE or is_final(state):
-            continue
+        if end is None or end.state in ACTIVE or is_final(state) or lease_held(layout, job_id):
+            continue  # a task holding the job's lease (another array's) writes its state
         if state is not None and state.get("slurm_job_id") == slurm_id:  # noted already (by the task itself)
             continue
         layout.job(job_id).mkdir(parents=True, exist_ok=True)
@@ -229,14 +242,95 @@ def record_usage(layout: PhaseLayout, handle: SlurmHandle) -> list[str]:
     return noted
 
 
+@dataclass(frozen=True)
+class SlurmGroup:
+    """A submission's tasks as one or more arrays (as many as the cluster's MaxArraySize needs)."""
+
+    arrays: tuple[SlurmHandle, ...]
+
+
+def flat(handles: Sequence[SlurmHandle | SlurmGroup]) -> list[SlurmHandle]:
+    """The Slurm jobs of handles and groups, each once."""
+    jobs = [job for h in handles for job in (h.arrays if isinstance(h, SlurmGroup) else (h,))]
+    return list({job.job_id: job for job in jobs}.values())
+
+
+def queue_states(ids: Sequence[str]) -> dict[str, str]:
+    """squeue's state of each job and array task (one line per task: ARRAY_INDEX) of `ids` that Slurm still has
+    pending or running."""
+    if not ids:
+        return {}
+    listed = _slurm("squeue", "--noheader", "--array", "--format=%i %T", f"--jobs={','.join(ids)}", check=False)
+    if listed.returncode != 0:
+        if "Invalid job id" in listed.stderr:  # all of them over and forgotten by slurmctld
+            return {}
+        lines = listed.stderr.strip().splitlines()
+        raise SlurmError(f"`squeue` failed: {lines[-1] if lines else f'status {listed.returncode}'}")
+    fields = [line.split() for line in listed.stdout.splitlines()]
+    return {f[0]: f[1] for f in fields if len(f) == 2 and f[1] in ACTIVE}
+
+
+def active_jobs(ids: Sequence[str]) -> list[str]:
+    """The jobs (and array tasks) of `ids` Slurm still has pending or running."""
+    return list(queue_states(ids))
+
+
+def submitted_jobs(layout: PhaseLayout) -> list[SlurmHandle]:
+    """The Slurm jobs earlier `phase run`s submitted for OUT (OUT/slurm/submitted/<id>.json), oldest first."""
+    handles = []
+    for path in (layout.out / "slurm" / "submitted").glob("*.json"):
+        try:
+            data = json.loads(path.read_text())
+            handle = SlurmHandle(str(data["job_id"]), Path(data["manifest"]) if data.get("manifest") else None,
+                                 str(data.get("name", "")))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if handle.job_id.isdigit():
+            handles.append(handle)
+    return sorted(handles, key=lambda h: int(h.job_id))
+
+
+def live_tasks(layout: PhaseLayout, arrays: Sequence[SlurmHandle], states: dict[str, str]
+               ) -> dict[str, tuple[SlurmHandle, str]]:
+    """The jobs of `arrays` that one of their tasks holds in Slurm (`states`: queue_states): job id -> (its array,
+    "running" or "queued")."""
+    live: dict[str, tuple[SlurmHandle, str]] = {}
+    for handle in arrays:
+        try:
+            specs = manifest_specs(handle.manifest)
+        except OSError:
+            continue
+        for task, state in states.items():
+            array, _, index = task.partition("_")
+            if array == handle.job_id and index.isdigit() and int(index) < len(specs):
+                live[specs[int(index)].stem] = (handle, "running" if state in RUNNING else "queued")
+    return live
+
+
+def phase_in_slurm(layout: PhaseLayout) -> dict[str, str]:
+    """What `phase status` counts of OUT's jobs in Slurm: job id -> "running" or "queued", by the arrays earlier
+    runs recorded; empty where none was recorded or Slurm does not answer (then nothing is claimed)."""
+    arrays = [h for h in submitted_jobs(layout) if h.manifest is not None]
+    if not arrays:
+        return {}
+    try:
+        states = queue_states([h.job_id for h in arrays])
+    except SlurmError as exc:
+        log.warning("warning: %s: the jobs of earlier Slurm arrays are not counted", exc)
+        return {}
+    return {job: state for job, (_, state) in live_tasks(layout, arrays, states).items()}
+
+
 class SlurmBackend:
-    """A phase's work as Slurm jobs; `wait` polls squeue and notes why tasks ended without a result."""
+    """A phase's work as Slurm jobs; `wait` polls squeue and notes why tasks ended without a result. Every job it
+    submits is recorded (OUT/slurm/submitted/<id>.json), so that a later run knows what is still in Slurm (`held`)."""
 
     def __init__(self, layout: PhaseLayout, partition: str | None = None, account: str | None = None,
-                 max_parallel: int | None = None, extra: Sequence[str] | str | None = None,
+                 max_parallel: int | None = None, options: Sequence[str] | None = None,
+                 job_name_prefix: str = DEFAULT_PREFIX, max_array_size: int | None = None,
                  step_memory_gb: float = 4, step_time_limit_s: float = 7200, poll_s: float = POLL_S, **unknown):
         if unknown:
-            raise InputError(f"[slurm] {', '.join(sorted(unknown))}: not an option of the Slurm backend (known: "
+            raise InputError(f"Slurm backend: {', '.join(sorted(unknown))}: not an option (known: "
                              f"{', '.join(OPTIONS)})")
         if max_parallel is not None and int(max_parallel) < 1:
             raise InputError(f"--max-parallel {max_parallel}: expected at least 1")
@@ -244,102 +338,161 @@ class SlurmBackend:
         self.max_parallel = int(max_parallel) if max_parallel else None
         self.common = [*([f"--partition={partition}"] if partition else []),
                        *([f"--account={account}"] if account else []),
-                       *(shlex.split(extra) if isinstance(extra, str) else list(extra or []))]
+                       *check_sbatch_options(options, "--sbatch-option")]
+        self.prefix = check_prefix(job_name_prefix, "--job-name-prefix")
+        self.max_array_size = max_array_size
         self.step_memory_gb = float(step_memory_gb)
         self.step_time_limit_s = float(step_time_limit_s)
         self.poll_s = float(poll_s)
         self.folder = layout.out / "slurm"
+        self.limits: ClusterLimits | None = None  # read at the first submission's tasks
+        self.tasks_submitted = 0
+        self.earlier_steps: list[SlurmHandle] = []  # an earlier run's evaluations running now: waited for
 
-    def _sbatch(self, name: str, options: list[str], command: list[str]) -> str:
+    def job_name(self, name: str) -> str:
+        return f"{self.prefix}{name}"
+
+    def _sbatch(self, name: str, options: list[str], command: list[str], manifest: Path | None = None) -> SlurmHandle:
         self.layout.logs.mkdir(parents=True, exist_ok=True)
         output = self.layout.logs / ("slurm-%x-%A_%a.out" if any(o.startswith("--array") for o in options)
                                      else "slurm-%x-%j.out")
-        submitted = _slurm("sbatch", "--parsable", f"--job-name=mc-{name}", f"--chdir={self.layout.out}",
+        submitted = _slurm("sbatch", "--parsable", f"--job-name={self.job_name(name)}", f"--chdir={self.layout.out}",
                            f"--output={output}", *options, *self.common, "--wrap", f"exec {shlex.join(command)}")
         job_id = submitted.stdout.strip().split(";")[0]
         if not job_id.isdigit():
             raise SlurmError(f"sbatch gave no job id: {submitted.stdout.strip()[:200]}")
-        return job_id
+        handle = SlurmHandle(job_id, manifest, self.job_name(name))
+        record = self.folder / "submitted" / f"{job_id}.json"
+        record.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(record, {"job_id": job_id, "name": handle.name,
+                                   "manifest": str(manifest) if manifest else None})
+        return handle
 
-    def submit_tasks(self, team: str, specs: Sequence[Path], resources: Resources) -> SlurmHandle:
+    def cluster_limits(self) -> ClusterLimits:
+        """The cluster's limits (read once), the site's max_array_size when lower."""
+        if self.limits is None:
+            limits = cluster_limits()
+            size = min(limits.max_array_size, self.max_array_size or limits.max_array_size)
+            self.limits = ClusterLimits(size, limits.max_jobs)
+        return self.limits
+
+    def _manifest(self, team: str, specs: Sequence[Path]) -> Path:
         self.folder.mkdir(parents=True, exist_ok=True)
         number = sum(1 for _ in self.folder.glob(f"{team}-*.tasks"))
         manifest = self.folder / f"{team}-{number + 1}.tasks"
         write_text_atomic(manifest, "".join(f"{spec.absolute()}\n" for spec in specs))
-        job_id = self._sbatch(team, task_options(resources, len(specs), self.max_parallel),
-                              [sys.executable, "-m", "medchallenge.phase.slurm", "task", str(manifest)])
-        log.info("submission %s: %d job(s) as Slurm array %s", team, len(specs), job_id)
-        return SlurmHandle(job_id, manifest)
+        return manifest
+
+    def submit_tasks(self, team: str, specs: Sequence[Path], resources: Resources) -> SlurmGroup:
+        """The specs as arrays of at most the cluster's MaxArraySize tasks; `max_parallel` shared among them."""
+        limits = self.cluster_limits()
+        self.tasks_submitted += len(specs)
+        if limits.max_jobs is not None and self.tasks_submitted > limits.max_jobs:
+            raise SlurmError(f"{self.tasks_submitted} tasks to submit: more than the {limits.max_jobs} jobs this "
+                             "cluster takes from one user at once (MaxJobCount, MaxSubmitJobs); run the phase's "
+                             "submissions in parts (a submissions file each, one OUT)")
+        chunks = array_chunks(len(specs), limits.max_array_size)
+        throttle = max(1, self.max_parallel // len(chunks)) if self.max_parallel else None
+        arrays = []
+        for chunk in chunks:
+            manifest = self._manifest(team, [specs[i] for i in chunk])
+            arrays.append(self._sbatch(team, task_options(resources, len(chunk), throttle),
+                                       [sys.executable, "-m", "medchallenge.phase.slurm", "task", str(manifest)],
+                                       manifest))
+        log.info("submission %s: %d job(s) as Slurm array %s", team, len(specs),
+                 ", ".join(a.job_id for a in arrays))
+        return SlurmGroup(tuple(arrays))
 
     def submit_task(self, name: str, spec: Path, resources: Resources) -> SlurmHandle:
         """One task as a job of its own (not an array): `python -m medchallenge.phase.task SPEC`."""
-        job_id = self._sbatch(name, job_options(resources),
+        handle = self._sbatch(name, job_options(resources),
                               [sys.executable, "-m", "medchallenge.phase.task", str(spec.absolute())])
-        log.info("task %s: Slurm job %s", spec.stem, job_id)
-        return SlurmHandle(job_id)
+        log.info("task %s: Slurm job %s", spec.stem, handle.job_id)
+        return handle
 
-    def submit_after(self, handles: Sequence[SlurmHandle], argv: Sequence[str], name: str) -> SlurmHandle:
-        after = [f"--dependency=afterany:{':'.join(h.job_id for h in handles)}"] if handles else []
-        arrays = [a for h in handles if h.manifest is not None for a in ("--array", f"{h.job_id}={h.manifest}")]
+    def submit_after(self, handles: Sequence[SlurmHandle | SlurmGroup], argv: Sequence[str],
+                     name: str) -> SlurmHandle:
+        jobs = flat([*handles, *(h for h in self.earlier_steps if h.name == self.job_name(name))])
+        after = [f"--dependency=afterany:{':'.join(h.job_id for h in jobs)}"] if jobs else []
+        arrays = [a for h in jobs if h.manifest is not None for a in ("--array", f"{h.job_id}={h.manifest}")]
         options = [*after, "--cpus-per-task=1", f"--mem={math.ceil(self.step_memory_gb * 1024)}M",
                    f"--time={math.ceil(self.step_time_limit_s / 60)}"]
         command = [sys.executable, "-m", "medchallenge.phase.slurm", "after", str(self.layout.out), *arrays, "--",
                    *argv]
-        return SlurmHandle(self._sbatch(name, options, command))
+        return self._sbatch(name, options, command)
 
-    def wait(self, handles: Sequence[SlurmHandle]) -> None:
+    def held(self) -> dict[str, SlurmHandle]:
+        """The jobs that a task of an earlier run's array still holds in Slurm (pending or running): job id -> its
+        array, which this run waits for instead of submitting the job again. The earlier runs' evaluation and
+        leaderboard jobs still pending are cancelled (this run submits its own, after every array); those running
+        are waited for; the records of jobs Slurm no longer runs are dropped."""
+        earlier = submitted_jobs(self.layout)
+        states = queue_states([h.job_id for h in earlier])
+        arrays = [h for h in earlier if h.manifest is not None]
+        live = live_tasks(self.layout, arrays, states)
+        for handle in earlier:
+            tasks = [state for task, state in states.items() if task.partition("_")[0] == handle.job_id]
+            if handle.manifest is None and tasks and all(state not in RUNNING for state in tasks):
+                _slurm("scancel", handle.job_id, check=False)
+                log.info("%s: Slurm job %s of an earlier run cancelled before it started (submitted again)",
+                         handle.name, handle.job_id)
+                tasks = []
+            elif handle.manifest is None and tasks:
+                self.earlier_steps.append(handle)
+            if not tasks:
+                (self.folder / "submitted" / f"{handle.job_id}.json").unlink(missing_ok=True)
+        if live:
+            log.info("%d job(s) still in Slurm from an earlier run (array %s): waited for, not submitted again",
+                     len(live), ", ".join(sorted({h.job_id for h, _ in live.values()}, key=int)))
+        return {job: handle for job, (handle, _) in live.items()}
+
+    def interrupted(self) -> str:
+        """What Ctrl-C leaves: the jobs go on in Slurm."""
+        return (f"interrupted: the submitted jobs go on in Slurm (`squeue --name={self.prefix}...`, `scancel` "
+                f"stops them); `medchallenge phase status {self.layout.out}` counts them, and the same command run "
+                "again waits for them and submits only the jobs no Slurm task holds")
+
+    def wait(self, handles: Sequence[SlurmHandle | SlurmGroup]) -> None:
         """Until Slurm has none of the handles' jobs pending or running; Ctrl-C leaves them to the cluster. An
         array's states are read again (and Slurm asked why tasks ended) only when its tasks in squeue change."""
-        ids = [h.job_id for h in handles]
-        arrays = [h for h in handles if h.manifest is not None]
-        total = sum(len(manifest_specs(h.manifest)) for h in arrays)
+        jobs = flat(handles)
+        ids = [h.job_id for h in jobs]
+        arrays = [h for h in jobs if h.manifest is not None]
+        phase_jobs = {spec.stem: None for h in arrays for spec in manifest_specs(h.manifest)}
         seen: dict[str, frozenset[str]] = {}
-        done: dict[str, int] = {}
         shown = None
-        try:
-            while ids:
-                active = active_jobs(ids)
-                for handle in arrays:
-                    tasks = frozenset(a for a in active if a.split("_")[0] == handle.job_id)
-                    if seen.get(handle.job_id) != tasks:
-                        seen[handle.job_id] = tasks
-                        record_causes(self.layout, handle)
-                        record_usage(self.layout, handle)
-                        done[handle.job_id] = sum(is_final(read_state(self.layout, spec.stem))
-                                                  for spec in manifest_specs(handle.manifest))
-                progress = f"slurm: {sum(done.values())}/{total} job(s) done, {len(active)} pending or running"
-                if progress != shown:
-                    log.info("%s", progress)
-                    shown = progress
-                if not active:
-                    break
-                time.sleep(self.poll_s)
-        except KeyboardInterrupt:
-            log.warning("stopped waiting: the jobs go on in Slurm (%s); `medchallenge phase status %s` shows them",
-                        ",".join(ids), self.layout.out)
-            raise
-
-
-def active_jobs(ids: Sequence[str]) -> list[str]:
-    """The jobs (and array tasks) of `ids` Slurm still has pending or running."""
-    listed = _slurm("squeue", "--noheader", "--format=%i %T", f"--jobs={','.join(ids)}", check=False)
-    if listed.returncode != 0:
-        if "Invalid job id" in listed.stderr:  # all of them over and forgotten by slurmctld
-            return []
-        lines = listed.stderr.strip().splitlines()
-        raise SlurmError(f"`squeue` failed: {lines[-1] if lines else f'status {listed.returncode}'}")
-    return [line.split()[0] for line in listed.stdout.splitlines() if line.split()[1:2] and
-            line.split()[1] in ACTIVE]
+        while ids:
+            active = active_jobs(ids)
+            changed = False
+            for handle in arrays:
+                tasks = frozenset(a for a in active if a.split("_")[0] == handle.job_id)
+                if seen.get(handle.job_id) != tasks:
+                    seen[handle.job_id] = tasks
+                    record_causes(self.layout, handle)
+                    record_usage(self.layout, handle)
+                    changed = True
+            if changed or shown is None:
+                done = sum(is_final(read_state(self.layout, job)) for job in phase_jobs)
+            progress = f"slurm: {done}/{len(phase_jobs)} job(s) done, {len(active)} pending or running"
+            if progress != shown:
+                log.info("%s", progress)
+                shown = progress
+            if not active:
+                break
+            time.sleep(self.poll_s)
 
 
 def run_array_task(manifest: Path) -> int:
     """The array's task SLURM_ARRAY_TASK_ID: the one-task entry point on its spec; the state it wrote gets Slurm's id
     of the task and how often Slurm requeued it."""
+    from .task import HELD
     from .task import main as run_task
 
     index = int(os.environ["SLURM_ARRAY_TASK_ID"])
     spec = manifest_specs(manifest)[index]
     code = run_task([str(spec)])
+    if code == HELD:  # another task's job: its state is that task's
+        return 0
     layout = PhaseLayout(Path(json.loads(spec.read_text())["out"]))
     slurm = {"slurm_job_id": f"{os.environ.get('SLURM_ARRAY_JOB_ID', '')}_{index}",
              "requeued": int(os.environ.get("SLURM_RESTART_COUNT", "0") or 0)}

@@ -42,19 +42,32 @@ def _marker(path: Path) -> dict[str, Any] | None:
     return marker if isinstance(marker, dict) else None
 
 
-def job_status(records: PhaseRecords, job_id: str, run_active: bool) -> tuple[str, dict[str, Any] | None]:
-    """succeeded, failed, running, queued (a run is active) or not-run, and the job's state."""
+def jobs_in_slurm(layout: PhaseLayout) -> dict[str, str]:
+    """The jobs tasks of recorded Slurm arrays hold (phase.slurm.phase_in_slurm); none without the Slurm backend."""
+    try:
+        from .slurm import phase_in_slurm
+    except ImportError:
+        return {}
+    return phase_in_slurm(layout)
+
+
+def job_status(records: PhaseRecords, job_id: str, run_active: bool,
+               in_slurm: dict[str, str]) -> tuple[str, dict[str, Any] | None]:
+    """succeeded, failed, running, queued (a run is active, or a task of a Slurm array holds it: `in_slurm`) or
+    not-run, and the job's state."""
     state = records.state(job_id)
     if is_final(state):
         return state["status"], state
+    if job_id in in_slurm:
+        return in_slurm[job_id], state
     running = _marker(records.layout.running(job_id))
     if running is not None and _alive(running):
         return "running", state
     return ("queued" if run_active else "not-run"), state
 
 
-def submission_status(records: PhaseRecords, team: str, run_active: bool,
-                      finished: dict[str, dict[str, Any]]) -> dict[str, Any]:
+def submission_status(records: PhaseRecords, team: str, run_active: bool, finished: dict[str, dict[str, Any]],
+                      in_slurm: dict[str, str]) -> dict[str, Any]:
     """The submission's counts, errors, lost jobs, evaluation and what its finished jobs used; their states are
     added to `finished` (by job id: a job two submissions share is one job of the phase)."""
     submission = records.submission(team)
@@ -63,7 +76,7 @@ def submission_status(records: PhaseRecords, team: str, run_active: bool,
     lost: Counter[str] = Counter()
     own: dict[str, dict[str, Any]] = {}
     for job in submission["jobs"]:
-        status, state = job_status(records, job["job_id"], run_active)
+        status, state = job_status(records, job["job_id"], run_active, in_slurm)
         counts[status] += 1
         if is_final(state):
             own[job["job_id"]] = state
@@ -81,15 +94,19 @@ def submission_status(records: PhaseRecords, team: str, run_active: bool,
 
 
 def phase_status(layout: PhaseLayout) -> dict[str, Any]:
-    """Each submission's status, and what the phase's finished jobs used in all (`usage`); every record read once."""
+    """Each submission's status, and what the phase's finished jobs used in all (`usage`); the jobs that tasks of
+    Slurm arrays still hold (after a Ctrl-C of `phase run --backend slurm`) are running or queued. Every record is
+    read once."""
     records = PhaseRecords(layout)
     phase = records.phase
     run = _marker(layout.out / "run.json")
     run_active = run is not None and run.get("finished") is None and _alive(run)
+    in_slurm = jobs_in_slurm(layout)
     finished: dict[str, dict[str, Any]] = {}
-    submissions = [submission_status(records, team, run_active, finished) for team in phase["submissions"]]
+    submissions = [submission_status(records, team, run_active, finished, in_slurm) for team in phase["submissions"]]
     complete = all(s["refused"] or s["succeeded"] + s["failed"] == s["jobs"] for s in submissions)
-    return {"challenge": phase["challenge"], "run_active": run_active, "submissions": submissions,
+    return {"challenge": phase["challenge"], "run_active": run_active, "in_slurm": len(in_slurm),
+            "submissions": submissions,
             "usage": usage_totals(finished.values()), "complete": complete,
             "leaderboard": str(layout.out / "leaderboard.html") if complete and leaderboard_current(records) else None}
 
@@ -136,6 +153,9 @@ def render(status: dict[str, Any], out: Path) -> str:
         actions.append("every job is over but the leaderboard is not current: `medchallenge phase run` again")
     elif status["run_active"]:
         lines.append("a `phase run` is in progress")
+    elif status["in_slurm"]:
+        lines.append(f"{status['in_slurm']} job(s) still in Slurm from an earlier run (running or queued above): "
+                     "`medchallenge phase run` again waits for them and submits only the rest")
     return "\n".join([*lines, *(f"to do: {a}" for a in actions)])
 
 

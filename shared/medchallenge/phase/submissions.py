@@ -2,17 +2,18 @@
 
     [[submission]]
     team = "alpha"
-    image = "alpha-algorithm.tar.gz"   # a `docker save` archive (.tar, .tar.gz, .tgz), or a tag the engine has
+    image = "alpha-algorithm.tar.gz"   # a `docker save` archive (.tar, .tar.gz, .tgz, .tar.xz), or a tag the engine has
     model = "alpha-model.tar.gz"       # optional: the algorithm's model tarball, for /opt/ml/model
     memory_gb = 16                     # optional: the algorithm's memory (grand-challenge: per algorithm)
     gpu = true                         # optional: the algorithm asks for a GPU
 
-    [slurm]                            # optional: options of the Slurm backend (partition, account, ...)
-    partition = "gpu"
-
+It carries the teams' data only: the Slurm backend's options are the site's (`phase run --slurm-config`, the
+command line: phase.slurm_options); a [slurm] table is refused, saying where its options went.
 Everything in it comes from outside: a team name becomes a folder name, so it is checked strictly; archive and model
 paths are relative to the file's folder and must stay inside it (symlinks followed), so the file cannot make the
-phase read elsewhere. Every problem is one line naming the file, the submission and what is wrong.
+phase read elsewhere. Every number is bounded where it is read (a submission's memory out of bounds refuses that
+submission alone, `Submission.refused`). Every problem is one line naming the
+file, the submission and what is wrong.
 """
 
 from __future__ import annotations
@@ -24,14 +25,14 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from ..errors import InputError
+from ..jobs.conditions import MAX_MEMORY_GB, RESERVED_MEMORY_GB, within
 
 MAX_FILE_BYTES = 1 << 20
 MAX_SUBMISSIONS = 10_000
 TEAM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
-ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz")
+ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz")
 IMAGE_TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/:@-]{0,254}")
 KEYS = {"team", "image", "model", "memory_gb", "gpu"}
-OPTION_VALUE = (str, int, float, bool)
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,12 @@ class Submission:
     model: Path | None = None
     memory_gb: float | None = None  # None: the phase's
     gpu: bool | None = None  # None: the phase's
+    refused: str | None = None  # why its jobs cannot be planned (a value out of range): refused alone, one line
 
 
 @dataclass(frozen=True)
 class SubmissionsFile:
     submissions: list[Submission]
-    slurm: dict[str, Any]
 
 
 def _inside(base: Path, text: str, where: str) -> Path:
@@ -73,6 +74,8 @@ def _submission(base: Path, entry: Any, where: str) -> Submission:
         raise InputError(f"{where}: unknown key(s) {', '.join(repr(k[:40]) for k in unknown)} (known: "
                          f"{', '.join(sorted(KEYS))})")
     team = entry.get("team")
+    if team is None:
+        raise InputError(f"{where}: team is missing (every [[submission]] names its team)")
     if not isinstance(team, str) or not TEAM_NAME.fullmatch(team):
         raise InputError(f"{where}: team must be 1-64 letters, digits, '-' or '_', starting with a letter or digit "
                          "(it names the submission's folder)")
@@ -88,13 +91,18 @@ def _submission(base: Path, entry: Any, where: str) -> Submission:
     if model is not None and not isinstance(model, str):
         raise InputError(f"{where}: model must be the model tarball's path")
     memory = entry.get("memory_gb")
-    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float)) or memory <= 1):
+    if memory is not None and (isinstance(memory, bool) or not isinstance(memory, (int, float))):
         raise InputError(f"{where}: memory_gb must be a number of GB above 1")
+    refused = None
+    if memory is not None and not within(memory, RESERVED_MEMORY_GB, MAX_MEMORY_GB):
+        refused = (f"{where}: memory_gb = {memory:g}: must be a number of GB above {RESERVED_MEMORY_GB} and at most "
+                   f"{MAX_MEMORY_GB}")
+        memory = None
     gpu = entry.get("gpu")
     if gpu is not None and not isinstance(gpu, bool):
         raise InputError(f"{where}: gpu must be true or false")
     return Submission(team, image, archive, _inside(base, model, f"{where}: model") if model else None,
-                      float(memory) if memory is not None else None, gpu)
+                      float(memory) if memory is not None else None, gpu, refused)
 
 
 def read_submissions(path: Path) -> SubmissionsFile:
@@ -107,10 +115,15 @@ def read_submissions(path: Path) -> SubmissionsFile:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not a TOML file ({str(exc)[:200]})") from None
-    unknown = sorted(set(data) - {"submission", "slurm"})
+    except RecursionError:
+        raise InputError(f"{path}: nested too deeply to be a submissions file") from None
+    if "slurm" in data:
+        raise InputError(f"{path}: [slurm]: the submissions file carries no scheduler options; give them as the "
+                         "site's (`phase run --slurm-config site.toml` or --partition, --account, --max-parallel, "
+                         "--sbatch-option: docs/scale.md)")
+    unknown = sorted(set(data) - {"submission"})
     if unknown:
-        raise InputError(f"{path}: unknown table(s) {', '.join(repr(k[:40]) for k in unknown)} (known: submission, "
-                         "slurm)")
+        raise InputError(f"{path}: unknown table(s) {', '.join(repr(k[:40]) for k in unknown)} (known: submission)")
     entries = data.get("submission")
     if not isinstance(entries, list) or not entries:
         raise InputError(f"{path}: no [[submission]]")
@@ -125,7 +138,4 @@ def read_submissions(path: Path) -> SubmissionsFile:
             raise InputError(f"{path}: team {submission.team} is listed twice (as {seen[key]} before; team names "
                              "differ in more than case)")
         seen[key] = submission.team
-    slurm = data.get("slurm", {})
-    if not isinstance(slurm, dict) or not all(isinstance(v, OPTION_VALUE) for v in slurm.values()):
-        raise InputError(f"{path}: [slurm] must be a table of strings, numbers and booleans")
-    return SubmissionsFile(submissions, slurm)
+    return SubmissionsFile(submissions)

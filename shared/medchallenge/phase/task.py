@@ -6,7 +6,8 @@ Exit status 0: the job is over, succeeded or failed on its own (the team's resul
 not run for a cause outside the job (the engine could not start or lost the container, the node has no GPU or lacks
 the image): its state says "interrupted", cause "engine", and the error; the next `medchallenge phase run` runs it
 again. A task stopped by a signal (SIGTERM: Slurm's scancel or time limit, Ctrl-C) removes its container and writes
-no state."""
+no state. Exit status 4: another task holds the job (its lease, phase.leases: an earlier array's task still running
+it); nothing is run or written."""
 
 from __future__ import annotations
 
@@ -27,15 +28,19 @@ from typing import Any
 from ..errors import InputError
 from ..io import write_json_atomic
 from ..jobs import DockerImage, EmulationError, Execution, JobFolders, JobLimits, JobResult, SocketValue, run_job
+from ..jobs.docker_run import ENGINES
 from ..jobs.runner import MEMORY_KILLED, TIME_LIMIT
 from ..logs import setup_logging
 from ..sockets import Socket
+from .archive import VerifiedImage
 from .images import EngineError, ensure_loaded, local_digest
-from .layout import PhaseLayout
+from .layout import OWNER_ONLY_UMASK, PhaseLayout
+from .leases import job_lease
 from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
 OUTSIDE = 3  # exit status of a task that could not run for a cause outside the job
+HELD = 4  # exit status of a task whose job another task holds (phase.leases): not run, nothing written
 NAME_PREFIX = "medchallenge-phase"  # the job's container is named NAME_PREFIX-<job_id>
 # what state.json keeps of the job's result (JobResult.to_json), beside the task's own time, host and times
 STATE_FIELDS = ("status", "error", "exit_code", "wall_seconds", "cpu_seconds", "gpu_seconds", "peak_memory_bytes",
@@ -107,7 +112,10 @@ def image_to_run(spec: dict[str, Any]) -> str:
     as the node's engine has it. EngineError where the node lacks it."""
     image, engine = spec["image"], spec["engine"]
     if image["archive"]:
-        ensure_loaded(engine, Path(image["archive"]), image["digest"])
+        if not image.get("verified"):
+            raise EngineError(f"image archive {Path(image['archive']).name}: not verified by this version's plan "
+                              "(`medchallenge phase run` plans it again)")
+        ensure_loaded(engine, Path(image["archive"]), VerifiedImage.from_json(image["verified"]))
         return spec["run_image"]
     if image["digest"] is None:
         if local_digest(engine, image["ref"]) is None:
@@ -134,7 +142,8 @@ def run_task(spec: dict[str, Any]) -> JobResult:
                                   layout.image_check(spec["image"]["digest"]) if spec["image"]["digest"] else None)
         return run_job(guarded, inputs, [sockets[s] for s in spec["outputs"]], layout.job(job_id) / "run",
                        model=Path(spec["model"]) if spec["model"] else None, limits=limits,
-                       gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id)
+                       gpu="on" if spec["gpu"] else "off", pks=itertools.count(spec["pk_base"] + 1), pk=job_id,
+                       model_dir=Path(spec["model_dir"]) if spec.get("model_dir") else None)
     except InputError as exc:  # refused before the container ran (root image, bad model or archive): the team's
         return failed_before_running(layout, job_id, str(exc), inputs, limits)
 
@@ -155,12 +164,27 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     for stop in (signal.SIGTERM, signal.SIGINT):
         signal.signal(stop, _stop)
+    os.umask(OWNER_ONLY_UMASK)
     try:
         spec = json.loads(Path(argv[0]).read_text())
     except (OSError, ValueError) as exc:
         print(f"error: {argv[0]}: not a readable task spec ({exc})", file=sys.stderr)
         return 2
+    # the engine: a name resolved on this node's PATH, never a program the spec names
+    if not isinstance(spec, dict) or spec.get("engine") not in ENGINES:
+        print(f"error: {argv[0]}: its engine is not one of {', '.join(ENGINES)}", file=sys.stderr)
+        return 2
     layout = PhaseLayout(Path(spec["out"]))
+    with job_lease(layout, spec["job_id"]) as holder:
+        if holder is not None:  # another task runs this job (an earlier array's, another `phase run`'s)
+            log.warning("job %s: held by another task (%s); not run twice", spec["job_id"],
+                        holder.get("slurm_job_id") or f"{holder.get('host')} pid {holder.get('pid')}")
+            return HELD
+        return run_held_task(layout, spec)
+
+
+def run_held_task(layout: PhaseLayout, spec: dict[str, Any]) -> int:
+    """The task's job, its lease held: its folder cleared, the job run, its state written."""
     job_id = spec["job_id"]
     folder = layout.job(job_id)
     shutil.rmtree(folder, ignore_errors=True)  # a previous attempt's leftovers
