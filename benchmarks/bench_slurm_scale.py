@@ -30,7 +30,8 @@ from bench_phase import COMMON, ROOT, _cohort
 
 CASES = int(os.environ.get("MEDCHALLENGE_SLURM_SCALE_CASES", "500"))
 IMAGE = "mc-test-h42-slurm-scale"
-TASK_LINE = re.compile(r"job ([0-9a-f]{32}): (succeeded|failed)")
+# the task's last line, `job <id>: succeeded` or `job <id>: failed: <error>` (not the job runner's `... in 1.2 s`)
+TASK_LINE = re.compile(r"^job ([0-9a-f]{32}): (?:succeeded|failed)(?::.*)?$", re.MULTILINE)
 
 
 def _build(team: str) -> str:
