@@ -24,7 +24,8 @@ from test_review import synthesized, tb_boxes, write_tb_run
 
 REPO = Path(__file__).resolve().parents[1]
 TB_EVALUATOR = importlib.import_module("medchallenge.evaluators.tb_caverns").EVALUATOR
-FIGURE = re.compile(r'<figure><img alt="[^"]*" src="data:image/png;base64,[A-Za-z0-9+/=]+"><figcaption>(.*?): '
+FIGURE = re.compile(r'<figure><a href="review/\d{3}-full\.png" title="full resolution"><img alt="[^"]*" '
+                    r'src="data:image/png;base64,[A-Za-z0-9+/=]+"></a><figcaption>(.*?): '
                     r"(.*?)</figcaption></figure>")
 
 
@@ -59,12 +60,16 @@ def test_review_page_has_one_figure_per_case_worst_first_and_leaves_metrics_unch
     assert scores == sorted(scores) and scores[0] == 0.0 < scores[-1]
     assert html.unescape(shown[0][0]) == missed
     assert "Convention check: no simple transform" in page and "<script" not in page
+    for number in range(1, 5):  # each thumbnail opens its figure at full resolution (192 voxels: the thumbnail's)
+        full = (tmp_path / "with" / "review" / f"{number:03d}-full.png").read_bytes()
+        assert full.startswith(b"\x89PNG") and len(full) >= len((tmp_path / "with" / "review" /
+                                                               f"{number:03d}.png").read_bytes())
     run_in_process(run, tb / "ground_truth", tmp_path / "without", "--no-review")
     assert not (tmp_path / "without" / REVIEW_PAGE).exists()
     assert (tmp_path / "with" / "metrics.json").read_bytes() == (tmp_path / "without" / "metrics.json").read_bytes()
     # a run with --no-review into the same folder leaves no review of the previous run behind
     run_in_process(run, tb / "ground_truth", tmp_path / "with", "--no-review")
-    assert not (tmp_path / "with" / REVIEW_PAGE).exists()
+    assert not (tmp_path / "with" / REVIEW_PAGE).exists() and not (tmp_path / "with" / "review").exists()
 
 
 def test_cli_names_flipped_boxes_and_escapes_participant_text(tb, tmp_path):

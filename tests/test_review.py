@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import importlib
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -237,3 +238,80 @@ def test_a_costly_evaluator_is_checked_on_its_first_cases_and_drawn_without_imag
     assert review.findings and review.findings[0].description == "x is flipped"
     assert review.findings[0].line().endswith(" (the first 1 of 2 cases)")
     assert len(review.figures) == 2 and all(f.png.startswith(PNG) for f in review.figures)
+
+
+@pytest.fixture(scope="module")
+def cxr_1024(tmp_path_factory) -> Path:
+    return synthesized(tmp_path_factory.mktemp("cxr1024"), "object-cxr-images", "--images", "6", "--size", "1024",
+                       "--seed", "4")
+
+
+@pytest.mark.parametrize(("change", "named"), [
+    # the realistic mistake: points left in the 512-pixel frame of the network's input of a 1024-pixel radiograph
+    (lambda x, y, w, h: (x * 512 / w, y * 512 / h), r"they are in a 512-pixel frame \(a network's input size\), not "
+                                                    "the image's pixels"),
+    (lambda x, y, w, h: (x * 0.37, y * 0.37), r"they are scaled by 0\.3[67]\d* \(multiplied by 2\.[67]\d*, the factor "
+                                              "that fits best\\)"),
+])
+def test_object_cxr_points_at_another_scale_are_named_with_the_scale(cxr_1024, tmp_path, change, named):
+    run = write_cxr_run(cxr_1024, tmp_path / "run", change)
+    evaluator, scored = scored_run("object-cxr", run, cxr_1024 / "ground_truth", tmp_path / "out")
+    review = review_jobs("object-cxr", evaluator, scored, sorted((cxr_1024 / "input").glob("*.jpg")))
+    [finding] = review.findings
+    assert re.fullmatch(named, finding.description) and finding.before < 0.2 and finding.after > 0.9
+    assert re.fullmatch(r"your points match the ground truth if .*: froc 0\.\d{3} -> (0\.9\d\d|1\.000)",
+                        finding.line())
+
+
+def test_object_cxr_points_in_the_right_frame_get_no_scale_finding(cxr_1024, tmp_path):
+    run = write_cxr_run(cxr_1024, tmp_path / "run", lambda x, y, w, h: (x, y))
+    evaluator, scored = scored_run("object-cxr", run, cxr_1024 / "ground_truth", tmp_path / "out")
+    review = review_jobs("object-cxr", evaluator, scored, sorted((cxr_1024 / "input").glob("*.jpg")))
+    assert review.findings == [] and conventions.SCALE_TRIED in review.tried
+    assert {"they count pixels from 1, not 0", "they are read as millimetres, not pixels"} <= set(review.tried)
+    # each figure opens at the radiograph's full resolution; its thumbnail is a page's width
+    width = read_geometry(cxr_1024 / "input" / review.figures[0].case).size[0]
+    assert png_width(review.figures[0].full_png) >= width and 300 <= png_width(review.figures[0].png) <= 500
+
+
+def png_width(png: bytes) -> int:
+    return struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
+
+
+def test_tb_boxes_in_world_coordinates_are_named(tb, tmp_path):
+    """Boxes written in the CT's world millimetres (an origin away from 0, x and y pointing the other way, as a
+    DICOM-derived NIfTI has them) are named as world coordinates, through each image's own header."""
+    import SimpleITK as sitk
+
+    images = tmp_path / "images"
+    images.mkdir()
+    for path in (tb / "input").glob("*.nii.gz"):
+        image = sitk.ReadImage(str(path))
+        image.SetOrigin((180.0, 150.0, -420.0))
+        image.SetDirection((-1.0, 0.0, 0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0))
+        sitk.WriteImage(image, str(images / path.name))
+    geometry = {name: read_geometry(images / name) for name, _ in tb_boxes(tb)}
+
+    def world(name: str, box: list[int]) -> list[int]:
+        corners = [geometry[name].origin[a] + geometry[name].direction[4 * a] * geometry[name].spacing[a] * v
+                   for a, v in zip((0, 1, 2, 0, 1, 2), box)]
+        return [round(v) for v in corners]
+
+    wrong = [(name, world(name, box)) for name, box in tb_boxes(tb)]
+    evaluator, scored = scored_run("tb-caverns", write_tb_run(tmp_path / "run", wrong), tb / "ground_truth",
+                                   tmp_path / "out")
+    review = review_jobs("tb-caverns", evaluator, scored, sorted(images.glob("*.nii.gz")))
+    assert review.findings and review.findings[0].description.startswith("they are world coordinates (the image's "
+                                                                         "origin, spacing and direction)")
+    assert review.findings[0].after > 0.9 and review.findings[0].before <= 0.5
+
+
+def test_tb_boxes_in_a_network_frame_are_named_with_the_frame(tb, tmp_path):
+    size = read_geometry(tb / "input" / tb_boxes(tb)[0][0]).size  # 192 x 192 x 48
+    frame = (128, 128, 32)
+    wrong = [(name, [round(v * f / s) for v, f, s in zip(box, frame * 2, size * 2)]) for name, box in tb_boxes(tb)]
+    evaluator, scored = scored_run("tb-caverns", write_tb_run(tmp_path / "run", wrong), tb / "ground_truth",
+                                   tmp_path / "out")
+    review = review_jobs("tb-caverns", evaluator, scored, sorted((tb / "input").glob("*.nii.gz")))
+    [finding] = review.findings
+    assert finding.description.startswith(("they are in a ", "they are scaled by ")) and finding.after > 0.9

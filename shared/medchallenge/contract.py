@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import InputError
+from .io import user_path
 from .limits import load_json
 
 GC_INPUT = "/input"
@@ -59,7 +60,7 @@ def add_path_arguments(parser: argparse.ArgumentParser, *names: str) -> None:
         env_names, default = PATH_OPTIONS[name]
         parser.add_argument(
             f"--{name.replace('_', '-')}",
-            type=Path,
+            type=user_path,
             default=default_path(name),
             help=f"default: ${env_names[0]} or {default}",
         )

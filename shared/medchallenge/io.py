@@ -1,4 +1,4 @@
-"""Atomic file output and metrics.json writing."""
+"""Atomic file output and metrics.json writing; paths as users type them."""
 
 from __future__ import annotations
 
@@ -13,6 +13,12 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 DISK_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def user_path(text: str) -> Path:
+    """A path option as a user typed it (the commands' argparse type): `~` expanded, which a shell leaves as it is
+    in `--output=~/x` and which a program given the words without a shell receives."""
+    return Path(text).expanduser()
 
 
 def is_disk_full(exc: BaseException) -> bool:

@@ -108,14 +108,18 @@ def test_a_good_image_passes_and_is_scored_with_intervals(images, cohort, tmp_pa
 def test_what_the_gateway_would_refuse_is_said_per_job_though_grand_challenge_accepts_it(images, cohort, tmp_path,
                                                                                        capsys):
     status, report = run_preflight("box-outside", cohort, tmp_path / "out")
-    assert status == 0 and report["ready"]  # grand-challenge accepts valid JSON: the submission is not refused
+    # grand-challenge accepts valid JSON, so every job succeeded; the check fired: not ready, the reason first
+    assert status == 1 and not report["ready"] and len(report["warnings"]) == 2
+    assert report["warnings"][0].startswith("TST_001.nii.gz: grand-challenge accepts this result")
     for job in report["jobs"]:
         assert job["status"] == "succeeded"
         assert [n for n in job["notes"] if "gateway would refuse" in n] == [
             "grand-challenge accepts this result and the evaluator scores it as written, but the hospital gateway "
             "would refuse it: tb-cavern-boxes: boxes[0]: voxel_bbox outside the 32x32x8 image or unordered"]
     table = capsys.readouterr().out
-    assert table.count("but the hospital gateway would refuse it: tb-cavern-boxes: boxes[0]") == 2
+    assert table.count("but the hospital gateway would refuse it: tb-cavern-boxes: boxes[0]") == 3
+    assert table.splitlines()[-2].startswith("2/2 jobs succeeded; NOT ready, check first: TST_001.nii.gz: "
+                                             "grand-challenge accepts this result")
     ok_status, ok_report = run_preflight("ok", cohort, tmp_path / "ok")
     assert not [n for job in ok_report["jobs"] for n in job["notes"] if "gateway would refuse" in n]
 
@@ -191,8 +195,11 @@ def test_the_report_page_renders_offline_with_every_job_and_score(images, cohort
     run_preflight("crash", cohort, output)
     page = output / "preflight.html"
     html = page.read_text()
-    # nothing fetched: the review's figures are PNG data URIs, one per case (both scored as missing predictions)
-    assert not re.search(r"\b(src|href)\s*=(?!\"data:image/png;base64,)", html) and "<script" not in html
+    # nothing fetched: the review's figures are PNG data URIs, one per case (both scored as missing predictions),
+    # each a link to its full-resolution figure beside the page
+    assert not re.search(r"\bsrc\s*=(?!\"data:image/png;base64,)", html) and "<script" not in html
+    assert re.findall(r'\bhref\s*=\s*"([^"]*)"', html) == ["review/001-full.png", "review/002-full.png"]
+    assert all((output / "review" / f"00{n}-full.png").read_bytes().startswith(b"\x89PNG") for n in (1, 2))
     assert html.count('src="data:image/png;base64,') == 2 and "What the algorithm did" in html
     dom = run_browser("--dump-dom", page.as_uri(), home=tmp_path)
     assert dom.returncode == 0, dom.stderr[-2000:]

@@ -24,10 +24,11 @@ import numpy as np
 from .. import __version__
 from ..contract import add_path_arguments
 from ..errors import InputError, report_errors
-from ..io import write_json_atomic, write_metrics
+from ..io import user_path, write_json_atomic, write_metrics
 from ..logs import setup_logging
 from ..registry import CHALLENGES
-from ..review.evaluator_review import REVIEW_PAGE, add_review_arguments, images_folder, review_wanted, write_review
+from ..review.evaluator_review import (add_review_arguments, images_folder, remove_review, review_wanted,
+                                       write_review)
 from .bootstrap import DEFAULT_LEVEL, DEFAULT_SEED, bootstrap, check_level
 from .cases import CaseRecord, Cases, Summary
 from .inputs import check_regular_files, input_fingerprint
@@ -114,7 +115,7 @@ def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=default_workers(),
                         help=f"processes for the per-case step (0: one per core); default ${WORKER_VARIABLES[0]}, "
                              f"else ${WORKER_VARIABLES[1]}, else 0")
-    parser.add_argument("--records", type=Path, default=None,
+    parser.add_argument("--records", type=user_path, default=None,
                         help="folder for per-case records (and the bootstrap's replicates): reused on the next run "
                              "(resume), shared between shards")
     parser.add_argument("--shard", default=None, metavar="K/N",
@@ -125,7 +126,7 @@ def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-seed", type=int, default=DEFAULT_SEED, help="seed of the resamples (default 0)")
     parser.add_argument("--bootstrap-level", type=float, default=DEFAULT_LEVEL,
                         help="confidence level of the intervals (default 0.95)")
-    parser.add_argument("--scores", type=Path, default=None, metavar="FILE",
+    parser.add_argument("--scores", type=user_path, default=None, metavar="FILE",
                         help="also write the aggregates as one flat JSON object {name: value} to FILE, just before "
                              "metrics.json (Codabench's scores.json)")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -188,7 +189,8 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
     shard = parse_shard(args.shard, args.records)
     check_bootstrap_arguments(evaluator, args)
     if shard is None:
-        prepare_output(args.output / "metrics.json", (*evaluator.figures, REVIEW_PAGE))
+        prepare_output(args.output / "metrics.json", evaluator.figures)
+        remove_review(args.output)
         if args.scores is not None:
             prepare_output(args.scores)
     check_regular_files(args.input)

@@ -57,9 +57,12 @@ def input_state(*roots: Path) -> str:
 def check_regular_files(root: Path, what: str = "predictions") -> None:
     """Refuse what a submission could use to read files outside its folder or to mislead: symbolic links (to the
     ground truth, say), hard links, and anything that is not a regular file or folder (devices, FIFOs, sockets);
-    and text files beyond the size limits (limits.check_text_size), before any parser reads them."""
+    and text files beyond the size limits (limits.check_text_size), before any parser reads them. The folder named
+    on the command line may itself be a link (the user's own choice of path); what is in it may not."""
     if not root.exists() and not root.is_symlink():
         return  # the reader names what is missing
+    if root.is_dir():
+        root = root.resolve()
     paths = [root] if not root.is_dir() or root.is_symlink() else [root, *root.rglob("*")]
     for path in paths:
         info = path.lstat()

@@ -17,13 +17,14 @@ from pathlib import Path
 from ..errors import InputError
 from ..inbox import watch_inbox
 from ..jobs.conditions import DEFAULT_DISK_GB, GIB
-from ..jobs.docker_run import host_mounts, host_path
+from ..jobs.docker_run import host_mounts, host_path, sweep_expired
 from ..jobs.runner import TIME_LIMIT
 from ..jobs.uploads import preload_panimg
 from .config import GatewayConfig, Route
 from .image_routes import run_image_route
 
 log = logging.getLogger("medchallenge.gateway")
+SWEEP_S = 60  # job containers past their deadline removed this often
 
 
 def run_route_job(route: Route, job: Path, disk_gb: float = DEFAULT_DISK_GB) -> None:
@@ -33,6 +34,18 @@ def run_route_job(route: Route, job: Path, disk_gb: float = DEFAULT_DISK_GB) -> 
         run_image_route(route, job, disk_gb)
     except subprocess.TimeoutExpired:
         raise InputError(f"{TIME_LIMIT} ({route.timeout_seconds:g} s)") from None
+
+
+def _sweep(stopping: threading.Event) -> None:
+    """Remove job containers past their deadline now and every SWEEP_S: those of a job runner stopped with its
+    container (their watchdogs with it)."""
+    while True:
+        try:
+            sweep_expired()
+        except InputError as exc:
+            log.warning("job runner: expired job containers not swept: %s", exc)
+        if stopping.wait(SWEEP_S):
+            return
 
 
 def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
@@ -48,6 +61,7 @@ def serve_job_runner(config: GatewayConfig, stopping: threading.Event) -> None:
         if route.image is not None:
             host_path(route.inbox, mounts)
     preload_panimg()  # every route's study is converted for its job (image_routes.prepare_job)
+    threading.Thread(target=_sweep, args=(stopping,), name="job-runner sweep", daemon=True).start()
     disk_gb = config.limits.work_quota_bytes / GIB  # what one job may write
     threads = [threading.Thread(target=watch_inbox, name=f"job-runner {route.name}", daemon=True,
                                 args=(route.inbox, lambda job, route=route: run_route_job(route, job, disk_gb),

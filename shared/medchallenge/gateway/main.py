@@ -10,6 +10,7 @@ import threading
 from pathlib import Path
 
 from ..errors import report_errors
+from ..io import user_path
 from ..logs import log_one_line_per_record, setup_logging
 from .config import load_config
 from .conformance import conformance_statement
@@ -25,7 +26,7 @@ DESCRIPTION = "`medchallenge gateway --config gateway.toml`: between a hospital'
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medchallenge gateway", description=DESCRIPTION,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", type=Path, default=Path(os.environ.get("GATEWAY_CONFIG", "/etc/medchallenge/"
+    parser.add_argument("--config", type=user_path, default=Path(os.environ.get("GATEWAY_CONFIG", "/etc/medchallenge/"
                                                                            "gateway.toml")),
                         help="the configuration file (default $GATEWAY_CONFIG or /etc/medchallenge/gateway.toml)")
     parser.add_argument("--check", action="store_true", help="check the configuration and stop")

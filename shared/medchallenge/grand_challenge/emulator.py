@@ -30,7 +30,7 @@ from pathlib import Path
 
 from .. import __version__
 from ..errors import report_errors
-from ..io import write_text_atomic
+from ..io import user_path, write_text_atomic
 from ..jobs import DockerImage, EmulationError, JobLimits, JobResult, Launcher, LocalProcess, run_job, upload_case
 from ..jobs.runner import GpuRequest
 from ..jobs.values import SocketValue, serialize_values
@@ -157,14 +157,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.grand_challenge.emulator",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("challenge", choices=sorted(ALGORITHMS))
-    parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
-    parser.add_argument("--work", type=Path, required=True, help="folder for the jobs and the evaluation input")
+    parser.add_argument("--cases", type=user_path, required=True, help="folder of case files, uploaded one per job")
+    parser.add_argument("--work", type=user_path, required=True, help="folder for the jobs and the evaluation input")
     parser.add_argument("--runner", choices=["docker", "local"], default="docker",
                         help="docker: the project's algorithm image (tag $MEDCHALLENGE_VERSION) or --image, run as "
                              "grand-challenge runs it (default); local: the inference script with this Python")
     parser.add_argument("--image", default=None, help="another algorithm image for --runner docker")
-    parser.add_argument("--repo", type=Path, default=Path.cwd(), help="repository root (for --runner local)")
-    parser.add_argument("--model", type=Path, default=None,
+    parser.add_argument("--repo", type=user_path, default=Path.cwd(), help="repository root (for --runner local)")
+    parser.add_argument("--model", type=user_path, default=None,
                         help="a model tarball (or folder) for /opt/ml/model (GC's algorithm model); default: empty, "
                              "so the model baked into the image runs")
     args = parser.parse_args(argv)

@@ -7,19 +7,24 @@ hospital's job-runner service) gives the engine its job folders by their host pa
 The engine is Docker or Podman (daemonless, what clusters without a Docker daemon run): the same conditions through
 the same CLI, except where Podman differs (engine_differences: its open-files and processes limits, GPUs by CDI;
 image ids without their `sha256:`, the /etc it mounts into). A job's container is run attached: one engine command
-gives its end, its status and its log lines."""
+gives its end, its status and its log lines. It never outlives its time limit and a margin, whoever dies: a
+watchdog in its own session (watchdog.py) removes it when the runner dies or at that deadline; Podman's conmon
+kills it at the deadline too (`--timeout`); and its deadline is a label that `sweep_expired` (a phase run's and the
+gateway's job runner's start) removes it by, for a watchdog that died with the runner's container."""
 
 from __future__ import annotations
 
 import functools
 import io
 import json
+import logging
 import os
 import posixpath
 import re
 import resource
 import shutil
 import subprocess
+import sys
 import tarfile
 import time
 import uuid
@@ -32,6 +37,9 @@ from .disk_quota import DiskQuota
 from .errors import EmulationError
 from .launch import Execution, JobFolders
 from .log_tail import read_tails
+from .watchdog import WATCH_LABEL
+
+log = logging.getLogger("medchallenge.jobs")
 
 LOG_BYTES = "20m"  # the container's log on this host's disk, at most (a job printing without end fills no disk)
 POLL_S = 0.1
@@ -50,6 +58,9 @@ NAME_IN_USE = "already in use"  # both engines' words when a container of the na
 OPEN_FILES = 1 << 20  # Docker's default open-files limit of a container
 CONTAINER_ID_FILE = "container.id"  # in the job's folder while its container runs: the id the engine gave it
 NEVER = "0001-01-01"  # a container's StartedAt while it never started (Go's zero time)
+DEADLINE_LABEL = "medchallenge.deadline"  # when the container is over its time: seconds since the epoch
+WATCH_MARGIN_S = 120  # after its time limit, what the runner's stop of a container (kill, inspect, diff, rm) may take
+WATCHDOG = Path(__file__).with_name("watchdog.py")
 
 
 def _engine(engine: str, *args: str, timeout: float = 120, check: bool = True,
@@ -313,6 +324,31 @@ def host_has_gpu(engine: str = "docker") -> bool:
     return "nvidia" in runtimes() or Path("/etc/cdi/nvidia.yaml").exists() or Path("/var/run/cdi/nvidia.yaml").exists()
 
 
+def watch_seconds(limits: JobLimits) -> int:
+    """How long a job's container may live: its time limit and WATCH_MARGIN_S."""
+    return int(limits.time_limit_s) + 1 + WATCH_MARGIN_S
+
+
+def sweep_expired(engine: str = "docker") -> list[str]:
+    """Remove the job containers of this engine past their deadline label (left by a runner whose watchdog died
+    with it, as in a job runner's container that was stopped); their ids."""
+    listed = _engine(engine, "ps", "--all", "--quiet", "--filter", f"label={DEADLINE_LABEL}", check=False)
+    ids = listed.stdout.split()
+    if listed.returncode != 0 or not ids:
+        return []
+    inspected = _engine(engine, "inspect", "--format", f'{{{{.Id}}}} {{{{index .Config.Labels "{DEADLINE_LABEL}"}}}}',
+                        *ids, check=False)
+    now, expired = time.time(), []
+    for line in inspected.stdout.splitlines():
+        container, _, deadline = line.partition(" ")
+        if deadline.strip().isdigit() and int(deadline) < now:
+            expired.append(container)
+    if expired:
+        _engine(engine, "rm", "--force", *expired, check=False)
+        log.warning("removed %d job container(s) past their deadline", len(expired))
+    return expired
+
+
 def _leaves(paths: list[str]) -> list[str]:
     """The paths of `docker diff` that are not a parent of another one (a changed folder is listed with its files)."""
     ordered = sorted(set(paths))
@@ -386,10 +422,13 @@ def _read_passwd(engine: str, image: str, image_id: str, name_prefix: str) -> by
 class DockerImage:
     """A job's container: the image run as grand-challenge runs it, by Docker or Podman (`engine`). `list_writes`:
     the files the job wrote outside its folders are read (`ENGINE diff`, for pre-flight's note); the hospital gateway,
-    running the images its hospital configured, skips it (it took 0.4 to 0.7 s of each radiograph job here)."""
+    running the images its hospital configured, skips it (it took 0.4 to 0.7 s of each radiograph job here).
+    `hold_fds`: files its containers' watchdogs keep open until the container is gone (a phase's slot lock)."""
+
+    input_read_only = True  # /input is a read-only bind mount
 
     def __init__(self, image: str, name_prefix: str = "medchallenge-job", engine: str = "docker",
-                 list_writes: bool = True, gpu_devices: Sequence[str] | None = None):
+                 list_writes: bool = True, gpu_devices: Sequence[str] | None = None, hold_fds: Sequence[int] = ()):
         if engine not in ENGINES:
             raise EmulationError(f"engine {engine}: not one of {', '.join(ENGINES)}")
         self.image = image
@@ -397,6 +436,7 @@ class DockerImage:
         self.engine = engine
         self.list_writes = list_writes
         self.gpu_devices = None if gpu_devices is None else tuple(gpu_devices)  # None: the runner's (gpu_devices())
+        self.hold_fds = tuple(hold_fds)  # held open by each container's watchdog while it may run (a phase's slot)
         self.description = f"{engine} image {image}"
         self._cli = functools.partial(_engine, engine)
         self._gpu: bool | None = None
@@ -444,15 +484,20 @@ class DockerImage:
         return self._gpu
 
     def command(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str,
-                id_file: Path | None = None) -> list[str]:
+                id_file: Path | None = None, token: str = "") -> list[str]:
         """`ENGINE run` with GC's conditions (no command: the image's entrypoint and cmd run as they are), attached:
         it ends with the container, its status the container's, the container's stdout and stderr its own; the
-        container's id written to `id_file` once the container is made; a signal to it is not passed on."""
+        container's id written to `id_file` once the container is made; a signal to it is not passed on. Labelled
+        with its watchdog's `token` and its deadline (watch_seconds from now); Podman's conmon kills it then."""
         cpus = limits.effective_cpus(gpu)
+        seconds = watch_seconds(limits)
+        deadline = ["--label", f"{DEADLINE_LABEL}={int(time.time()) + seconds}"]
+        deadline += ["--timeout", str(seconds)] if self.engine == "podman" else []
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
                   (folders.model, "/opt/ml/model", folders.model_readonly), (folders.tmp, "/tmp", False)]
         return [self.engine, "run", "--name", name, *(["--cidfile", str(id_file)] if id_file else []),
                 "--sig-proxy=false", "--network", "none", "--cap-drop", "ALL",
+                "--label", f"{WATCH_LABEL}={token}", *deadline,
                 "--security-opt", "no-new-privileges", "--pids-limit", str(PIDS_LIMIT),
                 "--log-driver", "json-file", "--log-opt", f"max-size={LOG_BYTES}",
                 "--memory", str(limits.memory_bytes), "--memory-swap", str(limits.memory_bytes),
@@ -478,16 +523,31 @@ class DockerImage:
                 continue
         raise EmulationError(f"{self.engine} could not start the job: the container name {name} stays in use")
 
+    def _watchdog(self, token: str, limits: JobLimits) -> subprocess.Popen:
+        """The container's watchdog (watchdog.py), in its own session: it removes the container labelled `token`
+        when this runner dies or at its deadline, holding `hold_fds` until then."""
+        try:
+            return subprocess.Popen([sys.executable, "-I", str(WATCHDOG), self.engine, token,
+                                     str(watch_seconds(limits))], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True, pass_fds=self.hold_fds)
+        except OSError as exc:
+            raise EmulationError(f"the job's watchdog could not start: {exc}") from None
+
     def _run(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str, quota: DiskQuota) -> Execution:
-        id_file = folders.tmp.parent / CONTAINER_ID_FILE
+        id_file = folders.tmp.parent.absolute() / CONTAINER_ID_FILE  # the engine runs in the job's folder
         id_file.unlink(missing_ok=True)
+        token = uuid.uuid4().hex
+        watchdog = self._watchdog(token, limits)
         started = time.perf_counter()
         try:
             # in the job's folder: Podman's conmon leaves a file `oom` in its working folder when the job is OOM-killed
-            process = subprocess.Popen(self.command(folders, limits, gpu, name, id_file), stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=folders.tmp.parent)
+            process = subprocess.Popen(self.command(folders, limits, gpu, name, id_file, token),
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       cwd=folders.tmp.parent)
         except FileNotFoundError:
+            _tell(watchdog, "done")
             raise EmulationError(f"{self.engine} is not installed (no `{self.engine}` on PATH)") from None
+        _tell(watchdog, f"pid {process.pid}", end=False)
         try:
             with process:
                 try:
@@ -506,9 +566,10 @@ class DockerImage:
             state = json.loads(self._cli("inspect", "--format", "{{json .State}}", name).stdout)
             never_started = state.get("StartedAt", NEVER).startswith(NEVER)
             diff = "" if never_started or not self.list_writes else self._cli("diff", name, check=False).stdout
-        finally:  # the container, or one of its name left by a killed runner
+        finally:  # the container, or one of its name left by a killed runner; then its watchdog is told
             self._cli("rm", "--force", name, check=False)
             id_file.unlink(missing_ok=True)
+            _tell(watchdog, "done")
         if state.get("Running"):  # the attached `run` ended without the container: the engine failed, not the job
             raise EmulationError(f"{self.engine} lost track of the job's container {name} (`run` ended)")
         if never_started:  # made, never started: what the `run` wrote is the engine's
@@ -576,6 +637,22 @@ class _Sampled:
 
 class _NameInUse(Exception):
     """The container's name is taken: by a container left by a runner killed during the same job."""
+
+
+def _tell(watchdog: subprocess.Popen, word: str, end: bool = True) -> None:
+    """Send the watchdog a line; with `end`, close its pipe and reap it (it exits at "done")."""
+    try:
+        watchdog.stdin.write(f"{word}\n".encode())
+        watchdog.stdin.flush()
+        if end:
+            watchdog.stdin.close()
+    except OSError:  # it ended already (past the deadline: it removed the container)
+        pass
+    if end:
+        try:
+            watchdog.wait(timeout=KILL_WAIT_S)
+        except subprocess.TimeoutExpired:
+            log.warning("a job container's watchdog (pid %d) did not end", watchdog.pid)
 
 
 def _read_id(id_file: Path) -> str | None:

@@ -46,6 +46,7 @@ class Launcher(Protocol):
     process gets (process_run.LocalProcess)."""
 
     description: str
+    input_read_only: bool  # the job cannot write its input folder (a read-only mount): its files may be shared
 
     def check(self) -> list[str]:
         """Refuse (EmulationError) what grand-challenge refuses at upload; notes on what it would change."""

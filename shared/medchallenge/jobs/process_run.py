@@ -27,10 +27,13 @@ UNENFORCED = ("no network", "the image's user and file system", "the CPU count",
               "the environment (this process's is inherited)")
 
 
-def die_with_parent() -> None:
-    """In the job's process: be killed when the runner dies, so that no orphan goes on writing into a job folder
-    that the runner, restarted, runs again (a container left behind is removed then: docker_run.DockerImage)."""
-    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+def die_with_parent(signum: int = signal.SIGKILL, parent: int | None = None) -> None:
+    """In a child before it runs (preexec_fn): be sent `signum` when its parent dies (a job's process: killed, so
+    that no orphan goes on writing into a job folder that the runner, restarted, runs again; a phase's task:
+    SIGTERM, so that it removes its container), at once when `parent` (its pid) died already."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
+    if parent is not None and os.getppid() != parent:
+        os.kill(os.getpid(), signum)
 
 
 class LocalProcess:
@@ -39,6 +42,7 @@ class LocalProcess:
     def __init__(self, argv: Sequence[str]):
         self.argv = list(argv)
         self.description = f"local process {' '.join(self.argv)}"
+        self.input_read_only = False  # its input files are its own copies
 
     def check(self) -> list[str]:
         return [f"run as a local process, not a container: not enforced: {', '.join(UNENFORCED)}"]

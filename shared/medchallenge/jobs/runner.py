@@ -2,7 +2,8 @@
 
 The one way the project runs a job: the emulator and pre-flight per case, the hospital gateway per study. A job's
 folder holds what the container saw (`input/` with inputs.json, `model/`, `output/`, `tmp/`) and what GC stores
-(`stored/`: output images re-imported by panimg)."""
+(`stored/`: output images re-imported by panimg). A container's input images are its stored images shared, not
+copied (a hard link, else a reflink: values.share_file), as it sees /input read-only; inputs.json is the job's own."""
 
 from __future__ import annotations
 
@@ -202,6 +203,7 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     model tarball, --gpu on without a GPU). `work_dir` must be new or empty. `model_dir`: a model already unpacked
     (unpack_model_once), mounted read-only as /opt/ml/model instead of extracting `model` into the job's folder."""
     launcher = DockerImage(container) if isinstance(container, str) else container
+    work_dir = work_dir.expanduser().absolute()  # the engine runs from the job's folder: no path relative to ours
     limits = limits or JobLimits()
     pks = pks or itertools.count(2_000_001)
     pk = pk or str(uuid.uuid4())
@@ -213,9 +215,10 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     folders = JobFolders(_open_dir(work_dir / "input", 0o755), _open_dir(work_dir / "output"),
                          model_dir or _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777),
                          model_readonly=model_dir is not None)
+    shared = getattr(launcher, "input_read_only", False)  # its input files shared with their store, not copied
     try:
         for value in inputs:
-            value.provision(folders.input)
+            value.provision(folders.input, share=shared)
         write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
         _readable(folders.input)
         if model is not None:

@@ -3,7 +3,9 @@ provisioned as grand-challenge does (components/models.py, components/serializer
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -12,6 +14,24 @@ from pathlib import Path
 from ..sockets import Socket
 
 GC_URL = "https://grand-challenge.org"
+FICLONE = 0x40049409  # ioctl: `target` shares `source`'s blocks, copied on a write (btrfs, XFS, OCFS2)
+
+
+def share_file(source: Path, target: Path) -> str:
+    """`target` holding `source`'s bytes without a copy where the filesystem allows it: a hard link (same inode:
+    only for a target its reader cannot write, as a read-only /input), else a reflink, else a copy; which it was."""
+    try:
+        os.link(source, target)
+        return "link"
+    except OSError:
+        pass
+    try:
+        with open(source, "rb") as read, open(target, "wb") as write:
+            fcntl.ioctl(write.fileno(), FICLONE, read.fileno())
+        return "reflink"
+    except OSError:
+        shutil.copyfile(source, target)
+        return "copy"
 
 
 @dataclass
@@ -42,11 +62,14 @@ class SocketValue:
         return {"socket": interface, "interface": interface, "value": self.value, "file": file_url, "image": image,
                 "pk": self.pk}
 
-    def provision(self, base: Path) -> Path:
-        """Write this value under `base` as GC provisions it (images copied, JSON values as `json.dumps`)."""
+    def provision(self, base: Path, share: bool = False) -> Path:
+        """Write this value under `base` as GC provisions it (images copied, JSON values as `json.dumps`); with
+        `share`, an image is its stored file shared (share_file), for a job that cannot write its input."""
         target = base / self.relative_path
         target.parent.mkdir(parents=True, exist_ok=True)
-        if self.image_file is not None:
+        if self.image_file is not None and share:
+            share_file(self.image_file, target)
+        elif self.image_file is not None:
             shutil.copyfile(self.image_file, target)
         elif self.content is not None:
             target.write_bytes(self.content)

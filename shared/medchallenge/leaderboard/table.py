@@ -36,7 +36,7 @@ import numpy as np
 from ..errors import InputError, report_errors
 from ..evaluation import Evaluator, Scored, build_parser, score, write_results
 from ..evaluation import bootstrap as boot
-from ..io import write_json_atomic, write_text_atomic
+from ..io import user_path, write_json_atomic, write_text_atomic
 from ..logs import setup_logging
 from ..registry import CHALLENGES
 from .page import render, team_label
@@ -61,9 +61,9 @@ def build_leaderboard_parser() -> argparse.ArgumentParser:
     parser.add_argument("--challenge", required=True, choices=sorted(CHALLENGES))
     parser.add_argument("--edition", default=None,
                         help="the challenge's configuration (e.g. 2021 for imageclef-caption, legacy for ribfrac)")
-    parser.add_argument("--ground-truth", type=Path, required=True)
-    parser.add_argument("--submissions", type=Path, required=True, help="one folder per submission (team)")
-    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--ground-truth", type=user_path, required=True)
+    parser.add_argument("--submissions", type=user_path, required=True, help="one folder per submission (team)")
+    parser.add_argument("--output", type=user_path, required=True)
     parser.add_argument("--metric", default=None,
                         help="rank by this aggregate (default: the official ranking metric)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
@@ -74,7 +74,7 @@ def build_leaderboard_parser() -> argparse.ArgumentParser:
                              "aggregate) or auto: wilcoxon where the metric has per-case scores (default)")
     parser.add_argument("--alpha", type=float, default=0.05,
                         help="significance level: Holm-adjusted p <= alpha, as challengeR decides (default 0.05)")
-    parser.add_argument("--records", type=Path, default=None, help="records folder (default OUT/records)")
+    parser.add_argument("--records", type=user_path, default=None, help="records folder (default OUT/records)")
     parser.add_argument("--workers", type=int, default=None, help="the evaluator's --workers")
     parser.add_argument("--no-progress", action="store_true")
     return parser

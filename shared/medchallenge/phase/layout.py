@@ -77,6 +77,14 @@ class PhaseLayout:
         return self.out / "models" / model_hash
 
     @property
+    def slots(self) -> Path:
+        """The local backend's locks, one per task that may run at once (`--jobs`)."""
+        return self.out / "slots"
+
+    def slot(self, index: int) -> Path:
+        return self.slots / f"{index}.lock"
+
+    @property
     def logs(self) -> Path:
         return self.out / "logs"
 

@@ -1,11 +1,19 @@
 """The local backend: a phase's tasks on this machine, up to `jobs` at once and no more than its CPUs, memory and
 GPUs hold (by what each task asks for; a task asking more than the machine has runs alone), then the steps that
-follow them; a progress bar on a terminal. Each task's and step's output goes to OUT/logs/<name>.log."""
+follow them; a progress bar on a terminal. Each task's and step's output goes to OUT/logs/<name>.log.
+
+A task holds one of the phase's `jobs` slots (OUT/slots/<i>.lock, locked with flock) from its start until its
+container is gone: the lock is passed to the task and kept by its container's watchdog, so no runner that dies can
+free a slot early, and a `phase run` started after a killed one waits for the slots its tasks still hold. A task
+is stopped (SIGTERM: it removes its container) when the `phase run` that started it dies."""
 
 from __future__ import annotations
 
+import fcntl
+import functools
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -13,11 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..jobs.process_run import die_with_parent
 from .backend import Resources
 from .layout import PhaseLayout
 
 POLL_S = 0.05  # a task's end seen within this: the next one starts (polling a few processes costs nothing)
 STEP = Resources(cpus=1, memory_gb=0, gpus=0, time_limit_s=0)  # an evaluation or the leaderboard
+SLOT_FD = "MEDCHALLENGE_PHASE_SLOT_FD"  # a task's environment: the open file of its slot's lock
 
 
 def machine() -> Resources:
@@ -86,10 +96,37 @@ class LocalBackend:
                 and sum(r.memory_gb for r in used) + work.resources.memory_gb <= self.capacity.memory_gb
                 and sum(r.gpus for r in used) + work.resources.gpus <= self.capacity.gpus)
 
-    def _start(self, work: Work) -> None:
+    def _take_slot(self) -> int | None:
+        """The open, locked file of a free slot of this phase, None while all `jobs` are held (by this run's tasks,
+        or a killed run's that still run or whose containers are not yet removed)."""
+        self.layout.slots.mkdir(parents=True, exist_ok=True)
+        for index in range(self.jobs):
+            fd = os.open(self.layout.slot(index), os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                return fd
+            except BlockingIOError:
+                os.close(fd)
+        return None
+
+    def _start(self, work: Work) -> bool:
+        """Start the work; a task only with a slot (False while none is free)."""
+        slot = self._take_slot() if work.is_task else None
+        if work.is_task and slot is None:
+            return False
         self.layout.logs.mkdir(parents=True, exist_ok=True)
-        with open(self.layout.logs / f"{work.name}.log", "ab") as log:
-            work.process = subprocess.Popen(work.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        env = {**os.environ, SLOT_FD: str(slot)} if slot is not None else None
+        try:
+            with open(self.layout.logs / f"{work.name}.log", "ab") as log:
+                work.process = subprocess.Popen(work.argv, stdout=log, stderr=subprocess.STDOUT,
+                                                stdin=subprocess.DEVNULL, env=env,
+                                                pass_fds=() if slot is None else (slot,),
+                                                preexec_fn=functools.partial(die_with_parent, signal.SIGTERM,
+                                                                             os.getpid()))
+        finally:  # the task holds the lock now
+            if slot is not None:
+                os.close(slot)
+        return True
 
     def wait(self, handles: Sequence[LocalHandle]) -> None:
         """Run everything the handles need (and what they wait for), in submission order as room allows."""
@@ -117,8 +154,7 @@ class LocalBackend:
         while waiting or running:
             for work in list(waiting):
                 ready = all(self.work[i].returncode is not None for i in work.after)
-                if ready and self._fits(work, running):
-                    self._start(work)
+                if ready and self._fits(work, running) and self._start(work):
                     running.append(work)
                     waiting.remove(work)
             time.sleep(POLL_S)

@@ -14,16 +14,15 @@ import socket
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
 from ..evaluation import bootstrap as boot
 from ..grand_challenge.emulator import ALGORITHMS, find_cases
-from ..io import write_json_atomic
+from ..io import user_path, write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
-from ..jobs.docker_run import ENGINES
+from ..jobs.docker_run import ENGINES, sweep_expired
 from ..logs import setup_logging
 from .archive import DEFAULT_MAX_IMAGE_GB, GIB
 from .backend import BACKENDS, Backend, Handle
@@ -63,10 +62,10 @@ def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Bac
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medchallenge phase run", description=__doc__)
     parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
-    parser.add_argument("--submissions", type=Path, required=True, help="the submissions file (TOML)")
-    parser.add_argument("--cases", type=Path, required=True, help="folder of the phase's case files")
-    parser.add_argument("--ground-truth", type=Path, required=True)
-    parser.add_argument("--output", type=Path, required=True, help="the phase's folder (reused: a rerun resumes)")
+    parser.add_argument("--submissions", type=user_path, required=True, help="the submissions file (TOML)")
+    parser.add_argument("--cases", type=user_path, required=True, help="folder of the phase's case files")
+    parser.add_argument("--ground-truth", type=user_path, required=True)
+    parser.add_argument("--output", type=user_path, required=True, help="the phase's folder (reused: a rerun resumes)")
     parser.add_argument("--backend", choices=BACKENDS, default="local")
     parser.add_argument("--engine", choices=ENGINES, default="docker", help="the container engine of the machines "
                                                                             "that run the jobs")
@@ -85,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     slurm = parser.add_argument_group("slurm backend (the site's options: these win over --slurm-config's)")
-    slurm.add_argument("--slurm-config", type=Path, default=None, metavar="SITE.toml",
+    slurm.add_argument("--slurm-config", type=user_path, default=None, metavar="SITE.toml",
                        help="the site's options of the Slurm backend (docs/scale.md)")
     slurm.add_argument("--partition", default=None)
     slurm.add_argument("--account", default=None)
@@ -251,6 +250,8 @@ def run(args: argparse.Namespace, layout: PhaseLayout, opened: list[Backend]) ->
         log.info("%d failed job(s) to run again (--retry-failed)", retry_failed(layout, planned, args.retry_failed))
     backend = open_backend(args.backend, layout, options)
     opened.append(backend)
+    if args.backend == "local":  # containers of this engine's jobs left past their deadline (their watchdog killed)
+        sweep_expired(args.engine)
     run_marker = {"host": socket.gethostname(), "pid": os.getpid(), "backend": args.backend, "started": _now(),
                   "finished": None}
     write_json_atomic(layout.out / "run.json", run_marker)

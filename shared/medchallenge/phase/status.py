@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import report_errors
+from ..io import user_path
 from ..jobs.usage import usage_totals
 from .layout import PhaseLayout
 from .leaderboard import leaderboard_current
@@ -162,7 +163,7 @@ def render(status: dict[str, Any], out: Path) -> str:
 @report_errors
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="medchallenge phase status", description=__doc__)
-    parser.add_argument("output", type=Path, help="the phase's output folder")
+    parser.add_argument("output", type=user_path, help="the phase's output folder")
     parser.add_argument("--json", action="store_true", help="print the status as JSON")
     args = parser.parse_args(argv)
     layout = PhaseLayout.of(args.output)

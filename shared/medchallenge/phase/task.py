@@ -36,6 +36,7 @@ from .archive import VerifiedImage
 from .images import EngineError, ensure_loaded, local_digest
 from .layout import OWNER_ONLY_UMASK, PhaseLayout
 from .leases import job_lease
+from .local import SLOT_FD
 from .records import failed_before_running, write_result, write_state
 
 log = logging.getLogger("medchallenge.phase")
@@ -56,6 +57,7 @@ class GuardedLauncher:
     def __init__(self, launcher: DockerImage, gpu: bool, checked: Path | None):
         self.launcher = launcher
         self.description = launcher.description
+        self.input_read_only = getattr(launcher, "input_read_only", False)
         self.gpu = gpu
         self.checked = checked
 
@@ -90,14 +92,21 @@ def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
+def slot_fds() -> tuple[int, ...]:
+    """The local backend's slot lock given to this task (local.SLOT_FD), to be held by its container's watchdog."""
+    given = os.environ.get(SLOT_FD, "")
+    if not given.isdigit():
+        return ()
+    try:
+        os.fstat(int(given))
+    except OSError:
+        return ()
+    return (int(given),)
+
+
 def launcher(engine: str, image: str) -> DockerImage:
     """The job's container, run by the phase's engine."""
-    if engine == "docker":
-        return DockerImage(image, name_prefix=NAME_PREFIX)
-    try:
-        return DockerImage(image, name_prefix=NAME_PREFIX, engine=engine)
-    except TypeError:
-        raise EngineError(f"--engine {engine}: this job runner runs Docker only") from None
+    return DockerImage(image, name_prefix=NAME_PREFIX, engine=engine, hold_fds=slot_fds())
 
 
 def _cause(error: str | None) -> str | None:

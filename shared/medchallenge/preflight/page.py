@@ -15,6 +15,9 @@ STYLE = BASE_STYLE + """
 .succeeded { background: #dff3e3; }
 .failed { background: #f9dcdc; }
 .verdict { font-size: 20px; padding: 8px 12px; display: inline-block; }
+.verdict.ready { background: #dff3e3; }
+.verdict.warning { background: #ffe3a3; }
+.verdict.failed { background: #f9dcdc; }
 pre { background: #f6f6f6; padding: 8px; font-size: 12px; overflow-x: auto; }
 """ + REVIEW_STYLE
 
@@ -82,6 +85,20 @@ def evaluation_section(evaluation: dict[str, Any] | None) -> str:
             f"{''.join(rows)}</table>" + (f"<ul>{notes}</ul>" if notes else ""))
 
 
+def verdict(data: dict[str, Any]) -> tuple[str, str]:
+    """(level, words) of a report: `ready` (every job succeeded, scored, no check fired), `warning` (the jobs
+    succeeded but a check fired: its reason first) or `failed` (a job failed or the evaluator refused the jobs)."""
+    summary, warnings = data["summary"], data.get("warnings", [])
+    if summary["num_failed"]:
+        return "failed", f"{summary['num_failed']} of {summary['num_jobs']} jobs failed"
+    if data["evaluation"] and data["evaluation"]["error"]:
+        return "failed", "the evaluator refused the jobs"
+    if warnings:
+        more = f" (and {len(warnings) - 1} more warning(s))" if len(warnings) > 1 else ""
+        return "warning", f"check first: {warnings[0]}{more}"
+    return "ready", "every job succeeded and no check fired"
+
+
 def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None) -> str:
     """The page of a pre-flight, or of a phase's submission (`data["team"]`: a report of its jobs, not advice), with
     the review's figures (`figures`: their bytes by file name)."""
@@ -89,9 +106,10 @@ def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None
     team = data.get("team")
     title = (f"Submission {escape(team)}: {escape(data['image'])}" if team else
              f"Pre-flight of {escape(data['image'])}")
-    verdict = ("Every job succeeded" if team else "Ready to upload: every job succeeded") if data["ready"] else (
-        ("" if team else "Not ready: ") + (f"{summary['num_failed']} of {summary['num_jobs']} jobs failed"
-                                          if summary["num_failed"] else "the evaluator refused the jobs"))
+    level, words = verdict(data)
+    shown = (words[0].upper() + words[1:] if team else
+             {"ready": "Ready to upload: ", "warning": "Not ready, ", "failed": "Not ready: "}[level] + words)
+    warnings = "".join(f"<li>{escape(w)}</li>" for w in data.get("warnings", []))
     conditions = "".join(f"<tr><td>{escape(c['condition'])}</td><td>{escape(c['how'])}</td>"
                          f"<td>{escape(c['source'])}</td></tr>" for c in data["conditions"])
     image_notes = "".join(f"<li>{escape(n)}</li>" for n in data["image_notes"])
@@ -104,7 +122,8 @@ def render_page(data: dict[str, Any], figures: Mapping[str, bytes] | None = None
 </head>
 <body>
 <h1>{title} for {escape(data['challenge'])}</h1>
-<p class="verdict {'succeeded' if data['ready'] else 'failed'}">{verdict}</p>
+<p class="verdict {level}">{escape(shown)}</p>
+{f'<ul id="warnings">{warnings}</ul>' if warnings else ''}
 <p>{summary['num_succeeded']} of {summary['num_jobs']} jobs succeeded; {summary['total_wall_seconds']:.1f} s in all,
 {summary['max_wall_seconds']:.1f} s the longest; CPU {_seconds(summary['total_cpu_seconds'])} s, GPU
 {_seconds(summary['total_gpu_seconds'])} s in all; peak memory {_mib(summary['max_peak_memory_bytes'])};

@@ -13,7 +13,9 @@ convention check, and per case a figure of the predictions and the ground truth 
 Writes OUT/preflight.json, OUT/preflight.html (offline, no script, the figures embedded), OUT/review/ (the figures),
 OUT/evaluation/ (metrics.json and figures), OUT/jobs/<pk>/ (each job's folders), OUT/storage/ (the uploads as
 panimg converted them) and OUT/evaluation-input/; prints a table.
-Exit status 0 when every job succeeded (and the scoring did), 1 otherwise.
+Ready (exit status 0) when every job succeeded, the scoring did and no check fired (the convention check, a value the
+hospital gateway would refuse, an evaluator's warning); otherwise not ready (exit status 1), with the reason first in
+the verdict, the terminal's last line and preflight.json's `warnings`.
 """
 
 from __future__ import annotations
@@ -30,15 +32,15 @@ from ..errors import InputError, report_errors
 from ..evaluation import bootstrap as boot
 from ..evaluation import build_parser, score, write_results
 from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
-from ..io import atomic_output, write_json_atomic, write_text_atomic
+from ..io import user_path, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
 from ..jobs.conditions import add_limit_arguments
 from ..jobs.usage import usage_totals
 from ..leaderboard import edition_environment
 from ..logs import setup_logging
 from ..registry import CHALLENGES
-from ..review import review_jobs
-from .page import render_page
+from ..review import review_jobs, write_figures
+from .page import render_page, verdict
 
 log = logging.getLogger("medchallenge.preflight")
 REPORT_FILES = ("preflight.json", "preflight.html")
@@ -54,9 +56,9 @@ def build_parser_preflight() -> argparse.ArgumentParser:
     parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
     parser.add_argument("--image", required=True, help="the algorithm image, as `docker load` or `docker build` "
                                                        "made it (IMAGE[:TAG])")
-    parser.add_argument("--cases", type=Path, required=True, help="folder of case files, uploaded one per job")
-    parser.add_argument("--ground-truth", type=Path, default=None, help="score the jobs against this ground truth")
-    parser.add_argument("--model", type=Path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
+    parser.add_argument("--cases", type=user_path, required=True, help="folder of case files, uploaded one per job")
+    parser.add_argument("--ground-truth", type=user_path, default=None, help="score the jobs against this ground truth")
+    parser.add_argument("--model", type=user_path, default=None, help="the model tarball (.tar.gz) for /opt/ml/model")
     parser.add_argument("--engine", choices=ENGINES, default="docker",
                         help="the container engine: docker (default) or podman (daemonless, as on clusters)")
     parser.add_argument("--gpu", choices=("auto", "on", "off"), default="auto",
@@ -67,7 +69,7 @@ def build_parser_preflight() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000; 0: none)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
-    parser.add_argument("--output", type=Path, required=True)
+    parser.add_argument("--output", type=user_path, required=True)
     return parser
 
 
@@ -108,9 +110,7 @@ def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path, 
     review = review_jobs(args.challenge, evaluator, scored, [job.case for job in jobs])
     section["review"] = review.to_json(REVIEW_FOLDER)  # the figures beside the evaluation's folder
     (evaluation.parent / REVIEW_FOLDER).mkdir(exist_ok=True)
-    for entry, figure in zip(section["review"]["figures"], review.figures):
-        with atomic_output(evaluation.parent / entry["file"], "wb") as handle:
-            handle.write(figure.png)
+    write_figures(evaluation.parent, section["review"]["figures"], review.figures)
     section.update(aggregates=scored.summary.aggregates, intervals=scored.meta.get("bootstrap", {}),
                    num_cases=len(scored.case), notes=scored.meta["notes"], warnings=scored.meta["warnings"],
                    metrics="evaluation/metrics.json")
@@ -126,12 +126,23 @@ def review_figures(folder: Path, evaluation: dict[str, Any] | None) -> dict[str,
     return {entry["file"]: (folder / entry["file"]).read_bytes() for entry in review["figures"]}
 
 
+def check_warnings(entries: list[dict[str, Any]], evaluation: dict[str, Any] | None) -> list[str]:
+    """Every check of the pre-flight that fired on jobs that succeeded: the convention check's findings first (a
+    mistake that costs the whole score), then each value the hospital gateway would refuse, then the evaluator's
+    warnings."""
+    review = (evaluation or {}).get("review") or {}
+    refused = [f"{job['case']}: {note}" for job in entries for note in job["notes"] if note.startswith(GATEWAY_REFUSES)]
+    return [*(f"convention check: {line}" for line in review.get("conventions", [])), *refused,
+            *(evaluation or {}).get("warnings", [])]
+
+
 def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, image_notes: list[str],
            evaluation: dict[str, Any] | None) -> dict[str, Any]:
     results = [job.result for job in jobs]
     entries = [{"case": job.case.name, **job.result.to_json()} for job in jobs]
     usage = usage_totals(entries)
     failed = [r for r in results if not r.succeeded]
+    warnings = check_warnings(entries, evaluation)
     gpu_passed = any(r.gpu_passed for r in results)
     instance, vcpus = limits.instance(gpu_passed)
     return {
@@ -139,7 +150,8 @@ def report(args: argparse.Namespace, jobs: list[CaseJob], limits: JobLimits, ima
         "challenge": args.challenge,
         "image": args.image,
         "model": args.model.name if args.model else None,
-        "ready": not failed and (evaluation is None or evaluation["error"] is None),
+        "ready": not failed and (evaluation is None or evaluation["error"] is None) and not warnings,
+        "warnings": warnings,
         "summary": {"num_jobs": len(results), "num_succeeded": len(results) - len(failed),
                     "num_failed": len(failed), "total_wall_seconds": usage["wall_seconds"] or 0.0,
                     "max_wall_seconds": round(max((r.wall_seconds for r in results), default=0.0), 3),
@@ -180,8 +192,10 @@ def terminal_table(data: dict[str, Any]) -> str:
             lines.append(f"  {key:<30} {value:.4f}{ci}")
         lines.extend(f"convention check: {line}" for line in evaluation["review"]["conventions"])
     summary = data["summary"]
+    level, words = verdict(data)
     lines.append(f"{summary['num_succeeded']}/{summary['num_jobs']} jobs succeeded; "
-                 + ("ready to upload" if data["ready"] else "NOT ready: see the errors above"))
+                 + {"ready": "ready to upload", "warning": f"NOT ready, {words}",
+                    "failed": "NOT ready: see the errors above"}[level])
     return "\n".join(lines)
 
 

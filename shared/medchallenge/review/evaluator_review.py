@@ -1,6 +1,7 @@
 """The evaluator's review: `review.html` beside metrics.json, one offline page (no script, the PNGs embedded) with
 the aggregates, the evaluator's notes, the convention check and the case figures, worst first, drawn by the same
-`review_jobs` as pre-flight's and a phase's reports. It is written when case images are given: `--images DIR`, the
+`review_jobs` as pre-flight's and a phase's reports, each figure at full resolution in `review/` beside it (a click on
+its thumbnail). It is written when case images are given: `--images DIR`, the
 folder compose.yaml mounts at EVALUATOR_IMAGES where it holds anything (the challenge's input/), or an `images/`
 folder in the ground truth (where grand-challenge's evaluator, which gets no arguments and no such mount, finds them;
 an empty one asks for what needs no image); `--review` asks for it without images, `--no-review` never. The review is
@@ -9,6 +10,7 @@ an aid: a failure to draw it is a logged warning, and it never changes metrics.j
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import stat
@@ -18,10 +20,11 @@ from typing import Any
 from ..contract import EVALUATOR_IMAGES
 from ..io import write_text_atomic
 from .page import review_page
-from .preflight import review_jobs
+from .preflight import review_jobs, write_figures
 
 log = logging.getLogger("medchallenge.review")
 REVIEW_PAGE = "review.html"
+FIGURE_FOLDER = "review"  # the figures' PNGs, beside review.html
 IMAGES_FOLDER = "images"  # the case images inside the ground truth, where --images is not given
 MOUNTED_IMAGES = Path(EVALUATOR_IMAGES)  # compose.yaml's mount of the challenge's input/
 NO_IMAGES = (f"no case images (--images DIR, a non-empty {EVALUATOR_IMAGES}, or an {IMAGES_FOLDER}/ folder in the "
@@ -89,6 +92,18 @@ def case_images(folder: Path | None) -> tuple[list[Path], list[str]]:
     return files, [f"{folder}: {skipped} entries skipped (hidden, links or not regular files)"] if skipped else []
 
 
+def remove_review(output: Path) -> None:
+    """The previous run's review.html and figures gone (only files of the figures' names: the folder is removed when
+    that leaves it empty), so that a run without a review leaves none of an older one."""
+    (output / REVIEW_PAGE).unlink(missing_ok=True)
+    folder = output / FIGURE_FOLDER
+    if folder.is_dir() and not folder.is_symlink():
+        for path in folder.glob("[0-9][0-9][0-9]*.png"):
+            path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
+
+
 def write_review(evaluator: Any, scored: Any, images: Path | None, output: Path) -> Path | None:
     """review.html in `output` for `scored` (medchallenge.evaluation.Scored) with the case images in `images`
     (images_folder); None where it could not be drawn."""
@@ -96,7 +111,8 @@ def write_review(evaluator: Any, scored: Any, images: Path | None, output: Path)
         files, notes = case_images(images)
         review = review_jobs(evaluator.challenge, evaluator, scored, files)
         review.notes[:0] = notes
-        data = review.to_json("figure")
+        data = review.to_json(FIGURE_FOLDER)
+        write_figures(output, data["figures"], review.figures)
         figures = {entry["file"]: figure.png for entry, figure in zip(data["figures"], review.figures)}
         title = f"Review of the {evaluator.challenge} predictions ({scored.cases.layout}, {len(scored.case)} cases)"
         page = review_page(title, scored.summary.aggregates, [*scored.meta["notes"], *scored.meta["warnings"]], data,

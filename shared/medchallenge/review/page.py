@@ -1,6 +1,7 @@
-"""The review as HTML: the convention check's lines and the case figures as PNG data URIs (no script, nothing
-fetched: the page stays one offline file), for preflight.html, a phase's report.html and the evaluator's
-review.html. Every text is escaped (case names, captions, notes: anyone's text)."""
+"""The review as HTML: the convention check's lines and the case figures' thumbnails as PNG data URIs (no script,
+nothing fetched: the page stays one offline file), each a link to its figure at full resolution in the folder beside
+the page, for preflight.html, a phase's report.html and the evaluator's review.html. Every text is escaped (case
+names, captions, notes: anyone's text)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ td.number { text-align: right; font-variant-numeric: tabular-nums; }
 """
 STYLE = """
 figure { display: inline-block; margin: 4px 8px 8px 0; vertical-align: top; }
-figcaption { font-size: 12px; max-width: 320px; overflow-wrap: anywhere; }
+figcaption { font-size: 13px; max-width: 440px; overflow-wrap: anywhere; }
 .convention { background: #fff4d6; padding: 6px 10px; }
 """
 
@@ -31,13 +32,15 @@ def review_section(review: Mapping[str, Any] | None, figures: Mapping[str, bytes
     tried = ", ".join(escape(t) for t in review["transforms_tried"])
     checked = (f"<p>Convention check: no simple transform ({tried}) scores far better.</p>" if tried and not findings
                else "")
-    shown = "".join(f'<figure><img alt="{escape(entry["case"])}" src="data:image/png;base64,'
-                    f'{base64.b64encode(figures[entry["file"]]).decode()}"><figcaption>{escape(entry["case"])}: '
+    shown = "".join(f'<figure><a href="{escape(entry["full_file"])}" title="full resolution">'
+                    f'<img alt="{escape(entry["case"])}" src="data:image/png;base64,'
+                    f'{base64.b64encode(figures[entry["file"]]).decode()}"></a><figcaption>{escape(entry["case"])}: '
                     f'{escape(entry["caption"])}</figcaption></figure>'
                     for entry in review["figures"] if entry["file"] in figures)
     notes = "".join(f"<li>{escape(n)}</li>" for n in review["notes"])
     return ("<h2>What the algorithm did (worst-scoring cases first; green: ground truth, red: predictions)</h2>"
-            f"{findings}{checked}<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
+            f"{findings}{checked}" + ("<p>Click a figure to open it at the image's full resolution.</p>" if shown
+                                      else "") + f"<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
 
 
 def review_page(title: str, aggregates: Mapping[str, float], notes: Sequence[str], review: Mapping[str, Any],

@@ -15,20 +15,22 @@ import numpy as np
 
 from ..contract import case_key
 from ..imaging import open_picture, read_image
+from ..io import atomic_output
 from .conventions import Finding, check_conventions, checked_transforms, needs_image_sizes
 from .figures import ct_boxes_png, ct_masks_png, figure_concepts_png, radiograph_points_png
 from .geometry import Geometry, read_geometry
 
 log = logging.getLogger("medchallenge.review")
 MAX_FIGURES = 12
-RADIOGRAPH_SIDE = 512  # a radiograph is drawn at most this many pixels on its longer side
+CAPTION_IMAGE_SIDE = 1024  # a caption case's figure is drawn at most this many pixels on its longer side
 
 
 @dataclass(frozen=True)
 class CaseFigure:
     case: str
     caption: str  # its score, as the page shows it
-    png: bytes
+    png: bytes  # the thumbnail the page shows
+    full_png: bytes  # the same figure at the image's full resolution, opened by a click on the thumbnail
 
 
 @dataclass
@@ -39,11 +41,21 @@ class Review:
     notes: list[str] = field(default_factory=list)
 
     def to_json(self, figure_folder: str) -> dict[str, Any]:
-        """preflight.json's `review`: the findings as lines, the figures as file names under `figure_folder`."""
+        """preflight.json's `review`: the findings as lines, the figures as file names under `figure_folder` (the
+        thumbnail `NNN.png`, the full resolution `NNN-full.png`)."""
         return {"conventions": [f.line() for f in self.findings], "transforms_tried": self.tried,
-                "figures": [{"case": f.case, "caption": f.caption, "file": f"{figure_folder}/{n:03d}.png"}
+                "figures": [{"case": f.case, "caption": f.caption, "file": f"{figure_folder}/{n:03d}.png",
+                             "full_file": f"{figure_folder}/{n:03d}-full.png"}
                             for n, f in enumerate(self.figures, start=1)],
                 "notes": self.notes}
+
+
+def write_figures(folder: Path, entries: list[dict[str, Any]], figures: list[CaseFigure]) -> None:
+    """Each figure's thumbnail and full-resolution PNG under `folder`, as `Review.to_json`'s entries name them."""
+    for entry, figure in zip(entries, figures):
+        for name, png in ((entry["file"], figure.png), (entry["full_file"], figure.full_png)):
+            with atomic_output(folder / name, "wb") as handle:
+                handle.write(png)
 
 
 def _volume(path: Path) -> np.ndarray:
@@ -60,22 +72,15 @@ def _tb_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str, Path
         volume = _volume(files[case_key(case_id)])
         boxes = cases.sources
         caption = f"case score {scores[case_id]:.3f}"
-        figures.append(CaseFigure(case_id, caption, ct_boxes_png(
+        figures.append(CaseFigure(case_id, caption, *ct_boxes_png(
             volume, boxes.ground_truth.get(case_id, []), boxes.predictions.get(case_id, []), caption)))
     return figures
 
 
-def _radiograph(path: Path) -> tuple[np.ndarray, float]:
-    """The radiograph in grey, at most RADIOGRAPH_SIDE pixels on its longer side, and the scale applied."""
-    from PIL import Image
-
+def _radiograph(path: Path) -> np.ndarray:
+    """The radiograph in grey, at its full resolution."""
     with open_picture(path) as image:
-        grey = image.convert("L")
-        scale = min(1.0, RADIOGRAPH_SIDE / max(grey.size))
-        if scale < 1.0:
-            grey = grey.resize((max(1, round(grey.width * scale)), max(1, round(grey.height * scale))),
-                               Image.Resampling.BOX)
-        return np.asarray(grey), scale
+        return np.asarray(image.convert("L"))
 
 
 def _cxr_figures(cases: Any, case: Mapping[str, dict], files: Mapping[str, Path]) -> list[CaseFigure]:
@@ -90,23 +95,21 @@ def _cxr_figures(cases: Any, case: Mapping[str, dict], files: Mapping[str, Path]
     figures = []
     for path in sorted((p for p in gt.image_paths if case_key(p) in files), key=badness, reverse=True)[:MAX_FIGURES]:
         index = gt.image_paths.index(path)
-        image, scale = _radiograph(files[case_key(path)])
+        image = _radiograph(files[case_key(path)])
         objects = []
         for k in np.flatnonzero(gt.object_image == index):
             if gt.object_type[k] in (RECTANGLE, ELLIPSE):
-                objects.append(("rectangle" if gt.object_type[k] == RECTANGLE else "ellipse", gt.boxes[k] * scale))
+                objects.append(("rectangle" if gt.object_type[k] == RECTANGLE else "ellipse", gt.boxes[k]))
             elif gt.object_type[k] == POLYGON:
                 start, stop = gt.vertex_start[k], gt.vertex_start[k + 1]
-                objects.append(("polygon", np.column_stack([gt.vertices_x[start:stop], gt.vertices_y[start:stop]])
-                                * scale))
+                objects.append(("polygon", np.column_stack([gt.vertices_x[start:stop], gt.vertices_y[start:stop]])))
         chosen = submission.point_image == index
-        points = [(p, x * scale, y * scale) for p, x, y in zip(submission.probability[chosen].tolist(),
-                                                               submission.x[chosen].tolist(),
-                                                               submission.y[chosen].tolist())]
+        points = list(zip(submission.probability[chosen].tolist(), submission.x[chosen].tolist(),
+                          submission.y[chosen].tolist()))
         row = case[path]
         caption = (f"{row['num_objects_hit']} of {row['num_objects']} objects hit, "
                    f"probability {row['probability']:.2f}")
-        figures.append(CaseFigure(path, caption, radiograph_points_png(image, objects, points, caption)))
+        figures.append(CaseFigure(path, caption, *radiograph_points_png(image, objects, points, caption)))
     return figures
 
 
@@ -128,7 +131,7 @@ def _ribfrac_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str,
         missed, false = missed_and_false(case_id)
         record = records[case_id]
         caption = f"{record.num_gt - missed} of {record.num_gt} fractures hit, {false} false positive(s)"
-        figures.append(CaseFigure(case_id, caption, ct_masks_png(volume, truth, predicted, caption)))
+        figures.append(CaseFigure(case_id, caption, *ct_masks_png(volume, truth, predicted, caption)))
     return figures
 
 
@@ -143,10 +146,10 @@ def _caption_figures(cases: Any, records: Mapping[str, Any], files: Mapping[str,
         if case_id in files:
             with open_picture(files[case_id]) as opened:
                 image = opened.convert("L")
-                image.thumbnail((RADIOGRAPH_SIDE // 2, RADIOGRAPH_SIDE // 2))
+                image.thumbnail((CAPTION_IMAGE_SIDE, CAPTION_IMAGE_SIDE))
                 pixels = np.asarray(image)
         caption = f"{metric} {scores[case_id]:.3f}"
-        figures.append(CaseFigure(case_id, caption, figure_concepts_png(
+        figures.append(CaseFigure(case_id, caption, *figure_concepts_png(
             pixels, (inputs.concepts_gt or {}).get(case_id, ()), (inputs.concept_run or {}).get(case_id, ()),
             (inputs.captions_gt or {}).get(case_id), (inputs.caption_run or {}).get(case_id), caption)))
     return figures

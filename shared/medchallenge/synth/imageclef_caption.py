@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from ..formats import imageclef_caption as fmt
-from ..io import write_json_atomic, write_text_atomic
+from ..io import user_path, write_json_atomic, write_text_atomic
 
 log = logging.getLogger("medchallenge.synth.imageclef_caption")
 
@@ -37,7 +37,7 @@ NOISE_WORDS = ["image", "scan", "patient", "lesion", "normal", "view", "axial", 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder")
     parser.add_argument("--edition", choices=("2021", "2022"), default="2022")
     parser.add_argument("--images", type=int, default=200, help="number of images (the 2022 test set had 7,601)")
     parser.add_argument("--concepts", type=int, default=400, help="size of the CUI vocabulary")

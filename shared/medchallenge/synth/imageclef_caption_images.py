@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import user_path
 from .imageclef_caption import write_ground_truth
 
 log = logging.getLogger("medchallenge.synth.imageclef_caption_images")
@@ -659,7 +660,7 @@ def contact_sheet(paths: list[Path], out: Path, tile: int = 192, columns: int = 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder")
     parser.add_argument("--edition", choices=("2021", "2022"), default="2022")
     parser.add_argument("--images", type=int, default=200, help="number of figures")
     parser.add_argument("--seed", type=int, default=0)

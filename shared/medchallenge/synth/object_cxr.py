@@ -12,14 +12,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import write_json_atomic, write_text_atomic
+from ..io import user_path, write_json_atomic, write_text_atomic
 
 IMAGE_SIZE = 2048
 FIRST_IMAGE_NUMBER = 8001  # the public test images are named 08001.jpg ... (image_path per row: object-cxr.md §1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder (ground_truth/ and predictions/)")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder (ground_truth/ and predictions/)")
     parser.add_argument("--images", type=int, default=1000, help="number of images (default %(default)s)")
     parser.add_argument("--points", type=int, default=30, help="predicted points per image (default %(default)s)")
     parser.add_argument("--positive-fraction", type=float, default=0.5,

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..io import atomic_output, write_text_atomic
+from ..io import atomic_output, user_path, write_text_atomic
 from .object_cxr import FIRST_IMAGE_NUMBER
 
 log = logging.getLogger("medchallenge.synth.object_cxr_images")
@@ -688,7 +688,7 @@ def write_jpeg(path: Path, pixels: np.ndarray, quality: int = 92) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder (input/ and ground_truth/)")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder (input/ and ground_truth/)")
     parser.add_argument("--images", type=int, default=100, help="number of radiographs (default %(default)s)")
     parser.add_argument("--size", type=int, default=None,
                         help=f"longer side in pixels (default: random, {SIZE_RANGE[0]}-{SIZE_RANGE[1]})")

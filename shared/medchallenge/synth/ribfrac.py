@@ -18,6 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import user_path
+
 log = logging.getLogger("medchallenge.synth.ribfrac")
 
 CLASS_CODES = (1, 2, 3, 4)  # Displaced, Nondisplaced, Buckle, Segmental
@@ -36,7 +38,7 @@ class Fracture:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder (ground_truth/ and predictions/)")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder (ground_truth/ and predictions/)")
     parser.add_argument("--cases", type=int, default=6, help="number of cases (default 6)")
     parser.add_argument("--shape", type=int, nargs=3, default=(96, 96, 64), metavar=("X", "Y", "Z"),
                         help="volume size in voxels (default 96 96 64; the benchmark uses 512 512 300)")

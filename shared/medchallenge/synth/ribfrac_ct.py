@@ -33,6 +33,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import user_path
+
 log = logging.getLogger("medchallenge.synth.ribfrac_ct")
 
 CODES = {"displaced": 1, "nondisplaced": 2, "buckle": 3, "segmental": 4}
@@ -512,7 +514,7 @@ def write_cohort(out: Path, cases: int, seed: int, shape_xyz: tuple[int, int, in
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder (input/ and ground_truth/)")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder (input/ and ground_truth/)")
     parser.add_argument("--cases", type=int, default=10, help="number of cases (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--shape", type=int, nargs=3, default=None, metavar=("X", "Y", "Z"),

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..io import user_path
+
 log = logging.getLogger("medchallenge.synth.tb_caverns")
 
 DEFAULT_SHAPE = (512, 512, 100)
@@ -524,7 +526,7 @@ def write_cohort(out: Path, cases: int, seed: int, shape: tuple[int, int, int] =
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", type=Path, required=True, help="output folder")
+    parser.add_argument("--out", type=user_path, required=True, help="output folder")
     parser.add_argument("--cases", type=int, default=10, help="number of cases (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--shape", type=int, nargs=3, default=list(DEFAULT_SHAPE), metavar=("X", "Y", "Z"),
