@@ -115,6 +115,27 @@ def test_intervals_equal_scipy_bootstrap_percentile_with_the_same_resamples(inpu
     assert ours[key]["low"] < ours[key]["high"]
 
 
+def test_replicates_kept_in_a_records_folder_are_reused_only_for_the_same_draws(inputs, tmp_path, monkeypatch):
+    ev, cases, records = loaded("tb-caverns", *inputs["tb-caverns"])
+    n = len(ev.bootstrap_units(cases))
+    draws = bootstrap.draw_resamples(n, 60, seed=5)
+    first = bootstrap.replicates(ev, cases, records, draws, tmp_path)
+    [kept] = tmp_path.glob("bootstrap-*-60x*.npz")
+    calls = []
+    computed = bootstrap._replicates
+    monkeypatch.setattr(bootstrap, "_replicates", lambda *a: (calls.append(a[3].shape), computed(*a))[1])
+    again = bootstrap.replicates(ev, cases, records, draws, tmp_path)
+    assert calls == [] and again.keys() == first.keys()
+    assert all(np.array_equal(again[k], first[k], equal_nan=True) for k in first)
+    other = bootstrap.draw_resamples(n, 60, seed=6)  # other draws: computed, kept beside
+    bootstrap.replicates(ev, cases, records, other, tmp_path)
+    assert calls == [(60, n)] and len(list(tmp_path.glob("bootstrap-*.npz"))) == 2
+    kept.write_bytes(b"not npz")  # unreadable: computed again
+    assert np.array_equal(bootstrap.replicates(ev, cases, records, draws, tmp_path)["map"], first["map"],
+                          equal_nan=True)
+    assert len(calls) == 2
+
+
 @pytest.mark.parametrize("size", [1, 2, 7, 40, 1001])
 def test_linear_quantile_is_scipys_to_the_last_bit(size):
     values = np.random.default_rng(size).normal(size=size)

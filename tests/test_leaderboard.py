@@ -100,11 +100,16 @@ def test_a_rerun_reuses_the_records_and_gives_the_same_board(board):
         assert again[key] == result[key]
 
 
-def test_csv_lists_every_ranked_team(board):
+def test_csv_lists_every_ranked_team_then_those_not_ranked_with_why(board):
     _, _, output, result = board
-    rows = list(csv.DictReader((output / "leaderboard.csv").open()))
+    *rows, broken = list(csv.DictReader((output / "leaderboard.csv").open()))
     assert [row["team"] for row in rows] == [t["team"] for t in result["teams"]]
     assert [float(row["concept_f1"]) for row in rows] == [t["value"] for t in result["teams"]]
+    assert all(row["not_ranked"] == "" for row in rows)
+    assert (broken["team"], broken["rank"], broken["concept_f1"]) == ("team-broken", "", "")
+    assert broken["not_ranked"].startswith("not scored: ") and "no-such-image" in broken["not_ranked"]
+    assert result["not_ranked"] == [{"team": "team-broken", "reason": broken["not_ranked"], "jobs": None,
+                                     "jobs_failed": None, "warnings": [], "report": None}]
 
 
 def test_bootstrap_test_on_a_metric_without_per_case_scores(board, tmp_path):

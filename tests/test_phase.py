@@ -29,6 +29,7 @@ from medchallenge.phase.images import EngineError, ensure_loaded
 from medchallenge.phase.layout import PhaseLayout
 from medchallenge.phase.local import LocalBackend, Work
 from medchallenge.phase.plan import PlannedSubmission, job_id
+from medchallenge.phase.records import PhaseRecords
 from medchallenge.phase.submissions import read_submissions
 from medchallenge.phase.task import GuardedLauncher
 
@@ -422,16 +423,16 @@ def test_an_evaluation_is_due_again_only_when_its_jobs_results_ground_truth_or_o
     phase = {"challenge": "tb-caverns", "edition": None, "bootstrap": {"n": 10, "seed": 0, "level": 0.95},
              "ground_truth": str(ground_truth), "submissions": ["alpha"]}
     layout.phase_file.write_text(json.dumps(phase))
-    assert evaluation_fingerprint(layout, "alpha") is None  # jobs without a final result
+    assert evaluation_fingerprint(PhaseRecords(layout), "alpha") is None  # jobs without a final result
     for job in ("a3", "a4", "a5"):
         layout.state(job).write_text(json.dumps({"status": "succeeded", "finished": "t1"}))
-    first = evaluation_fingerprint(layout, "alpha")
-    assert first is not None and evaluation_fingerprint(layout, "alpha") == first
+    first = evaluation_fingerprint(PhaseRecords(layout), "alpha")
+    assert first is not None and evaluation_fingerprint(PhaseRecords(layout), "alpha") == first
     layout.state("a4").write_text(json.dumps({"status": "succeeded", "finished": "t2"}))  # run again
-    second = evaluation_fingerprint(layout, "alpha")
+    second = evaluation_fingerprint(PhaseRecords(layout), "alpha")
     assert second != first
     (ground_truth / "gt_boxes.csv").write_text("id\nTST_001\n")
-    third = evaluation_fingerprint(layout, "alpha")
+    third = evaluation_fingerprint(PhaseRecords(layout), "alpha")
     assert third != second
     layout.phase_file.write_text(json.dumps({**phase, "bootstrap": {"n": 20, "seed": 0, "level": 0.95}}))
-    assert evaluation_fingerprint(layout, "alpha") not in (first, second, third)
+    assert evaluation_fingerprint(PhaseRecords(layout), "alpha") not in (first, second, third)

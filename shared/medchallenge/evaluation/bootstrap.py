@@ -10,10 +10,14 @@ equal to the generic path by the tests). The indices are those of `scipy.stats.b
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
+import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -89,9 +93,40 @@ def percentile_interval(replicates: np.ndarray, level: float) -> tuple[float, fl
     return linear_quantile(replicates, alpha), linear_quantile(replicates, 1 - alpha)
 
 
-def replicates(evaluator: Resampled, cases: Any, records: dict[str, Any], draws: np.ndarray) -> dict[str, np.ndarray]:
+def replicates(evaluator: Resampled, cases: Any, records: dict[str, Any], draws: np.ndarray,
+               store: Path | None = None) -> dict[str, np.ndarray]:
     """Each aggregate on each resample (rows of `draws`): float64 arrays, NaN where a resample leaves the
-    aggregate undefined (the challenge's aggregate refuses it, or the aggregate is missing from it)."""
+    aggregate undefined (the challenge's aggregate refuses it, or the aggregate is missing from it). With `store`
+    (a --records folder: its fingerprint ties it to the inputs and options), they are kept there by the hash of the
+    draws and reused: a phase's leaderboard takes each team's from its evaluation instead of resampling again."""
+    kept = store / f"bootstrap-{hashlib.sha256(draws.astype(np.int64).tobytes()).hexdigest()[:32]}-" \
+        f"{draws.shape[0]}x{draws.shape[1]}.npz" if store is not None else None
+    if kept is not None and kept.is_file():
+        try:
+            with np.load(kept, allow_pickle=False) as loaded:
+                return {key: loaded[key] for key in loaded.files}
+        except (OSError, ValueError):
+            pass  # unreadable: computed again
+    values = _replicates(evaluator, cases, records, draws)
+    if kept is not None:
+        _save(kept, values)
+    return values
+
+
+def _save(path: Path, values: dict[str, np.ndarray]) -> None:
+    """The replicates written aside, then renamed into place (a reader never sees half a file)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, partial = tempfile.mkstemp(dir=path.parent, prefix=".bootstrap-", suffix=".npz")
+    try:
+        with os.fdopen(handle, "wb") as output:
+            np.savez(output, **values)
+        os.replace(partial, path)
+    except BaseException:
+        Path(partial).unlink(missing_ok=True)
+        raise
+
+
+def _replicates(evaluator: Resampled, cases: Any, records: dict[str, Any], draws: np.ndarray) -> dict[str, np.ndarray]:
     if evaluator.fast_bootstrap is not None:
         return evaluator.fast_bootstrap(cases, records, draws)
     if evaluator.resample is None:
@@ -123,11 +158,12 @@ def intervals(values: dict[str, np.ndarray], level: float, seed: int) -> dict[st
 
 
 def bootstrap(evaluator: Resampled, cases: Any, records: dict[str, Any], num_resamples: int, seed: int,
-              level: float) -> dict[str, dict[str, float | int]]:
-    """The intervals of every aggregate from `num_resamples` resamples of the evaluator's units."""
+              level: float, store: Path | None = None) -> dict[str, dict[str, float | int]]:
+    """The intervals of every aggregate from `num_resamples` resamples of the evaluator's units (the replicates
+    kept in `store`: `replicates`)."""
     started = time.perf_counter()
     draws = draw_resamples(len(evaluator.bootstrap_units(cases)), num_resamples, seed)
-    result = intervals(replicates(evaluator, cases, records, draws), level, seed)
+    result = intervals(replicates(evaluator, cases, records, draws, store), level, seed)
     log.info("bootstrap: %d resamples of %d %s in %.2f s", num_resamples, draws.shape[1], evaluator.resampling_unit,
              time.perf_counter() - started)
     return result

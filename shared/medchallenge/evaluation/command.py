@@ -116,7 +116,8 @@ def build_parser(evaluator: Evaluator) -> argparse.ArgumentParser:
                         help=f"processes for the per-case step (0: one per core); default ${WORKER_VARIABLES[0]}, "
                              f"else ${WORKER_VARIABLES[1]}, else 0")
     parser.add_argument("--records", type=user_path, default=None,
-                        help="folder for per-case records: reused on the next run (resume), shared between shards")
+                        help="folder for per-case records (and the bootstrap's replicates): reused on the next run "
+                             "(resume), shared between shards")
     parser.add_argument("--shard", default=None, metavar="K/N",
                         help="compute only shard K of N (1-based) of the per-case records, then stop")
     parser.add_argument("--bootstrap", type=int, default=0, metavar="N",
@@ -220,7 +221,7 @@ def score(evaluator: Evaluator, args: argparse.Namespace) -> Scored | None:
     }
     if args.bootstrap:
         meta["bootstrap"] = bootstrap(evaluator, cases, records, args.bootstrap, args.bootstrap_seed,
-                                      args.bootstrap_level)
+                                      args.bootstrap_level, args.records)
     case = summary.case if summary.case is not None else {k: r.to_json() for k, r in records.items()}
     return Scored(cases, records, summary, case, meta)
 

@@ -1,12 +1,15 @@
 """The leaderboard's HTML page: one self-contained file (inline CSS and SVG, no script, font or image from
-elsewhere), so that it opens offline. The table with intervals, the rank-stability blob plot and the pairwise
-significance map, drawn from leaderboard.json's content."""
+elsewhere), so that it opens offline; its only links are relative ones to the phase's other boards and the teams'
+reports beside it. The table with intervals (and, from a phase, each team's failed jobs, warnings and report), the
+teams not ranked and why, the rank-stability blob plot and the pairwise significance map, drawn from
+leaderboard.json's content."""
 
 from __future__ import annotations
 
 import unicodedata
 from html import escape
 from typing import Any
+from urllib.parse import quote
 
 CELL = 34  # px per team in the plots
 # Unicode's bidirectional formatting characters: a U+202E in a team name reverses the text after it on the page
@@ -129,7 +132,58 @@ svg text { font-size: 12px; fill: #222; }
 .ci circle { fill: #000; }
 .legend span { display: inline-block; width: 1em; height: 1em; vertical-align: middle; margin: 0 0.3em 0 1em; }
 .notes { color: #555; max-width: 60em; }
+.failed-jobs { color: #b00020; font-weight: bold; }
+#not-ranked th:first-child, #not-ranked td:first-child { text-align: left; }
+#not-ranked td.reason { white-space: normal; max-width: 40em; }
+ul.warnings { margin: 0; padding-left: 1.2em; text-align: left; white-space: normal; max-width: 40em; color: #8a5a00; }
 """
+
+
+def _link(path: str | None, text: str) -> str:
+    """A relative link to a file beside the page (a report, another board), or a dash."""
+    return f'<a href="{escape(quote(path))}">{escape(text)}</a>' if path else "–"
+
+
+def _jobs(row: dict[str, Any]) -> str:
+    """`failed / all` of a team's jobs, marked where any failed."""
+    if not row.get("jobs"):  # not a phase's board, or refused before any job
+        return "–"
+    text = f"{row['jobs_failed']} / {row['jobs']}"
+    return f'<span class="failed-jobs">{text}</span>' if row["jobs_failed"] else text
+
+
+def _warnings(row: dict[str, Any]) -> str:
+    warnings = row.get("warnings") or []
+    return f'<ul class="warnings">{"".join(f"<li>{escape(team_label(w))}</li>" for w in warnings)}</ul>' \
+        if warnings else "–"
+
+
+PHASE_HEADS = "<th>jobs failed</th><th>warnings</th><th>report</th>"
+
+
+def _phase_cells(row: dict[str, Any]) -> str:
+    return f"<td>{_jobs(row)}</td><td>{_warnings(row)}</td><td>{_link(row.get('report'), 'report')}</td>"
+
+
+def boards_line(board: dict[str, Any]) -> str:
+    """Links to the other boards of the same run (one per official ranking metric), this one in bold."""
+    boards = board.get("boards") or []
+    if len(boards) < 2:
+        return ""
+    items = [f"<b>{escape(b['metric'])}</b>" if b["metric"] == board["metric"] else _link(b["file"], b["metric"])
+             for b in boards]
+    return f'<p id="boards">Boards of this run, one per official ranking metric: {" · ".join(items)}</p>'
+
+
+def not_ranked_section(board: dict[str, Any], phase: bool) -> str:
+    """The teams not ranked, with why (refused, every job failed, not scored) and what the phase knows of them."""
+    rows = board.get("not_ranked") or []
+    if not rows:
+        return ""
+    head = "<th>team</th><th>why</th>" + (PHASE_HEADS if phase else "")
+    body = "".join(f"<tr><td>{_team(row['team'])}</td><td class=\"reason\">{escape(team_label(row['reason']))}</td>"
+                   + (_phase_cells(row) if phase else "") + "</tr>" for row in rows)
+    return f'<h2>Not ranked</h2><table id="not-ranked"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def render(board: dict[str, Any]) -> str:
@@ -138,18 +192,18 @@ def render(board: dict[str, Any]) -> str:
     level = f"{100 * boot['level']:g}%"
     bounds = [v for row in teams for v in (row["low"], row["high"], row["value"]) if v is not None]
     lowest, highest = min(bounds), max(bounds)
+    phase = any(row.get("jobs") is not None for row in [*teams, *board.get("not_ranked", [])])
     rows = "".join(
         f"<tr><td>{row['rank']}</td><td>{_team(row['team'])}</td><td>{_number(row['value'])}</td>"
         f"<td>[{_number(row['low'])}, {_number(row['high'])}]</td><td>{ci_bar(row, lowest, highest)}</td>"
         f"<td>{row['median_rank']:g} [{row['rank_low']:g}, {row['rank_high']:g}]</td>"
-        f"<td>{_number(row['p_first'], 3)}</td></tr>"
+        f"<td>{_number(row['p_first'], 3)}</td>{_phase_cells(row) if phase else ''}</tr>"
         for row in teams)
     aggregate_rows = "".join(
         f"<tr><td>{_team(row['team'])}</td><td>{escape(key)}</td><td>{_number(value)}</td>"
         f"<td>[{_number(row['intervals'].get(key, {}).get('low'))}, "
         f"{_number(row['intervals'].get(key, {}).get('high'))}]</td></tr>"
         for row in teams for key, value in row["aggregates"].items())
-    failed = "".join(f"<li>{_team(name)}: {escape(team_label(error))}</li>" for name, error in board["failed"].items())
     tau = board["mean_kendall_tau"]
     test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
                  else "one-sided paired bootstrap test of the aggregate")
@@ -166,12 +220,14 @@ def render(board: dict[str, Any]) -> str:
 <p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over {board['num_units']}
 {escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the cases (seed
 {boot['seed']}), the same resamples for every team.</p>
+{boards_line(board)}
 <h2>Ranking with {level} intervals</h2>
 <table id="leaderboard">
 <thead><tr><th>rank</th><th>team</th><th>{escape(metric)}</th><th>{level} interval</th><th></th>
-<th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th></tr></thead>
+<th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th>{PHASE_HEADS if phase else ''}</tr></thead>
 <tbody>{rows}</tbody>
 </table>
+{not_ranked_section(board, phase)}
 <h2>Ranking stability</h2>
 <p class="notes">Blob plot: each team's ranks over the bootstrap resamples; disc area is the share of resamples with
 that rank, the black dot the median rank, the line the {level} rank interval. Mean Kendall's tau between the
@@ -187,7 +243,6 @@ observed ranking and the resamples' rankings: {_number(tau, 3)}.</p>
 <details><summary>all aggregates with their {level} intervals</summary>
 <table id="aggregates"><thead><tr><th>team</th><th>aggregate</th><th>value</th><th>{level} interval</th></tr></thead>
 <tbody>{aggregate_rows}</tbody></table></details>
-{f"<h2>Not ranked</h2><ul>{failed}</ul>" if failed else ""}
 <p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., Scientific Reports
 2021): bootstrap ranking stability, blob plots, significance maps.</p>
 </body>

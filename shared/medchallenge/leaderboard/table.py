@@ -24,6 +24,7 @@ import importlib
 import io
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -130,18 +131,25 @@ def score_team(evaluator: Evaluator, args: argparse.Namespace, team: Team, extra
         log.warning("warning: submission %s not ranked: %s", team.name, exc)
 
 
-def ranking_metric(evaluator: Evaluator, teams: list[Team], requested: str | None) -> str:
+def board_metrics(evaluator: Evaluator, teams: list[Team], requested: str | None) -> list[str]:
+    """The aggregates to rank by, one board each: --metric, else every official ranking metric (the challenge's
+    published boards, `Evaluator.ranking`) that every submission has, the first one the main board."""
     shared = set.intersection(*(set(t.scored.summary.aggregates) for t in teams))
     if requested is not None:
         if requested not in shared:
             raise InputError(f"--metric {requested}: not an aggregate of every submission "
                              f"(shared: {', '.join(sorted(shared)) or 'none'})")
-        return requested
-    for metric in evaluator.ranking:
-        if metric in shared:
-            return metric
-    raise InputError(f"no official ranking metric ({', '.join(evaluator.ranking)}) in every submission; "
-                     "name one with --metric")
+        return [requested]
+    metrics = [metric for metric in evaluator.ranking if metric in shared]
+    if not metrics:
+        raise InputError(f"no official ranking metric ({', '.join(evaluator.ranking)}) in every submission; "
+                         "name one with --metric")
+    return metrics
+
+
+def board_stem(metrics: list[str], metric: str) -> str:
+    """The file name (without suffix) of a metric's board: `leaderboard` for the first, `leaderboard-<metric>`."""
+    return "leaderboard" if metric == metrics[0] else f"leaderboard-{re.sub(r'[^A-Za-z0-9_]', '_', metric)}"
 
 
 def competition_ranks(values: np.ndarray) -> np.ndarray:
@@ -202,13 +210,36 @@ def mean_kendall_tau(observed: np.ndarray, ranks: np.ndarray) -> float | None:
     return float(np.mean(finite)) if finite else None
 
 
-def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], failed: list[Team]) -> dict[str, Any]:
-    """Ranks, intervals, rank distributions and pairwise tests; each team's metrics.json gets its intervals."""
-    metric = ranking_metric(evaluator, teams, args.metric)
+@dataclass
+class Resamples:
+    """The paired bootstrap of every team, shared by the boards: the units, each team's replicates of every
+    aggregate (in the teams' order) and its intervals."""
+
+    units: list[str]
+    values: list[dict[str, np.ndarray]]
+    intervals: list[dict[str, Any]]
+    seconds: float
+
+
+def resample_teams(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team]) -> Resamples:
+    """The paired bootstrap of every aggregate of every team, once; each team's metrics.json gets its intervals."""
     started = time.perf_counter()
     units, draws = paired_draws(evaluator, teams, args.bootstrap, args.bootstrap_seed)
-    values = [boot.replicates(evaluator, t.scored.cases, t.scored.records, d) for t, d in zip(teams, draws)]
-    bootstrap_seconds = time.perf_counter() - started
+    values = [boot.replicates(evaluator, t.scored.cases, t.scored.records, d, t.parsed.records)
+              for t, d in zip(teams, draws)]
+    seconds = time.perf_counter() - started
+    intervals = []
+    for team, team_values in zip(teams, values):
+        intervals.append(boot.intervals(team_values, args.bootstrap_level, args.bootstrap_seed))
+        team.scored.meta["bootstrap"] = intervals[-1]
+        write_results(evaluator, team.parsed, team.scored)
+    return Resamples(units, values, intervals, seconds)
+
+
+def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], failed: list[Team], metric: str,
+          resamples: Resamples) -> dict[str, Any]:
+    """One board: ranks by `metric`, intervals, rank distributions and pairwise tests."""
+    units, values = resamples.units, resamples.values
     replicate = np.array([v.get(metric, np.full(args.bootstrap, np.nan)) for v in values])
     observed = np.array([t.scored.summary.aggregates[metric] for t in teams])
     rank = competition_ranks(observed)
@@ -222,9 +253,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
     rows = []
     for index in order:
         team = teams[index]
-        intervals = boot.intervals(values[index], args.bootstrap_level, args.bootstrap_seed)
-        team.scored.meta["bootstrap"] = intervals
-        write_results(evaluator, team.parsed, team.scored)
+        intervals = resamples.intervals[index]
         interval = intervals.get(metric, {})
         rows.append({
             "team": team.name, "rank": int(rank[index]), "value": float(observed[index]),
@@ -249,7 +278,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
         "num_units": len(units),
         "unit": evaluator.resampling_unit,
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level,
-                      "paired": True, "seconds": round(bootstrap_seconds, 3)},
+                      "paired": True, "seconds": round(resamples.seconds, 3)},
         "mean_kendall_tau": mean_kendall_tau(rank, ranks),
         "teams": rows,
         "significance": {"test": test, "alternative": "row better than column", "correction": "holm",
@@ -260,7 +289,29 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
     }
 
 
-CSV_COLUMNS = ("rank", "team", "value", "low", "high", "median_rank", "rank_low", "rank_high", "p_first")
+CSV_COLUMNS = ("rank", "team", "value", "low", "high", "median_rank", "rank_low", "rank_high", "p_first", "jobs",
+               "jobs_failed", "warnings", "report", "not_ranked")
+TEXT_COLUMNS = ("team", "warnings", "report", "not_ranked")
+
+
+@dataclass(frozen=True)
+class TeamNotes:
+    """What a phase knows of a team beyond its scores, shown beside it: its jobs and how many failed, its
+    pre-flight warnings (convention check, the evaluator's warnings on its values), its report (a path relative to
+    the leaderboard's folder) and why it is not ranked (refused, every job failed), if so."""
+
+    jobs: int
+    failed: int
+    warnings: tuple[str, ...] = ()
+    report: str | None = None
+    not_ranked: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"jobs": self.jobs, "jobs_failed": self.failed, "warnings": list(self.warnings),
+                "report": self.report}
+
+
+NO_NOTES = {"jobs": None, "jobs_failed": None, "warnings": [], "report": None}
 
 
 # a spreadsheet evaluates a cell starting so as a formula (OWASP's other two, tab and CR, team_label makes visible)
@@ -275,22 +326,25 @@ def spreadsheet_text(text: str) -> str:
 
 
 def leaderboard_csv(board: dict[str, Any]) -> str:
-    """The ranking as CSV; team names (folder names: anyone's text) neutralised by `spreadsheet_text`."""
+    """The ranking as CSV, then the teams not ranked (no rank, the reason in `not_ranked`); text cells (team names,
+    warnings: anyone's text) neutralised by `spreadsheet_text`."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow([*CSV_COLUMNS[:2], spreadsheet_text(board["metric"]), *CSV_COLUMNS[3:]])
-    for row in board["teams"]:
-        writer.writerow([spreadsheet_text(row[c]) if c == "team" else "" if row[c] is None else row[c]
-                         for c in CSV_COLUMNS])
+    for row in [*board["teams"], *board.get("not_ranked", [])]:
+        warnings = row.get("warnings")
+        cells = {**row, "value": row.get("value"), "not_ranked": row.get("reason"),
+                 "warnings": ("; ".join(warnings) or None) if isinstance(warnings, list) else warnings}
+        writer.writerow(["" if cells.get(c) is None else spreadsheet_text(str(cells[c])) if c in TEXT_COLUMNS
+                         else cells[c] for c in CSV_COLUMNS])
     return out.getvalue()
 
 
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    parser = build_leaderboard_parser()
-    args, extra = parser.parse_known_args(argv)
-    extra = [a for a in extra if a != "--"]
-    setup_logging()
+def write_boards(args: argparse.Namespace, extra: list[str], notes: dict[str, TeamNotes]) -> list[dict[str, Any]]:
+    """Score every submission of args.submissions but those `notes` says are not ranked, then one board per
+    ranking metric (`board_metrics`) from one paired bootstrap: leaderboard.json, .csv, .html for the first,
+    leaderboard-<metric>.* for the others, each naming all (`boards`). `notes`: what a phase knows of each team
+    (`TeamNotes`; a team it names that has no folder is listed as not ranked). Returns the boards."""
     boot.check_level(args.bootstrap_level)
     if args.bootstrap < 1:
         raise InputError(f"--bootstrap {args.bootstrap}: the leaderboard needs at least one resample")
@@ -298,19 +352,47 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError(f"--alpha {args.alpha}: expected a number between 0 and 1")
     args.records = args.records or args.output / "records"
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
-    teams = find_teams(args.submissions)
+    teams = [t for t in find_teams(args.submissions) if t.name not in notes or notes[t.name].not_ranked is None]
     for team in teams:
         score_team(evaluator, args, team, extra)
     scored = [t for t in teams if t.scored is not None]
+    failed = [t for t in teams if t.error is not None]
+    not_ranked = [{"team": name, "reason": note.not_ranked, **note.to_json()} for name, note in notes.items()
+                  if note.not_ranked is not None]
+    not_ranked += [{"team": t.name, "reason": f"not scored: {t.error}",
+                    **(notes[t.name].to_json() if t.name in notes else NO_NOTES)} for t in failed]
     if not scored:
-        raise InputError(f"{args.submissions}: no submission could be scored ({teams[0].name}: {teams[0].error})")
-    board = build(evaluator, args, scored, [t for t in teams if t.error is not None])
-    write_json_atomic(args.output / "leaderboard.json", board)
-    write_text_atomic(args.output / "leaderboard.csv", leaderboard_csv(board))
-    write_text_atomic(args.output / "leaderboard.html", render(board))
+        first = not_ranked[0] if not_ranked else {"team": "-", "reason": "no submission"}
+        raise InputError(f"{args.submissions}: no submission could be ranked ({first['team']}: {first['reason']})")
+    metrics = board_metrics(evaluator, scored, args.metric)
+    resamples = resample_teams(evaluator, args, scored)
+    boards = []
+    for metric in metrics:
+        board = build(evaluator, args, scored, failed, metric, resamples)
+        for row in board["teams"]:
+            row.update(notes[row["team"]].to_json() if row["team"] in notes else NO_NOTES)
+        board["not_ranked"] = not_ranked
+        board["boards"] = [{"metric": m, "file": f"{board_stem(metrics, m)}.html"} for m in metrics]
+        stem = board_stem(metrics, metric)
+        write_json_atomic(args.output / f"{stem}.json", board)
+        write_text_atomic(args.output / f"{stem}.csv", leaderboard_csv(board))
+        write_text_atomic(args.output / f"{stem}.html", render(board))
+        boards.append(board)
+    board = boards[0]
     for row in board["teams"]:
         log.info("%3d  %-24s %s = %.4f [%.4f, %.4f]  median rank %.1f", row["rank"], team_label(row["team"]),
                  board["metric"], row["value"], row["low"] if row["low"] is not None else float("nan"),
                  row["high"] if row["high"] is not None else float("nan"), row["median_rank"])
+    for row in not_ranked:
+        log.info("     %-24s not ranked: %s", team_label(row["team"]), team_label(row["reason"]))
     log.info("leaderboard of %d submission(s) -> %s", len(scored), args.output / "leaderboard.html")
+    return boards
+
+
+@report_errors
+def main(argv: list[str] | None = None) -> int:
+    parser = build_leaderboard_parser()
+    args, extra = parser.parse_known_args(argv)
+    setup_logging()
+    write_boards(args, [a for a in extra if a != "--"], {})
     return 0

@@ -2,8 +2,9 @@
 
 Once every job of the submission has its result, its outputs become the evaluator's input
 (OUT/evaluation-inputs/<team>, as grand-challenge lays it out) and the challenge's evaluator scores them with
-bootstrap intervals, as pre-flight does (a job that failed is a missing prediction); then the pre-flight-style report
-of its jobs: OUT/submissions/<team>/report.json and report.html, evaluation/metrics.json. Nothing is redone while
+bootstrap intervals, as pre-flight does (a job that failed is a missing prediction; its records and bootstrap
+replicates kept in OUT/records/<team> for the leaderboard); then the pre-flight-style report of its jobs:
+OUT/submissions/<team>/report.json and report.html, evaluation/metrics.json. Nothing is redone while
 its inputs (the jobs' results, the ground truth, the options) are unchanged. Exit status 1 while some job has no
 result yet (nothing is written, and the submission's old evaluation input is removed)."""
 
@@ -26,37 +27,24 @@ from ..preflight import REVIEW_FOLDER, report, review_figures, score_jobs
 from ..preflight.page import render_page
 from .hashes import sha256_json
 from .layout import PhaseLayout
-from .records import BACKEND_FIELDS, backend_notes, is_final, read_result, read_state
+from .records import BACKEND_FIELDS, PhaseRecords, backend_notes, is_final, read_result
 
 log = logging.getLogger("medchallenge.phase")
 
 
-def read_json(path: Path, what: str) -> dict[str, Any]:
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        raise InputError(f"{path}: no {what} (run `medchallenge phase run` first)") from None
-
-
-def folder_stamp(folder: Path) -> list:
-    """What changes when a file of `folder` changes (names, sizes, modification times), without reading them."""
-    return sorted([str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns]
-                  for p in folder.rglob("*") if p.is_file())
-
-
-def evaluation_fingerprint(layout: PhaseLayout, team: str) -> str | None:
+def evaluation_fingerprint(records: PhaseRecords, team: str) -> str | None:
     """The hash of everything the submission's evaluation depends on; None while some job has no final result."""
-    phase = read_json(layout.phase_file, "phase.json")
-    submission = read_json(layout.submission_file(team), "submission.json")
+    phase = records.phase
+    submission = records.submission(team)
     states = []
     for job in submission["jobs"]:
-        state = read_state(layout, job["job_id"])
+        state = records.state(job["job_id"])
         if not is_final(state):
             return None
         states.append([job["case"], job["job_id"], state.get("finished"), state["status"],
                        *[state.get(k) for k in BACKEND_FIELDS]])
     return sha256_json({"phase": {k: phase[k] for k in ("challenge", "edition", "bootstrap")},
-                        "ground_truth": folder_stamp(Path(phase["ground_truth"])), "jobs": states,
+                        "ground_truth": records.ground_truth_stamp, "jobs": states,
                         "refused": submission["refused"]})
 
 
@@ -67,15 +55,32 @@ def stored_fingerprint(path: Path) -> str | None:
         return None
 
 
-def evaluation_current(layout: PhaseLayout, team: str) -> bool:
-    fingerprint = evaluation_fingerprint(layout, team)
-    return fingerprint is not None and fingerprint == stored_fingerprint(layout.evaluation_state(team))
+def evaluation_current(records: PhaseRecords, team: str) -> bool:
+    fingerprint = evaluation_fingerprint(records, team)
+    return fingerprint is not None and fingerprint == stored_fingerprint(records.layout.evaluation_state(team))
 
 
-def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
+def report_warnings(data: dict[str, Any]) -> list[str]:
+    """What a submission's report warns of, as pre-flight shows it: the convention check's findings (coordinates
+    that score far better transformed) and the evaluator's warnings on its values (out of range, doubtful)."""
+    evaluation = data.get("evaluation") or {}
+    review = evaluation.get("review") or {}
+    return [*(f"convention check: {line}" for line in review.get("conventions", [])),
+            *(f"evaluator: {line}" for line in evaluation.get("warnings", []))]
+
+
+def evaluation_warnings(layout: PhaseLayout, team: str) -> list[str]:
+    """The warnings of the submission's last evaluation (`report_warnings`, kept in its evaluation state)."""
+    try:
+        warnings = json.loads(layout.evaluation_state(team).read_text()).get("warnings")
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [w for w in warnings if isinstance(w, str)] if isinstance(warnings, list) else []
+
+
+def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     """Score the submission and write its report; returns the report."""
-    phase = read_json(layout.phase_file, "phase.json")
-    submission = read_json(layout.submission_file(team), "submission.json")
+    layout, phase, submission = records.layout, records.phase, records.submission(team)
     algorithm = ALGORITHMS[phase["challenge"]]
     sockets = {s.slug: s for s in (algorithm.input_socket, *algorithm.output_sockets)}
     files = {case["name"]: Path(case["file"]) for case in phase["cases"]}  # the review reads their headers
@@ -88,13 +93,15 @@ def evaluate(layout: PhaseLayout, team: str) -> dict[str, Any]:
     eval_input = layout.evaluation_input(team)
     shutil.rmtree(eval_input, ignore_errors=True)
     shutil.rmtree(layout.submission(team) / REVIEW_FOLDER, ignore_errors=True)
-    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation")
+    shutil.rmtree(layout.scoring_records(team), ignore_errors=True)
+    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation",
+                            layout.scoring_records(team))
     data = report(args, jobs, JobLimits(**submission["limits"]), [], evaluation)
     data["tool"] = f"{data['tool'].removesuffix(' preflight')} phase"
     data["team"] = team
     data["digest"] = submission["digest"]
     for entry, job in zip(data["jobs"], submission["jobs"]):
-        state = read_state(layout, job["job_id"]) or {}
+        state = records.state(job["job_id"]) or {}
         entry.update(job_id=job["job_id"], host=state.get("host"), **{k: state.get(k) for k in BACKEND_FIELDS})
         entry["notes"] = [*entry["notes"], *backend_notes(state)]
     write_json_atomic(layout.submission(team) / "report.json", data)
@@ -111,12 +118,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging()
     layout, team = PhaseLayout.of(Path(argv[0])), argv[1]
-    refused = read_json(layout.submission_file(team), "submission.json")["refused"]
+    records = PhaseRecords(layout)
+    refused = records.submission(team)["refused"]
     if refused:
         shutil.rmtree(layout.evaluation_input(team), ignore_errors=True)
         write_json_atomic(layout.evaluation_state(team), {"status": "refused", "error": refused, "fingerprint": None})
         raise InputError(f"submission {team}: refused before any job: {refused}")
-    fingerprint = evaluation_fingerprint(layout, team)
+    fingerprint = evaluation_fingerprint(records, team)
     if fingerprint is None:
         shutil.rmtree(layout.evaluation_input(team), ignore_errors=True)
         write_json_atomic(layout.evaluation_state(team), {"status": "incomplete", "fingerprint": None})
@@ -125,10 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         log.info("submission %s: evaluation current", team)
         return 0
     layout.evaluation_state(team).unlink(missing_ok=True)
-    data = evaluate(layout, team)
+    data = evaluate(records, team)
     error = data["evaluation"]["error"]
-    write_json_atomic(layout.evaluation_state(team), {"status": "failed" if error else "evaluated",
-                                                      "error": error, "fingerprint": fingerprint})
+    write_json_atomic(layout.evaluation_state(team), {"status": "failed" if error else "evaluated", "error": error,
+                                                      "warnings": report_warnings(data), "fingerprint": fingerprint})
     log.info("submission %s: %d/%d jobs succeeded%s", team, data["summary"]["num_succeeded"],
              data["summary"]["num_jobs"], f"; the evaluator refused them: {error}" if error else "")
     return 0

@@ -105,6 +105,11 @@ class PhaseLayout:
     def evaluation_input(self, team: str) -> Path:
         return self.evaluation_inputs / team
 
+    def scoring_records(self, team: str) -> Path:
+        """The evaluator's records of a submission and its bootstrap replicates: written by its evaluation, reused
+        by the leaderboard (`medchallenge leaderboard --records`)."""
+        return self.out / "records" / team
+
     @property
     def leaderboard_state(self) -> Path:
         return self.out / "leaderboard-state.json"

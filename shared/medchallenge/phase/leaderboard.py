@@ -1,12 +1,14 @@
 """The phase's leaderboard: `python -m medchallenge.phase.leaderboard OUT` ranks every evaluated submission with
 `medchallenge leaderboard` (OUT/leaderboard.html, .json and .csv; paired bootstrap, rank distributions, pairwise
-tests). Only a complete phase is ranked: while some submission's jobs have no result, the old leaderboard is removed
-and none is written (exit status 1). Nothing is redone while the evaluations and options are unchanged. A refused
-submission (its image or model unreadable) is not ranked; `medchallenge phase status` shows why."""
+tests), one board per official ranking metric of the challenge (OUT/leaderboard-<metric>.* for the others: object-CXR
+ranks by AUC and by FROC). Beside each team: its failed jobs out of all, its warnings (the convention check, the
+evaluator's warnings on its values) and a link to its report. A submission refused before any job (its image or
+model unreadable) and one whose every job failed are listed as not ranked, with why. Only a complete phase is
+ranked: while some submission's jobs have no result, the old leaderboard is removed and none is written (exit status
+1). Nothing is redone while the evaluations, the refusals and the options are unchanged."""
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import sys
@@ -14,57 +16,79 @@ from pathlib import Path
 
 from ..errors import InputError, report_errors
 from ..io import write_json_atomic
-from ..leaderboard import main as leaderboard_main
+from ..leaderboard.table import TeamNotes, build_leaderboard_parser, write_boards
 from ..logs import setup_logging
-from .evaluate import evaluation_fingerprint, read_json, stored_fingerprint
+from .evaluate import evaluation_fingerprint, evaluation_warnings, stored_fingerprint
 from .hashes import sha256_json
 from .layout import PhaseLayout
+from .records import PhaseRecords
 
 log = logging.getLogger("medchallenge.phase")
 OUTPUTS = ("leaderboard.json", "leaderboard.html", "leaderboard.csv")
 
 
-def ranked_teams(layout: PhaseLayout) -> list[str]:
+def ranked_teams(records: PhaseRecords) -> list[str]:
     """The phase's submissions that were not refused, in the submissions file's order."""
-    phase = read_json(layout.phase_file, "phase.json")
-    return [team for team in phase["submissions"]
-            if not read_json(layout.submission_file(team), "submission.json")["refused"]]
+    return [team for team in records.phase["submissions"] if not records.submission(team)["refused"]]
 
 
-def current_evaluations(layout: PhaseLayout) -> dict[str, str] | None:
+def current_evaluations(records: PhaseRecords) -> dict[str, str] | None:
     """Each ranked submission's evaluation fingerprint; None while one of them is not current."""
     evaluations = {}
-    for team in ranked_teams(layout):
-        fingerprint = evaluation_fingerprint(layout, team)
-        if fingerprint is None or fingerprint != stored_fingerprint(layout.evaluation_state(team)):
+    for team in ranked_teams(records):
+        fingerprint = evaluation_fingerprint(records, team)
+        if fingerprint is None or fingerprint != stored_fingerprint(records.layout.evaluation_state(team)):
             return None
         evaluations[team] = fingerprint
     return evaluations
 
 
-def leaderboard_fingerprint(layout: PhaseLayout, evaluations: dict[str, str]) -> str:
-    phase = read_json(layout.phase_file, "phase.json")
-    return sha256_json({"evaluations": evaluations, "bootstrap": phase["bootstrap"], "edition": phase["edition"]})
+def leaderboard_fingerprint(records: PhaseRecords, evaluations: dict[str, str]) -> str:
+    phase = records.phase
+    refused = {team: records.submission(team)["refused"] for team in phase["submissions"]
+               if records.submission(team)["refused"]}
+    return sha256_json({"evaluations": evaluations, "refused": refused, "bootstrap": phase["bootstrap"],
+                        "edition": phase["edition"]})
 
 
-def leaderboard_current(layout: PhaseLayout) -> bool:
-    evaluations = current_evaluations(layout)
+def team_notes(records: PhaseRecords) -> dict[str, TeamNotes]:
+    """What the leaderboard shows beside each submission, in the submissions file's order: its jobs and how many
+    failed, its evaluation's warnings, its report; refused, or every job failed: not ranked, and why."""
+    notes = {}
+    for team in records.phase["submissions"]:
+        submission = records.submission(team)
+        if submission["refused"]:
+            notes[team] = TeamNotes(0, 0, not_ranked=f"refused before any job: {submission['refused']}")
+            continue
+        jobs = len(submission["jobs"])
+        failed = sum((records.state(job["job_id"]) or {}).get("status") == "failed" for job in submission["jobs"])
+        notes[team] = TeamNotes(
+            jobs, failed, tuple(evaluation_warnings(records.layout, team)),
+            (records.layout.submission(team) / "report.html").relative_to(records.layout.out).as_posix(),
+            not_ranked=f"every job failed ({failed} of {jobs})" if jobs and failed == jobs else None)
+    return notes
+
+
+def board_files(out: Path) -> list[Path]:
+    """The leaderboard's files in OUT: leaderboard.* and every other board's leaderboard-<metric>.*."""
+    stems = ["leaderboard", *(page.stem for page in out.glob("leaderboard-*.html"))]
+    return [out / f"{stem}{suffix}" for stem in stems for suffix in (".json", ".html", ".csv")]
+
+
+def leaderboard_current(records: PhaseRecords) -> bool:
+    evaluations = current_evaluations(records)
+    layout = records.layout
     return (evaluations is not None
-            and leaderboard_fingerprint(layout, evaluations) == stored_fingerprint(layout.leaderboard_state)
+            and leaderboard_fingerprint(records, evaluations) == stored_fingerprint(layout.leaderboard_state)
             and all((layout.out / name).exists() for name in OUTPUTS))
 
 
 def remove_stale(layout: PhaseLayout, evaluations: dict[str, str]) -> None:
-    """The evaluation inputs of submissions no longer in the phase, and the leaderboard's records of submissions
-    evaluated again since it last ranked them (`medchallenge leaderboard` refuses records of other inputs)."""
-    try:
-        ranked = json.loads(layout.leaderboard_state.read_text()).get("evaluations", {})
-    except (OSError, ValueError, AttributeError):
-        ranked = {}
-    for folder, keep in ((layout.evaluation_inputs, set(evaluations)),
-                         (layout.out / "records", {t for t, f in evaluations.items() if ranked.get(t) == f})):
+    """The evaluation inputs and scoring records of submissions no longer ranked (a submission evaluated again has
+    its records rewritten by its evaluation, for the inputs the leaderboard scores)."""
+    for folder in (layout.evaluation_inputs, layout.out / "records"):
         for team in (folder.iterdir() if folder.is_dir() else []):
-            if team.name not in keep:
+            if team.name not in evaluations:
                 shutil.rmtree(team)
 
 
@@ -76,29 +100,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     setup_logging()
     layout = PhaseLayout.of(Path(argv[0]))
-    if leaderboard_current(layout):
+    records = PhaseRecords(layout)
+    if leaderboard_current(records):
         log.info("leaderboard current: %s", layout.out / "leaderboard.html")
         return 0
-    for name in OUTPUTS:
-        (layout.out / name).unlink(missing_ok=True)
-    evaluations = current_evaluations(layout)
+    for path in board_files(layout.out):
+        path.unlink(missing_ok=True)
+    evaluations = current_evaluations(records)
     if evaluations is None:
         raise InputError("the leaderboard waits for every submission's evaluation (`medchallenge phase status "
                          f"{layout.out}` shows what is missing)")
     remove_stale(layout, evaluations)
     layout.leaderboard_state.unlink(missing_ok=True)
-    phase = read_json(layout.phase_file, "phase.json")
+    phase = records.phase
     boot = phase["bootstrap"]
-    status = leaderboard_main(["--challenge", phase["challenge"], "--ground-truth", phase["ground_truth"],
-                               "--submissions", str(layout.evaluation_inputs), "--output", str(layout.out),
-                               "--bootstrap", str(boot["n"]), "--bootstrap-seed", str(boot["seed"]),
-                               "--bootstrap-level", str(boot["level"]), "--no-progress",
-                               *(["--edition", phase["edition"]] if phase["edition"] else [])])
-    if status == 0:
-        write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(layout, evaluations),
-                                                     "evaluations": evaluations})
-    return status
-
+    args = build_leaderboard_parser().parse_args([
+        "--challenge", phase["challenge"], "--ground-truth", phase["ground_truth"], "--submissions",
+        str(layout.evaluation_inputs), "--output", str(layout.out), "--bootstrap", str(boot["n"]), "--bootstrap-seed",
+        str(boot["seed"]), "--bootstrap-level", str(boot["level"]), "--no-progress",
+        *(["--edition", phase["edition"]] if phase["edition"] else [])])
+    write_boards(args, [], team_notes(records))
+    write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(records, evaluations),
+                                                 "evaluations": evaluations})
+    return 0
 
 if __name__ == "__main__":
     sys.exit(main())

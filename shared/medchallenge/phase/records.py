@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from ..errors import InputError
 from ..io import write_json_atomic
 from ..jobs import JobLimits, JobResult, OutputResult, SocketValue
 from ..sockets import Socket
@@ -17,6 +18,56 @@ from .layout import PhaseLayout
 FINAL = ("succeeded", "failed")
 # fields a backend may add to state.json (Slurm: why a task ended outside the job, how often it was requeued)
 BACKEND_FIELDS = ("cause", "requeued", "slurm_job_id")
+
+
+def read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        raise InputError(f"{path}: no {what} (run `medchallenge phase run` first)") from None
+
+
+def folder_stamp(folder: Path) -> list:
+    """What changes when a file of `folder` changes (names, sizes, modification times), without reading them."""
+    return sorted([str(p.relative_to(folder)), p.stat().st_size, p.stat().st_mtime_ns]
+                  for p in folder.rglob("*") if p.is_file())
+
+
+class PhaseRecords:
+    """One reading of a phase's records by one command: phase.json, each submission.json, each job's state and the
+    ground truth's stamp read at most once, however many of the command's steps (a submission's status, the
+    fingerprints of its evaluation and of the leaderboard) look at them. A phase of 50 x 500 jobs is 25,000 state
+    files: each read costs a file open (docs/scale.md), so a command reads each once; a new PhaseRecords sees what
+    changed since."""
+
+    def __init__(self, layout: PhaseLayout):
+        self.layout = layout
+        self._phase: dict[str, Any] | None = None
+        self._submissions: dict[str, dict[str, Any]] = {}
+        self._states: dict[str, dict[str, Any] | None] = {}
+        self._ground_truth: list | None = None
+
+    @property
+    def phase(self) -> dict[str, Any]:
+        if self._phase is None:
+            self._phase = read_json(self.layout.phase_file, "phase.json")
+        return self._phase
+
+    def submission(self, team: str) -> dict[str, Any]:
+        if team not in self._submissions:
+            self._submissions[team] = read_json(self.layout.submission_file(team), "submission.json")
+        return self._submissions[team]
+
+    def state(self, job_id: str) -> dict[str, Any] | None:
+        if job_id not in self._states:
+            self._states[job_id] = read_state(self.layout, job_id)
+        return self._states[job_id]
+
+    @property
+    def ground_truth_stamp(self) -> list:
+        if self._ground_truth is None:
+            self._ground_truth = folder_stamp(Path(self.phase["ground_truth"]))
+        return self._ground_truth
 
 
 def read_state(layout: PhaseLayout, job_id: str) -> dict[str, Any] | None:

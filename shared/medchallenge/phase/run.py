@@ -33,8 +33,8 @@ from .hashes import HashCache
 from .layout import PhaseLayout, owner_only
 from .leaderboard import leaderboard_current
 from .local import LocalBackend
-from .plan import PhaseSettings, PlannedSubmission, plan_submission
-from .records import is_final, read_state
+from .plan import PhaseSettings, PlannedSubmission, existing_specs, plan_submission
+from .records import PhaseRecords, is_final, read_state
 from .slurm_options import DEFAULT_PREFIX, MAX_PARALLEL, check_sbatch_options, read_site_file
 from .status import phase_status, render
 from .submissions import read_submissions
@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     slurm = parser.add_argument_group("slurm backend (the site's options: these win over --slurm-config's)")
-    slurm.add_argument("--slurm-config", type=Path, default=None, metavar="SITE.toml",
+    slurm.add_argument("--slurm-config", type=user_path, default=None, metavar="SITE.toml",
                        help="the site's options of the Slurm backend (docs/scale.md)")
     slurm.add_argument("--partition", default=None)
     slurm.add_argument("--account", default=None)
@@ -148,7 +148,9 @@ def plan(args: argparse.Namespace, layout: PhaseLayout) -> list[PlannedSubmissio
     cases = convert_cases(files, layout, hashes)
     settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on",
                              int(args.max_image_gb * GIB))
-    planned = [plan_submission(layout, settings, spec, s, cases, hashes) for s in submissions_file.submissions]
+    existing = existing_specs(layout)
+    planned = [plan_submission(layout, settings, spec, s, cases, hashes, existing)
+               for s in submissions_file.submissions]
     hashes.save()
     write_json_atomic(layout.phase_file, {
         "challenge": args.challenge, "edition": args.edition, "ground_truth": str(args.ground_truth.absolute()),
@@ -181,6 +183,7 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
     are waited for), its evaluation where it is not current, then the leaderboard where it is not; a job two
     submissions share is submitted once. Returns the handles and the number of jobs submitted."""
     python, out = sys.executable, str(layout.out)
+    records = PhaseRecords(layout)
     held = backend.held()
     submitted: dict[str, Handle] = {}
     evaluations: list[Handle] = []
@@ -190,17 +193,17 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
             continue
         ids = [job_id for _, job_id in submission.jobs]
         todo = [i for i in dict.fromkeys(ids)
-                if i not in submitted and i not in held and not is_final(read_state(layout, i))]
+                if i not in submitted and i not in held and not is_final(records.state(i))]
         if todo:
             handle = backend.submit_tasks(submission.team, [layout.task(i) for i in todo], submission.resources)
             submitted.update(dict.fromkeys(todo, handle))
         waits_for = list({id(h): h for h in ({**held, **submitted}[i] for i in ids
                                              if i in submitted or i in held)}.values())
-        if waits_for or not evaluation_current(layout, submission.team):
+        if waits_for or not evaluation_current(records, submission.team):
             evaluations.append(backend.submit_after(waits_for, [python, "-m", "medchallenge.phase.evaluate", out,
                                                                 submission.team], f"evaluate-{submission.team}"))
     handles = [*{id(h): h for h in [*held.values(), *submitted.values()]}.values(), *evaluations]
-    if evaluations or not leaderboard_current(layout):
+    if evaluations or not leaderboard_current(records):
         handles.append(backend.submit_after(evaluations, [python, "-m", "medchallenge.phase.leaderboard", out],
                                             "leaderboard"))
     return handles, len(submitted)

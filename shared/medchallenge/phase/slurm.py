@@ -423,6 +423,7 @@ class SlurmBackend:
         arrays = [h for h in jobs if h.manifest is not None]
         phase_jobs = {spec.stem: None for h in arrays for spec in manifest_specs(h.manifest)}
         seen: dict[str, frozenset[str]] = {}
+        finished: set[str] = set()  # a final state never changes: not read again (25,000 files a poll at full size)
         shown = None
         while ids:
             active = active_jobs(ids)
@@ -435,8 +436,9 @@ class SlurmBackend:
                     record_usage(self.layout, handle)
                     changed = True
             if changed or shown is None:
-                done = sum(is_final(read_state(self.layout, job)) for job in phase_jobs)
-            progress = f"slurm: {done}/{len(phase_jobs)} job(s) done, {len(active)} pending or running"
+                finished.update(job for job in phase_jobs
+                                if job not in finished and is_final(read_state(self.layout, job)))
+            progress = f"slurm: {len(finished)}/{len(phase_jobs)} job(s) done, {len(active)} pending or running"
             if progress != shown:
                 log.info("%s", progress)
                 shown = progress

@@ -17,10 +17,9 @@ from typing import Any
 from ..errors import report_errors
 from ..io import user_path
 from ..jobs.usage import usage_totals
-from .evaluate import read_json
 from .layout import PhaseLayout
 from .leaderboard import leaderboard_current
-from .records import is_final, read_state
+from .records import PhaseRecords, is_final
 
 MAX_ERRORS_SHOWN = 3
 
@@ -53,32 +52,32 @@ def jobs_in_slurm(layout: PhaseLayout) -> dict[str, str]:
     return phase_in_slurm(layout)
 
 
-def job_status(layout: PhaseLayout, job_id: str, run_active: bool,
+def job_status(records: PhaseRecords, job_id: str, run_active: bool,
                in_slurm: dict[str, str]) -> tuple[str, dict[str, Any] | None]:
     """succeeded, failed, running, queued (a run is active, or a task of a Slurm array holds it: `in_slurm`) or
     not-run, and the job's state."""
-    state = read_state(layout, job_id)
+    state = records.state(job_id)
     if is_final(state):
         return state["status"], state
     if job_id in in_slurm:
         return in_slurm[job_id], state
-    running = _marker(layout.running(job_id))
+    running = _marker(records.layout.running(job_id))
     if running is not None and _alive(running):
         return "running", state
     return ("queued" if run_active else "not-run"), state
 
 
-def submission_status(layout: PhaseLayout, team: str, run_active: bool, finished: dict[str, dict[str, Any]],
+def submission_status(records: PhaseRecords, team: str, run_active: bool, finished: dict[str, dict[str, Any]],
                       in_slurm: dict[str, str]) -> dict[str, Any]:
     """The submission's counts, errors, lost jobs, evaluation and what its finished jobs used; their states are
     added to `finished` (by job id: a job two submissions share is one job of the phase)."""
-    submission = read_json(layout.submission_file(team), "submission.json")
+    submission = records.submission(team)
     counts: Counter[str] = Counter()
     errors: Counter[str] = Counter()
     lost: Counter[str] = Counter()
     own: dict[str, dict[str, Any]] = {}
     for job in submission["jobs"]:
-        status, state = job_status(layout, job["job_id"], run_active, in_slurm)
+        status, state = job_status(records, job["job_id"], run_active, in_slurm)
         counts[status] += 1
         if is_final(state):
             own[job["job_id"]] = state
@@ -87,7 +86,7 @@ def submission_status(layout: PhaseLayout, team: str, run_active: bool, finished
         elif state is not None and status in ("not-run", "queued"):
             cause = state.get("cause") or state.get("status") or "unknown"
             lost[f"{cause}: {state['error']}" if state.get("error") else cause] += 1
-    evaluation = _marker(layout.evaluation_state(team)) or {"status": "not evaluated"}
+    evaluation = _marker(records.layout.evaluation_state(team)) or {"status": "not evaluated"}
     finished.update(own)
     return {"team": team, "refused": submission["refused"], "jobs": len(submission["jobs"]),
             **{k: counts[k] for k in ("succeeded", "failed", "running", "queued", "not-run")},
@@ -97,18 +96,20 @@ def submission_status(layout: PhaseLayout, team: str, run_active: bool, finished
 
 def phase_status(layout: PhaseLayout) -> dict[str, Any]:
     """Each submission's status, and what the phase's finished jobs used in all (`usage`); the jobs that tasks of
-    Slurm arrays still hold (after a Ctrl-C of `phase run --backend slurm`) are running or queued."""
-    phase = read_json(layout.phase_file, "phase.json")
+    Slurm arrays still hold (after a Ctrl-C of `phase run --backend slurm`) are running or queued. Every record is
+    read once."""
+    records = PhaseRecords(layout)
+    phase = records.phase
     run = _marker(layout.out / "run.json")
     run_active = run is not None and run.get("finished") is None and _alive(run)
     in_slurm = jobs_in_slurm(layout)
     finished: dict[str, dict[str, Any]] = {}
-    submissions = [submission_status(layout, team, run_active, finished, in_slurm) for team in phase["submissions"]]
+    submissions = [submission_status(records, team, run_active, finished, in_slurm) for team in phase["submissions"]]
     complete = all(s["refused"] or s["succeeded"] + s["failed"] == s["jobs"] for s in submissions)
     return {"challenge": phase["challenge"], "run_active": run_active, "in_slurm": len(in_slurm),
             "submissions": submissions,
             "usage": usage_totals(finished.values()), "complete": complete,
-            "leaderboard": str(layout.out / "leaderboard.html") if complete and leaderboard_current(layout) else None}
+            "leaderboard": str(layout.out / "leaderboard.html") if complete and leaderboard_current(records) else None}
 
 
 def usage_line(usage: dict[str, Any]) -> str:

@@ -85,15 +85,17 @@ def prepare_output(output: Path) -> None:
         shutil.rmtree(output / name, ignore_errors=True)
 
 
-def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path,
-               evaluation: Path) -> dict[str, Any]:
+def score_jobs(args: argparse.Namespace, jobs: list[CaseJob], eval_input: Path, evaluation: Path,
+               records: Path | None = None) -> dict[str, Any]:
     """The successful jobs scored as the evaluator image scores them (its input written to `eval_input`, its
-    metrics.json to `evaluation`); the report's `evaluation` section."""
+    metrics.json to `evaluation`, its records and bootstrap replicates to `records` where given); the report's
+    `evaluation` section."""
     write_evaluation_input([job.result for job in jobs], eval_input, 1_000_000 + 1_000 * len(jobs))
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
     argv = ["--input", str(eval_input), "--ground-truth", str(args.ground_truth), "--output",
             str(evaluation), "--no-progress", "--no-review", "--bootstrap", str(args.bootstrap),
-            "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level)]
+            "--bootstrap-seed", str(args.bootstrap_seed), "--bootstrap-level", str(args.bootstrap_level),
+            *(["--records", str(records)] if records is not None else [])]
     failed = [job.case.name for job in jobs if not job.result.succeeded]
     section: dict[str, Any] = {"evaluator": CHALLENGES[args.challenge].evaluator_module, "edition": args.edition,
                                "scored_as_missing": failed, "error": None}
