@@ -441,6 +441,29 @@ PIECES.update({function.__name__: function for function in (pandas_columns, ribf
                                                              ribfrac_csv_scores)})
 
 
+def ribfrac_iou(inputs, options):
+    """The official connected-component IoU (ribfrac.md §2.2) with scikit-image: `label` of the union and of the
+    intersection (default, full connectivity), `regionprops` of the intersection, each region's `coords[0]` as its
+    anchor, `iou[g-1, p-1] = area / ((union == u).sum() + 1e-8)` assigned in region order; per input (uint8 ground
+    truth and prediction as flat C-order lists and a shape) the matrix, each value as repr."""
+    import numpy as np
+    from skimage.measure import label, regionprops
+
+    outputs = []
+    for item in inputs:
+        shape = tuple(item["shape"])
+        gt = np.array(item["gt"], dtype=np.uint8).reshape(shape)
+        pred = np.array(item["pred"], dtype=np.uint8).reshape(shape)
+        iou = np.zeros((int(gt.max()), int(pred.max())))
+        intersection = np.logical_and(gt > 0, pred > 0)
+        union = label(np.logical_or(gt > 0, pred > 0))
+        for region in regionprops(label(intersection)):
+            anchor = tuple(region.coords[0])
+            iou[gt[anchor] - 1, pred[anchor] - 1] = region.area / ((union == union[anchor]).sum() + 1e-8)
+        outputs.append([[repr(float(v)) for v in row] for row in iou])
+    return outputs
+
+
 def parse_numbers(inputs, options):
     """`int(text)` (base 10) or `float(text)` (options["kind"]) of each text, as the official code calls them on
     participant text: the value as text (str of an int, repr of a float) or "ValueError"."""
@@ -483,7 +506,7 @@ def csv_rows(inputs, options):
     return outputs
 
 
-PIECES.update({function.__name__: function for function in (parse_numbers, csv_rows)})
+PIECES.update({function.__name__: function for function in (parse_numbers, csv_rows, ribfrac_iou)})
 
 
 def versions():
