@@ -421,8 +421,9 @@ def _official_iou(gt, pred):
 def ribfrac_folders(inputs, options):
     """The official evaluation of a ground-truth and a prediction folder (ribfrac.md §1, §2): both listed as
     `NiiDataset` lists them (the two `assert`s), the first `.csv` of `os.listdir`, each pair of volumes read with
-    `nib.load(f).get_fdata().astype(np.uint8)` (shapes asserted equal), matched (§2.2) and scored (_ribfrac_scores);
-    per input the scores and whether a volume held values the uint8 cast wraps or cannot take, or the exception."""
+    `nib.load(f).get_fdata().astype(np.uint8)` (shapes asserted equal), matched (ribfrac.md §2.2) and scored
+    (_ribfrac_scores); per input the scores and whether a volume held values the uint8 cast wraps or cannot take, or
+    the exception."""
     import os
 
     import nibabel as nib

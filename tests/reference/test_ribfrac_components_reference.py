@@ -49,7 +49,7 @@ def inputs(count: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def test_component_iou_matches_scikit_image(py39, record):
-    pairs = inputs(3000, seed=40)
+    pairs = inputs(2000, seed=40)
     reference = py39.run("ribfrac_iou", [{"shape": list(gt.shape), "gt": gt.ravel().tolist(),
                                           "pred": pred.ravel().tolist()} for gt, pred in pairs])
     mismatches, scored = [], 0
