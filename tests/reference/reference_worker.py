@@ -393,7 +393,8 @@ def ribfrac_csv_scores(inputs, options):
 
 
 def _official_volumes(root):
-    """`NiiDataset(root)` (ribfrac.md §1.1): the names ending in .nii or .nii.gz, sorted by full path, and their ids."""
+    """`NiiDataset(root)` (ribfrac.md §1.1): the names ending in .nii or .nii.gz, sorted by full path, and their
+    ids."""
     import os
     import re
 
