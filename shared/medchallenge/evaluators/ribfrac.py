@@ -394,7 +394,7 @@ def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]
 
 def _non_finite_voxel_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
     """NaN or infinite voxels of NIfTI masks (floating-point ones, as nibabel writes a float array): the official
-    code casts nibabel's values to uint8, which makes them 0; ITK reads them as 0 too."""
+    code casts nibabel's values to uint8, which makes them 0; the project reads them as 0 too."""
     volumes = [path for source in sources.values() for path in (source.gt_volume, source.pred_volume)
                if path is not None and path.name.lower().endswith((".nii", ".nii.gz"))]
     counts = {path: formats.nifti_non_finite_labels(path) for path in volumes}
