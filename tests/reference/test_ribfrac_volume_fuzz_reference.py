@@ -1,7 +1,7 @@
 """RibFrac folders and volumes read as the official code reads them (docs/metrics/ribfrac.md §1.1, §1.2): ground-truth
 and prediction folders whose NIfTI files are mutated field by field (every NIfTI-1 header field, the extension flag
-and blocks, NIfTI-2 files and their fields, the gzip layer: CRC-32, length, header checksum, flags, members, trailing
-bytes) or whose listing differs (ids that sort otherwise, a folder named `*.nii.gz`, an extra volume), evaluated by the
+and blocks, NIfTI-2 files and 16 of their fields, the gzip layer: CRC-32, length, header checksum, flags, members,
+trailing bytes) or whose listing differs (ids that sort otherwise, a folder named `*.nii.gz`, an extra volume), evaluated by the
 project (`evaluators.ribfrac`, in-process) and by the official evaluation in Python 3.9 with nibabel 3.2.2,
 scikit-image 0.19.3, pandas 1.4.4 (reference_worker.ribfrac_folders); and each mutated file read by both
 (`formats.ribfrac.read_label_volume` vs `nib.load(f).get_fdata().astype(np.uint8)`). Where the official code scores,
@@ -279,7 +279,7 @@ def mutation_class(what: str) -> str:
 def project_folder_scores(gt_dir: Path, pred_dir: Path) -> dict:
     """The project's evaluation of the two folders (collect_sources, evaluate_case, aggregate_totals), or its error."""
     try:
-        case_ids, sources, _, notes = evaluator.collect_sources(pred_dir, gt_dir)
+        case_ids, sources, _, _ = evaluator.collect_sources(pred_dir, gt_dir)
         statistics = [evaluator.case_statistics(evaluator.evaluate_case(sources, case_id)) for case_id in case_ids]
         totals = evaluator.aggregate_totals(np.sum(statistics, axis=0), len(case_ids), "numpy122", "master")
     except InputError as exc:
