@@ -265,11 +265,6 @@ def nifti_header(path: Path) -> NiftiHeader:
     raise InputError(f"{path}: truncated NIfTI file ({len(header)} bytes of header)")
 
 
-def nifti_non_finite_voxels(path: Path) -> int:
-    """How many NaN or infinite voxels a NIfTI file stores (0 for integer datatypes, from the header alone)."""
-    return check_nifti_complete(path)[1] if nifti_header(path).float_type() is not None else 0
-
-
 def read_ct(path: Path, image=None):
     """The SimpleITK image (read from `path` unless given, e.g. a DICOM series) and its (z, y, x) int16 array, a 3-D
     single-channel volume of finite values, at least MIN_CT_EDGE voxels along each axis, with a voxel spacing within

@@ -94,11 +94,11 @@ def test_nan_or_infinite_nifti_voxels_that_itk_reads_as_0_are_refused_for_the_al
         read_ct(path)
 
 
-def test_nan_voxels_in_an_uncompressed_nifti_are_counted_too(tmp_path):
-    from medchallenge.imaging import nifti_non_finite_voxels
+def test_nan_voxels_in_an_uncompressed_nifti_mask_are_counted_too(tmp_path):
+    from medchallenge.formats.ribfrac import nifti_non_finite_labels
 
-    assert nifti_non_finite_voxels(nan_volume(tmp_path / "mask.nii", float("nan"))) == 1
-    assert nifti_non_finite_voxels(nifti_ct(tmp_path / "int.nii")) == 0
+    assert nifti_non_finite_labels(nan_volume(tmp_path / "mask.nii", float("nan"))) == 1
+    assert nifti_non_finite_labels(nifti_ct(tmp_path / "int.nii")) == 0
 
 
 @pytest.fixture

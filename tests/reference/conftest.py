@@ -26,7 +26,8 @@ from reference.envs import ENV_BUILDS, RESULTS, ReferenceEnv, reference_env
 
 @pytest.fixture(scope="session")
 def py39() -> ReferenceEnv:
-    """Python 3.9 with NLTK 3.7, rouge-score 0.1.2, scikit-learn 1.0.2, numpy 1.22.4, pandas 1.4.4, nibabel 3.2.2."""
+    """Python 3.9 with NLTK 3.7, rouge-score 0.1.2, scikit-learn 1.0.2, numpy 1.22.4, pandas 1.4.4, nibabel 3.2.2,
+    scikit-image 0.19.3."""
     return reference_env("3.9")
 
 

@@ -324,67 +324,145 @@ def _ribfrac_case_metrics(case, gt_info, pred_info):
     return metrics, matrix
 
 
-def ribfrac_csv_scores(inputs, options):
-    """ribfrac.md §1 to §5 on the two CSV files of each input and per-case matchings given instead of volumes:
-    `pd.read_csv`, the label code mapping, the rows selected per case, ribfrac.md §2 (_ribfrac_case_metrics), the
-    FROC of ribfrac.md §3 (`prob >= t`, the key recalls from `sort_values("fp")`) and the F1s of ribfrac.md §5; the
-    scores, or the exception."""
+def _ribfrac_scores(gt_path, pred_path, cases):
+    """ribfrac.md §1 to §5 on the two CSV files and per-case matchings: `pd.read_csv`, the label code mapping, the
+    rows selected per case, ribfrac.md §2 (_ribfrac_case_metrics), the FROC of ribfrac.md §3 (`prob >= t`, the key
+    recalls from `sort_values("fp")`) and the F1s of ribfrac.md §5; an exception where the official code fails."""
     import numpy as np
     import pandas as pd
 
     codes = {0: "Background", 1: "Displaced", 2: "Nondisplaced", 3: "Buckle", 4: "Segmental", -1: "Ignore"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gt_info, pred_info = pd.read_csv(gt_path), pd.read_csv(pred_path)
+        gt_info["label_code"] = gt_info["label_code"].map(codes)
+        pred_info["label_code"] = pred_info["label_code"].map(codes)
+        frames, num_gts, matrix = [], [], np.zeros((5, 6))
+        for case in cases:
+            pid = case["id"]
+            case_gt = gt_info.loc[gt_info.public_id == pid].reset_index(drop=True)
+            case_pred = pred_info.loc[pred_info.public_id == pid].reset_index(drop=True)
+            metrics, case_matrix = _ribfrac_case_metrics(case, case_gt, case_pred)
+            frames.append(metrics)
+            num_gts.append(case["num_gt"])
+            matrix = matrix + case_matrix.values
+        fp, recall = [], []
+        for threshold in np.arange(0, 1, 0.01):
+            positives = [df.loc[df["prob"] >= threshold] for df in frames if len(df) > 0]
+            tp = sum(len(df.loc[df["max_iou"] > 0.2, "hit_label"].unique()) for df in positives)
+            false = sum(len(df) - len(df.loc[df["max_iou"] > 0.2]) for df in positives)
+            fp.append((false + 1e-8) / (len(frames) + 1e-8))
+            recall.append((tp + 1e-8) / (sum(num_gts) + 1e-8))
+        curve = pd.DataFrame({"fp": fp, "recall": recall}).sort_values("fp")
+        key_recall = []
+        for key in (0.5, 1, 2, 4, 8):
+            less, more = curve.loc[curve.fp <= key], curve.loc[curve.fp >= key]
+            if len(less) == 0:
+                key_recall.append(0.0)
+            elif len(more) == 0:
+                key_recall.append(float(curve.recall.max()))
+            else:
+                fp0, fp1 = less["fp"].values[-1], more["fp"].values[0]
+                r0, r1 = less["recall"].values[-1], more["recall"].values[0]
+                key_recall.append(float(r0 + (r1 - r0) * ((key - fp0) / (fp1 - fp0 + 1e-8))))
+        c = matrix[:, :-1]
+        tp = np.diag(c)[:-1]
+        fps = np.array([c[i, :].sum() - tp[i] for i in range(4)])
+        fns = np.array([c[:, i].sum() - tp[i] for i in range(4)])
+        p, r = tp / (tp + fps + 1e-8), tp / (tp + fns + 1e-8)
+        overall = np.mean((2 * p * r) / (p + r + 1e-8))
+        p = tp / (tp + (fps - c[:-1, -1]) + 1e-8)
+        target = np.mean((2 * p * r) / (p + r + 1e-8))
+        r = tp / (tp + (fns - c[-1, :-1]) + 1e-8)
+        prediction = np.mean((2 * p * r) / (p + r + 1e-8))
+    return {"froc_average": float(np.mean(key_recall)), "key_recall": key_recall, "macro_f1": float(overall),
+            "target_aware_f1": float(target), "prediction_aware_f1": float(prediction),
+            "matrix": matrix.astype(int).tolist()}
+
+
+def ribfrac_csv_scores(inputs, options):
+    """_ribfrac_scores on the two CSV files of each input and per-case matchings given instead of volumes; the
+    scores, or the exception."""
     outputs = []
     for item in inputs:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                gt_info, pred_info = pd.read_csv(item["gt"]), pd.read_csv(item["pred"])
-                gt_info["label_code"] = gt_info["label_code"].map(codes)
-                pred_info["label_code"] = pred_info["label_code"].map(codes)
-                frames, num_gts, matrix = [], [], np.zeros((5, 6))
-                for case in item["cases"]:
-                    pid = case["id"]
-                    case_gt = gt_info.loc[gt_info.public_id == pid].reset_index(drop=True)
-                    case_pred = pred_info.loc[pred_info.public_id == pid].reset_index(drop=True)
-                    metrics, case_matrix = _ribfrac_case_metrics(case, case_gt, case_pred)
-                    frames.append(metrics)
-                    num_gts.append(case["num_gt"])
-                    matrix = matrix + case_matrix.values
-                fp, recall = [], []
-                for threshold in np.arange(0, 1, 0.01):
-                    positives = [df.loc[df["prob"] >= threshold] for df in frames if len(df) > 0]
-                    tp = sum(len(df.loc[df["max_iou"] > 0.2, "hit_label"].unique()) for df in positives)
-                    false = sum(len(df) - len(df.loc[df["max_iou"] > 0.2]) for df in positives)
-                    fp.append((false + 1e-8) / (len(frames) + 1e-8))
-                    recall.append((tp + 1e-8) / (sum(num_gts) + 1e-8))
-                curve = pd.DataFrame({"fp": fp, "recall": recall}).sort_values("fp")
-                key_recall = []
-                for key in (0.5, 1, 2, 4, 8):
-                    less, more = curve.loc[curve.fp <= key], curve.loc[curve.fp >= key]
-                    if len(less) == 0:
-                        key_recall.append(0.0)
-                    elif len(more) == 0:
-                        key_recall.append(float(curve.recall.max()))
-                    else:
-                        fp0, fp1 = less["fp"].values[-1], more["fp"].values[0]
-                        r0, r1 = less["recall"].values[-1], more["recall"].values[0]
-                        key_recall.append(float(r0 + (r1 - r0) * ((key - fp0) / (fp1 - fp0 + 1e-8))))
-                c = matrix[:, :-1]
-                tp = np.diag(c)[:-1]
-                fps = np.array([c[i, :].sum() - tp[i] for i in range(4)])
-                fns = np.array([c[:, i].sum() - tp[i] for i in range(4)])
-                p, r = tp / (tp + fps + 1e-8), tp / (tp + fns + 1e-8)
-                overall = np.mean((2 * p * r) / (p + r + 1e-8))
-                p = tp / (tp + (fps - c[:-1, -1]) + 1e-8)
-                target = np.mean((2 * p * r) / (p + r + 1e-8))
-                r = tp / (tp + (fns - c[-1, :-1]) + 1e-8)
-                prediction = np.mean((2 * p * r) / (p + r + 1e-8))
+            outputs.append(_ribfrac_scores(item["gt"], item["pred"], item["cases"]))
         except Exception as error:  # the official code would stop here
             outputs.append({"error": type(error).__name__})
+    return outputs
+
+
+def _official_volumes(root):
+    """`NiiDataset(root)` (ribfrac.md §1.1): the names ending in .nii or .nii.gz, sorted by full path, and their
+    ids."""
+    import os
+    import re
+
+    files = sorted(os.path.join(root, name) for name in os.listdir(root)
+                   if name.endswith(".nii") or name.endswith(".nii.gz"))
+    return files, [re.sub(r"(\.nii)|(\.gz)|(-label)", "", os.path.basename(path)) for path in files]
+
+
+def _official_iou(gt, pred):
+    """The official connected-component IoU (ribfrac.md §2.2) with scikit-image: `label` of the union and of the
+    intersection (default, full connectivity), `regionprops` of the intersection, each region's `coords[0]` as its
+    anchor, `iou[g-1, p-1] = area / ((union == u).sum() + 1e-8)` assigned in region order."""
+    import numpy as np
+    from skimage.measure import label, regionprops
+
+    iou = np.zeros((int(gt.max()), int(pred.max())))
+    intersection = np.logical_and(gt > 0, pred > 0)
+    union = label(np.logical_or(gt > 0, pred > 0))
+    for region in regionprops(label(intersection)):
+        anchor = tuple(region.coords[0])
+        iou[gt[anchor] - 1, pred[anchor] - 1] = region.area / ((union == union[anchor]).sum() + 1e-8)
+    return iou
+
+
+def ribfrac_folders(inputs, options):
+    """The official evaluation of a ground-truth and a prediction folder (ribfrac.md §1, §2): both listed as
+    `NiiDataset` lists them (the two `assert`s), the first `.csv` of `os.listdir`, each pair of volumes read with
+    `nib.load(f).get_fdata().astype(np.uint8)` (shapes asserted equal), matched (ribfrac.md §2.2) and scored
+    (_ribfrac_scores); per input the scores and whether a volume held values the uint8 cast wraps or cannot take, or
+    the exception."""
+    import os
+
+    import nibabel as nib
+    import numpy as np
+
+    outputs = []
+    for item in inputs:
+        wrapped = False
+        try:
+            gt_files, gt_ids = _official_volumes(item["gt"])
+            pred_files, pred_ids = _official_volumes(item["pred"])
+            assert len(pred_files) == len(gt_files)
+            assert gt_ids == pred_ids
+            gt_csv = [os.path.join(item["gt"], x) for x in os.listdir(item["gt"]) if x.endswith(".csv")][0]
+            pred_csv = [os.path.join(item["pred"], x) for x in os.listdir(item["pred"]) if x.endswith(".csv")][0]
+            cases = []
+            for gt_path, pred_path, pid in zip(gt_files, pred_files, gt_ids):
+                volumes = []
+                for path in (gt_path, pred_path):
+                    data = nib.load(path).get_fdata()
+                    wrapped = wrapped or not np.isfinite(data).all() or bool((data <= -1).any() or (data >= 256).any())
+                    with np.errstate(invalid="ignore", over="ignore"):
+                        volumes.append(data.astype(np.uint8))
+                gt, pred = volumes
+                assert gt.shape == pred.shape
+                num_gt, num_pred = int(gt.max()), int(pred.max())
+                case = {"id": pid, "num_gt": num_gt, "num_pred": num_pred, "max_iou": [0.0] * num_pred,
+                        "argmax": [0] * num_pred}
+                if num_gt and num_pred:
+                    iou = _official_iou(gt, pred)
+                    case["max_iou"], case["argmax"] = iou.max(axis=0).tolist(), iou.argmax(axis=0).tolist()
+                cases.append(case)
+            scores = _ribfrac_scores(gt_csv, pred_csv, cases)
+        except Exception as error:  # the official code would stop here
+            outputs.append({"error": type(error).__name__, "wrapped": wrapped})
             continue
-        outputs.append({"froc_average": float(np.mean(key_recall)), "key_recall": key_recall,
-                        "macro_f1": float(overall), "target_aware_f1": float(target),
-                        "prediction_aware_f1": float(prediction), "matrix": matrix.astype(int).tolist()})
+        scores["wrapped"] = wrapped
+        outputs.append(scores)
     return outputs
 
 
@@ -406,7 +484,8 @@ def nifti_labels(inputs, options):
         with np.errstate(invalid="ignore", over="ignore"):
             labels = data.astype(np.uint8)
         outputs.append({"shape": list(data.shape), "finite": bool(np.isfinite(data).all()),
-                        "min": repr(float(data.min())), "max": repr(float(data.max())),
+                        "min": repr(float(data.min() if data.size else 0)),
+                        "max": repr(float(data.max() if data.size else 0)),
                         "sha256": hashlib.sha256(labels.tobytes(order="F")).hexdigest()})
     return outputs
 
@@ -439,6 +518,20 @@ def box_iou_int64(inputs, options):
 PIECES.update({function.__name__: function for function in (pandas_columns, ribfrac_pred_csv, nifti_labels,
                                                              box_iou_int64, pandas_frame,
                                                              ribfrac_csv_scores)})
+
+
+def ribfrac_iou(inputs, options):
+    """The official connected-component IoU (ribfrac.md §2.2, _official_iou); per input (uint8 ground truth and
+    prediction as flat C-order lists and a shape) the matrix, each value as repr."""
+    import numpy as np
+
+    outputs = []
+    for item in inputs:
+        shape = tuple(item["shape"])
+        iou = _official_iou(np.array(item["gt"], dtype=np.uint8).reshape(shape),
+                            np.array(item["pred"], dtype=np.uint8).reshape(shape))
+        outputs.append([[repr(float(v)) for v in row] for row in iou])
+    return outputs
 
 
 def parse_numbers(inputs, options):
@@ -483,7 +576,8 @@ def csv_rows(inputs, options):
     return outputs
 
 
-PIECES.update({function.__name__: function for function in (parse_numbers, csv_rows)})
+PIECES.update({function.__name__: function for function in (parse_numbers, csv_rows, ribfrac_iou,
+                                                             ribfrac_folders)})
 
 
 def versions():

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import ndimage
 
 from medchallenge.formats.ribfrac import GTRow, PredRow
 from medchallenge.metrics import ribfrac as m
@@ -130,8 +131,6 @@ def test_empty_volumes_give_no_iou_and_plain_voxel_sums(gt_on, pred_on):
 
 def reference_iou(gt, pred):
     """Slow transcription of §2 with scipy: label, regionprops order by first voxel, assignment."""
-    from scipy import ndimage
-
     num_gt, num_pred = int(gt.max()), int(pred.max())
     iou = np.zeros((num_gt, num_pred))
     if num_gt == 0 or num_pred == 0:
@@ -158,6 +157,51 @@ def test_component_iou_matches_a_slow_transcription_on_random_blobs():
         layout = np.asfortranarray if trial % 2 else np.ascontiguousarray
         match = m.match_instances(layout(gt), layout(pred))
         assert match.iou.tolist() == reference_iou(gt, pred).tolist(), trial
+
+
+def same_partition(labels: np.ndarray, reference: np.ndarray) -> bool:
+    """Whether two labellings mark the same voxels and group them alike (the numbers themselves may differ)."""
+    a, b = labels.ravel(), reference.ravel()
+    if ((a == 0) != (b == 0)).any():
+        return False
+    pairs = set(zip(a[a > 0].tolist(), b[b > 0].tolist()))
+    return len(pairs) == len({x for x, _ in pairs}) == len({y for _, y in pairs})
+
+
+def sparse_and_checkerboard_masks(shape: tuple, rng) -> list:
+    """Checkerboards (every parity), stripes, every third voxel and random masks from sparse to dense."""
+    parity = np.indices(shape).sum(axis=0)
+    masks = [parity % 2 == 0, parity % 2 == 1, parity % 3 == 0, np.indices(shape)[0] % 2 == 0]
+    masks += [rng.random(shape) < p for p in (0.03, 0.1, 0.3, 0.6, 0.9) for _ in range(3)]
+    return masks
+
+
+def test_components_match_scipy_label_on_sparse_and_checkerboard_masks_of_every_shape():
+    """§2.2: `_components_in_box` groups voxels as a full-connectivity (26) labelling does (scipy here, scikit-image
+    in tests/reference), on every shape up to 6 x 6 x 6 and a few longer ones: cc3d 4.1.1 fails on bool masks of
+    isolated voxels ('maximum length exception')."""
+    rng = np.random.default_rng(40)
+    full = np.ones((3, 3, 3), bool)
+    shapes = [(x, y, z) for x in range(1, 7) for y in range(1, 7) for z in range(1, 7)]
+    shapes += [(1, 1, 40), (40, 1, 1), (2, 33, 2), (17, 9, 5)]
+    for shape in shapes:
+        for mask in sparse_and_checkerboard_masks(shape, rng):
+            if not mask.any():
+                continue
+            coords = np.stack(np.nonzero(mask))
+            labels = np.zeros(shape, np.intp)
+            labels[tuple(coords)] = m._components_in_box(coords)
+            assert same_partition(labels, ndimage.label(mask, full)[0]), (shape, mask.astype(int).tolist())
+
+
+def test_two_overlap_voxels_two_apart_are_scored():
+    """A thin prediction touching a fracture at two points 2 voxels apart (the issue's simplest failing case)."""
+    gt, pred = volume((5, 3, 3)), volume((5, 3, 3))
+    gt[0:5, 0, 0] = 1
+    pred[0, 0, 0] = pred[2, 0, 0] = 1
+    match = m.match_instances(gt, pred)
+    # two intersection components of one voxel, both (1, 1); the union component is GT 1's 5 voxels
+    assert match.iou.tolist() == [[1 / (5 + EPS)]] and match.hit_label.tolist() == [1]
 
 
 def test_foreground_indices_handles_sizes_not_divisible_by_8():

@@ -232,7 +232,9 @@ def find_instances(fracture: np.ndarray, bone: np.ndarray, post: Postprocessing,
     probable appearance, or UNCERTAIN_TYPE_CODE below `post.min_typed_probability`."""
     import cc3d
 
-    components = cc3d.connected_components(fracture >= post.threshold, connectivity=26, out_dtype=np.uint32)
+    # uint8, not bool: cc3d 4.1.1's bool path can fail on isolated voxels (metrics.ribfrac._components_in_box)
+    candidates_mask = (fracture >= post.threshold).view(np.uint8)
+    components = cc3d.connected_components(candidates_mask, connectivity=26, out_dtype=np.uint32)
     count = int(components.max())
     if count == 0:
         return np.zeros(fracture.shape, dtype=np.uint8), []
@@ -290,7 +292,8 @@ def _mark_segmental(components: np.ndarray, found: list[int], codes: dict[int, i
             box = tuple(slice(max(min(p.start, q.start) - 3, 0), max(p.stop, q.stop) + 3)
                         for p, q in zip(boxes[a], boxes[b]))
             region = components[box]
-            joined = cc3d.connected_components(bone[box] | (region == a) | (region == b), connectivity=26)
+            joined = cc3d.connected_components((bone[box] | (region == a) | (region == b)).view(np.uint8),
+                                               connectivity=26)
             first, second = joined[region == a], joined[region == b]
             if np.intersect1d(first[first > 0], second[second > 0]).size:
                 codes[a] = codes[b] = SEGMENTAL_CODE

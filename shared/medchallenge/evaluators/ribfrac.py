@@ -23,7 +23,6 @@ from ..contract import GC_LAYOUT, match_jobs, name_list, read_json_file, read_pr
 from ..errors import InputError, note_or_refuse
 from ..evaluation import CaseRecord, Cases, Evaluator, Summary, resampled_ids
 from ..formats import ribfrac as formats
-from ..imaging import nifti_non_finite_voxels
 from ..metrics import ribfrac as metrics
 from ..sockets import CT_IMAGE, RIB_FRACTURE_DETECTIONS, RIB_FRACTURE_INSTANCES
 
@@ -230,7 +229,8 @@ def fast_bootstrap(cases: VolumeCases, records: dict[str, CaseMatch], draws: np.
 
 
 def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> None:
-    """§1: both sides must hold the same cases (the official code fails an assert)."""
+    """§1.1: both sides must hold the same cases in the same order of their sorted file names (the official code
+    fails an assert)."""
     missing = sorted(set(gt_ids) - set(pred_ids))
     extra = sorted(set(pred_ids) - set(gt_ids))
     if missing or extra:
@@ -241,6 +241,13 @@ def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> Non
             parts.append(f"{len(extra)} case(s) not in the ground truth: {', '.join(extra[:10])}"
                          f"{' ...' if len(extra) > 10 else ''}")
         raise InputError(f"{where}: expected {len(gt_ids)} cases; " + "; ".join(parts))
+    if gt_ids != pred_ids:  # each folder's ids in the order of its sorted file names (`RibFrac1-label.nii.gz` and
+        # `RibFrac1-rescan-label.nii.gz` sort one way, `RibFrac1.nii.gz` and `RibFrac1-rescan.nii.gz` the other)
+        first = next(k for k, (a, b) in enumerate(zip(gt_ids, pred_ids)) if a != b)
+        raise InputError(f"{where}: the case ids in the order of the sorted file names differ from the ground "
+                         f"truth's (position {first + 1}: {pred_ids[first]} where the ground truth has "
+                         f"{gt_ids[first]}): the official code fails its assert that the sorted lists are equal; "
+                         "rename the files so that both folders sort alike")
 
 
 def _gc_detections(job, where: str) -> list[formats.PredRow]:
@@ -387,10 +394,10 @@ def _non_finite_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]
 
 def _non_finite_voxel_notes(sources: dict[str, CaseSource], strict: bool) -> list[str]:
     """NaN or infinite voxels of NIfTI masks (floating-point ones, as nibabel writes a float array): the official
-    code casts nibabel's values to uint8, which makes them 0; ITK reads them as 0 too."""
+    code casts nibabel's values to uint8, which makes them 0; the project reads them as 0 too."""
     volumes = [path for source in sources.values() for path in (source.gt_volume, source.pred_volume)
                if path is not None and path.name.lower().endswith((".nii", ".nii.gz"))]
-    counts = {path: nifti_non_finite_voxels(path) for path in volumes}
+    counts = {path: formats.nifti_non_finite_labels(path) for path in volumes}
     bad = [path for path, count in counts.items() if count]
     if not bad:
         return []

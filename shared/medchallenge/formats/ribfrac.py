@@ -1,7 +1,8 @@
 """RibFrac 2020 file formats: instance-mask folders, the info/prediction CSVs, GC detections JSON.
 
 Spec: docs/metrics/ribfrac.md §1 (inputs). Volumes are returned as uint8 arrays in the official (nibabel) axis order
-(x, y, z): a transposed, Fortran-ordered view of the (z, y, x) array SimpleITK reads, so no voxel is copied.
+(x, y, z): NIfTI files as nibabel reads them (Fortran order), other formats a transposed view of the (z, y, x) array
+SimpleITK reads; a uint8 volume is not copied.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..imaging import check_nifti_complete, nifti_header, read_image, require_finite
+from ..imaging import read_image, require_finite
+from ..limits import check_image_size
 from . import pandas_csv
 
 # §1: label_code -> class name; any other code is NaN in the official code (None here): it fails where a row's
@@ -70,15 +72,22 @@ def case_id_from_gc_image_name(name: str) -> str:
 
 
 def list_volumes(folder: Path) -> dict[str, Path]:
-    """§1: case id -> `.nii`/`.nii.gz` file of a folder (sorted by path); two files with one id are an error."""
+    """§1.1: case id -> volume of a folder as the official `NiiDataset` lists them: every name `os.listdir` gives
+    that ends in `.nii` or `.nii.gz` (case-sensitive; a folder or anything else so named counts, and fails where it
+    is read), sorted by full path; the dict keeps that order. Two names with one id are an error."""
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder")
+    try:
+        names = os.listdir(folder)
+    except OSError as exc:
+        raise InputError(f"{folder}: cannot list ({exc.strerror})") from None
     volumes: dict[str, Path] = {}
-    for path in sorted(p for p in folder.iterdir() if VOLUME_SUFFIX.search(p.name) and p.is_file()):
-        case_id = case_id_from_filename(path.name)
+    for path in sorted((os.path.join(folder, name) for name in names if name.endswith((".nii", ".nii.gz")))):
+        case_id = case_id_from_filename(path)
         if case_id in volumes:
-            raise InputError(f"{folder}: case {case_id} has two volumes: {volumes[case_id].name} and {path.name}")
-        volumes[case_id] = path
+            raise InputError(f"{folder}: case {case_id} has two volumes: {volumes[case_id].name} and "
+                             f"{os.path.basename(path)}")
+        volumes[case_id] = Path(path)
     return volumes
 
 
@@ -353,17 +362,6 @@ class _ImagePixels:
         self.__array_interface__ = view.__array_interface__
 
 
-def nibabel322_slope_inter(slope: float, inter: float, path: Path) -> tuple[float, float]:
-    """§1.2: the scale factors nibabel 3.2.2 applies (`Nifti1Header.get_slope_inter`): none (1, 0) where scl_slope
-    is 0 or not finite; a finite slope with a non-finite intercept makes nibabel raise (HeaderDataError)."""
-    if slope == 0 or not math.isfinite(slope):
-        return 1.0, 0.0
-    if not math.isfinite(inter):
-        raise InputError(f"{path}: NIfTI scl_slope {slope!r} with scl_inter {inter!r}: nibabel refuses the header "
-                         "(the official code fails)")
-    return slope, inter
-
-
 def nibabel322_labels(stored: np.ndarray, slope: float, inter: float, path: Path) -> np.ndarray:
     """§1.2: `nib.load(f).get_fdata().astype(np.uint8)` of a scaled volume, as nibabel 3.2.2 computes it
     (`apply_read_scaling`): the stored values as float64, times the slope unless it is 1, plus the intercept unless
@@ -389,43 +387,119 @@ def nibabel322_labels(stored: np.ndarray, slope: float, inter: float, path: Path
     return labels
 
 
-def _read_scaled_nifti(path: Path, slope: float, inter: float) -> np.ndarray:
-    """A NIfTI label volume whose header scales its values: the stored values (nibabel, `dataobj.get_unscaled()`,
-    in the stored (x, y, z) order) through nibabel 3.2.2's arithmetic (`nibabel322_labels`)."""
+def _dicom_extensions_as_bytes() -> None:
+    """A NIfTI extension of code 2 (DICOM) kept as bytes, as nibabel does where pydicom is not installed: the
+    official environment (nibabel 3.2.2, no pydicom) never parses it, while this project's pydicom would make nibabel
+    parse it at load and fail on content that is no DICOM. Set once in nibabel's table; the project reads no DICOM
+    from NIfTI extensions anywhere."""
+    from nibabel import nifti1
+
+    for key in (2, "dicom"):
+        nifti1.extension_codes.handler[key] = nifti1.Nifti1Extension
+
+
+def load_nifti(path: Path):
+    """`nibabel.load(path)` as the official code calls it (§1.2): the header and extensions parsed and checked as
+    nibabel 3.2.2 parses and checks them (nibabel 5 does the same on every field, tests/reference); the voxels are not
+    read yet. Any failure is one error line: the official code fails there too."""
     import nibabel as nib
 
-    check_nifti_complete(path)
+    _dicom_extensions_as_bytes()
     try:
-        stored = np.asanyarray(nib.load(str(path)).dataobj.get_unscaled())
+        return nib.load(str(path), mmap=False)
+    except MemoryError:
+        raise
     except Exception as exc:  # nibabel raises many types on a malformed file; one clear line instead
-        raise InputError(f"{path}: cannot read the label volume with nibabel ({type(exc).__name__})") from None
-    if stored.dtype.kind not in "iuf" or stored.ndim != 3:
-        raise InputError(f"{path}: expected a 3-D label volume of numbers, got {stored.ndim}-D {stored.dtype}")
-    return nibabel322_labels(stored, slope, inter, path)
+        raise InputError(f"{path}: cannot read the volume (nibabel: {type(exc).__name__}), so the official code "
+                         "fails") from None
+
+
+def _stored_voxels(image, path: Path) -> np.ndarray:
+    """The stored values of a loaded NIfTI (`dataobj.get_unscaled()`, (x, y, z) order), after the image-size limit."""
+    check_image_size(path, image.shape)
+    try:
+        return np.asanyarray(image.dataobj.get_unscaled())
+    except MemoryError:
+        raise
+    except Exception as exc:
+        raise InputError(f"{path}: cannot read the voxels (nibabel: {type(exc).__name__}; the file is shorter than "
+                         "its header says, or corrupt), so the official code fails") from None
+
+
+def _as_labels(values: np.ndarray, path: Path) -> np.ndarray:
+    """Unscaled stored values -> uint8 labels as `get_fdata().astype(np.uint8)` gives them: integers as they are,
+    fractions truncated, NaN and infinities 0 (the evaluator notes them, `--strict` refuses them); values whose cast
+    wraps (outside (-1, 256)) are refused."""
+    if values.dtype == np.uint8:
+        return values
+    if values.dtype.kind == "f":
+        finite = np.isfinite(values)
+        if not finite.all():
+            values = np.where(finite, values, 0)
+    low, high = (values.min(), values.max()) if values.size else (0, 0)
+    if low <= -1 or high >= MAX_LABEL + 1:
+        raise InputError(f"{path}: label values must be in 0..{MAX_LABEL} (the official code would wrap them "
+                         f"modulo 256), found {low}..{high}")
+    return values.astype(np.uint8)
+
+
+def _read_nifti_labels(path: Path) -> np.ndarray:
+    """§1.2: a NIfTI label volume read by nibabel as the official code reads it: the header's checks, its shape,
+    the stored values and the scaling through nibabel 3.2.2's arithmetic (`nibabel322_labels`)."""
+    image = load_nifti(path)
+    shape = image.shape
+    if len(shape) != 3:
+        raise InputError(f"{path}: expected a 3-D label volume, the NIfTI header stores {len(shape)}-D "
+                         f"{tuple(shape)} (nibabel gives the official code a {len(shape)}-D array and it fails); "
+                         "save it as 3-D")
+    if 0 in shape:
+        raise InputError(f"{path}: the NIfTI header stores an empty volume {tuple(shape)} (the official code fails "
+                         "taking its maximum label)")
+    # the header's scl_slope and scl_inter as `Nifti1Header.get_slope_inter` gives them to the proxy: none (1, 0)
+    # where the slope is 0 or not finite; a finite slope with a non-finite intercept failed `load_nifti`
+    slope, inter = float(image.dataobj.slope), float(image.dataobj.inter)
+    stored = _stored_voxels(image, path)
+    if stored.dtype.kind not in "iuf" or stored.dtype.itemsize > 8:  # complex, RGB, float128: nibabel's own cast
+        try:
+            stored = np.asarray(image.get_fdata(), dtype=np.float64)
+        except MemoryError:
+            raise
+        except Exception as exc:
+            raise InputError(f"{path}: cannot read the volume as numbers (nibabel: {type(exc).__name__}), so the "
+                             "official code fails") from None
+        return _as_labels(stored, path)
+    if (slope, inter) != (1.0, 0.0):
+        return nibabel322_labels(stored, slope, inter, path)
+    return _as_labels(stored, path)
+
+
+def nifti_non_finite_labels(path: Path) -> int:
+    """How many NaN or infinite values an unscaled floating-point NIfTI mask stores (read as label 0); 0 for
+    integer masks (from the header alone) and for files nibabel cannot read (the case's reading reports those)."""
+    try:
+        image = load_nifti(path)
+        if image.header.get_data_dtype().kind not in "fc":
+            return 0
+        values = _stored_voxels(image, path)
+    except InputError:
+        return 0
+    return int(values.size - np.count_nonzero(np.isfinite(values)))
 
 
 def read_label_volume(path: Path) -> np.ndarray:
     """Read an instance-label volume and return it as uint8 in (x, y, z) order, as the official code does (§1.2).
 
-    NIfTI headers that scale the values (scl_slope, scl_inter) go through nibabel 3.2.2's float64 arithmetic and
-    truncation (`nibabel322_labels`); every other volume is read in its stored type through SimpleITK (integers are
-    not copied; fractions are truncated). Labels that would wrap (outside 0..255) are refused, as is anything that
-    is not one 3-D channel: a NIfTI stored as (X, Y, Z, 1) too, on which the official code fails.
+    NIfTI files (`.nii`, `.nii.gz`) are read by nibabel (`_read_nifti_labels`): every header field checked or ignored
+    as nibabel 3.2.2 does, scaled values through its float64 arithmetic. Other formats (grand-challenge's `.mha`) are
+    read in their stored type through SimpleITK (integers are not copied; fractions are truncated). Labels that would
+    wrap (outside 0..255) are refused, as is anything that is not one 3-D channel: a NIfTI stored as (X, Y, Z, 1)
+    too, on which the official code fails.
     """
     import SimpleITK as sitk
 
     if VOLUME_SUFFIX.search(path.name.lower()):
-        header = nifti_header(path)
-        dims, slope, inter = header.size, header.scl_slope, header.scl_inter
-        if len(dims) != 3:
-            raise InputError(f"{path}: expected a 3-D label volume, the NIfTI header stores {len(dims)}-D "
-                             f"{tuple(dims)} (nibabel gives the official code a {len(dims)}-D array and it fails); "
-                             "save it as 3-D")
-        if (slope, inter) not in ((1.0, 0.0), (0.0, 0.0)):
-            return _read_scaled_nifti(path, *nibabel322_slope_inter(slope, inter, path))
-    # NaN or infinite NIfTI voxels: ITK reads them as 0, as the official uint8 cast of nibabel's values does (the
-    # evaluator notes them, `--strict` refuses them); other formats keep them, refused below
-    image = read_image(path, "label volume", allow_non_finite=True)
+        return _read_nifti_labels(path)
+    image = read_image(path, "label volume")
     if image.GetNumberOfComponentsPerPixel() != 1 or image.GetDimension() != 3:
         raise InputError(f"{path}: expected a 3-D single-channel label volume, got {image.GetDimension()}-D "
                          f"with {image.GetNumberOfComponentsPerPixel()} component(s)")

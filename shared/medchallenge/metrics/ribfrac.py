@@ -166,14 +166,19 @@ def foreground_indices(a: np.ndarray, b: np.ndarray, chunk: int = 1 << 20) -> np
 
 def _components_in_box(coords: np.ndarray) -> np.ndarray:
     """26-connected components (cc3d, inside the set's bounding box) of a voxel set given as (3, n) coordinates:
-    the component label of each voxel."""
+    the component label of each voxel.
+
+    The mask is uint8, never bool: connected-components-3d 4.1.1 sizes its union-find array for bool input from an
+    estimate that is too small for isolated voxels (two voxels 2 apart along one axis: `RuntimeError: maximum length
+    exception`), while its general (uint8) path sizes it by the voxels and labels as scipy/skimage do (§2.2;
+    tests/ribfrac/test_ribfrac_metrics.py compares it with scipy.ndimage.label, tests/reference with skimage)."""
     import cc3d
 
     low = coords.min(axis=1)
     box_shape = tuple(int(v) for v in coords.max(axis=1) - low + 1)
     local = np.ravel_multi_index(tuple(coords - low[:, None]), box_shape)
-    mask = np.zeros(box_shape, dtype=bool)
-    mask.reshape(-1)[local] = True
+    mask = np.zeros(box_shape, dtype=np.uint8)
+    mask.reshape(-1)[local] = 1
     return cc3d.connected_components(mask, connectivity=26).reshape(-1)[local].astype(np.intp)
 
 
