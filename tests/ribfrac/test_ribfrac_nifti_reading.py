@@ -6,6 +6,7 @@ layer, and `NiiDataset`'s listing. One test per class of issue 40; the expected 
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import struct
 import zlib
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 from medchallenge.errors import InputError
-from medchallenge.evaluators.ribfrac import collect_sources
+from medchallenge.evaluators.ribfrac import collect_sources, main
 from medchallenge.formats import ribfrac as formats
 from medchallenge.synth.ribfrac import write_stored_nifti
 
@@ -199,3 +200,60 @@ def test_a_folder_in_place_of_a_volume_fails_where_it_is_read(tmp_path):
     assert list(volumes) == ["RibFrac501"]
     with pytest.raises(InputError, match=OFFICIAL_FAILS):
         formats.read_label_volume(volumes["RibFrac501"])
+
+
+def repeated_id_folders(root: Path, ids: dict[str, str]) -> tuple[Path, Path]:
+    """Folders with the volumes of `ids` (prediction file name -> case id of its CSV rows), the k-th ground truth
+    and prediction masks differing with k (two fractures, of codes 1 and 2, in each ground truth), each id's rows
+    written once."""
+    gt_dir, pred_dir = root / "gt", root / "pred"
+    pred_dir.mkdir(parents=True)
+    gt_masks = [labels(), np.roll(labels(), 2, axis=0), labels()[:, ::-1].copy()]
+    pred_masks = [labels(), labels()[::-1].copy(), np.zeros((6, 5, 4), np.uint8)]
+    for k, name in enumerate(ids):
+        write_stored_nifti(gt_dir / name.replace(".", "-label.", 1), gt_masks[k])
+        write_stored_nifti(pred_dir / name, pred_masks[k])
+    cases = dict.fromkeys(ids.values())
+    (gt_dir / "info.csv").write_text("public_id,label_id,label_code\n" + "".join(
+        f"{case},0,0\n{case},1,1\n{case},2,2\n" for case in cases))
+    (pred_dir / "pred.csv").write_text("public_id,label_id,confidence,label_code\n" + "".join(
+        f"{case},0,0.5,0\n{case},1,0.9,1\n{case},2,0.3,3\n" for case in cases))
+    return gt_dir, pred_dir
+
+
+def evaluated(gt_dir: Path, pred_dir: Path, out: Path, *extra: str) -> dict:
+    assert main(["--input", str(pred_dir), "--ground-truth", str(gt_dir), "--output", str(out), "--no-progress",
+                 "--no-plots", "--workers", "1", *extra]) == 0
+    return json.loads((out / "metrics.json").read_text())
+
+
+def test_one_case_id_of_two_volumes_in_both_folders_is_scored_pair_by_pair_as_the_official_code_does(tmp_path):
+    """§7: `RibFrac1.nii` and `RibFrac1.nii.gz` in both folders: the official code pairs the sorted file lists by
+    position and scores each pair as a case with all of RibFrac1's CSV rows (its FN rows counted twice, the number
+    of cases 3): the same scores as two ids whose rows are copies."""
+    gt_dir, pred_dir = repeated_id_folders(tmp_path / "repeated", {
+        "RibFrac1.nii": "RibFrac1", "RibFrac1.nii.gz": "RibFrac1", "RibFrac2.nii.gz": "RibFrac2"})
+    result = evaluated(gt_dir, pred_dir, tmp_path / "out")
+    assert list(result["case"]) == ["RibFrac1/RibFrac1.nii", "RibFrac1/RibFrac1.nii.gz", "RibFrac2"]
+    assert result["meta"]["details"]["num_cases"] == 3
+    assert any("1 case id(s) named by several volumes in both folders (RibFrac1; paired by position in the sorted "
+               "file lists: RibFrac1-label.nii with RibFrac1.nii, RibFrac1-label.nii.gz with RibFrac1.nii.gz)" in note
+               for note in result["meta"]["notes"])
+    apart = evaluated(*repeated_id_folders(tmp_path / "apart", {
+        "RibFrac1.nii": "RibFrac1", "RibFrac1b.nii.gz": "RibFrac1b", "RibFrac2.nii.gz": "RibFrac2"}),
+        tmp_path / "apart-out")
+    assert result["aggregates"] == apart["aggregates"]
+    assert result["meta"]["details"]["confusion_matrix"] == apart["meta"]["details"]["confusion_matrix"]
+    assert result["aggregates"] != evaluated(*repeated_id_folders(tmp_path / "once", {
+        "RibFrac1.nii": "RibFrac1", "RibFrac2.nii.gz": "RibFrac2"}), tmp_path / "once-out")["aggregates"]
+    with pytest.raises(InputError, match=r"case id\(s\) named by several volumes in both folders .*--strict refuses"):
+        collect_sources(pred_dir, gt_dir, strict=True)
+
+
+def test_one_case_id_of_two_volumes_in_one_folder_only_fails_as_the_official_count_assert(tmp_path):
+    gt_dir, pred_dir = repeated_id_folders(tmp_path, {"RibFrac1.nii": "RibFrac1", "RibFrac1.nii.gz": "RibFrac1"})
+    (pred_dir / "RibFrac1.nii").unlink()
+    with pytest.raises(InputError, match=r"pred: 1 volumes where the ground truth has 2 \(case ids named by another "
+                                         r"number of volumes: RibFrac1 \(1 here, 2 in the ground truth\)\): the "
+                                         r"official code fails its assert that the counts are equal"):
+        collect_sources(pred_dir, gt_dir)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
@@ -241,6 +242,13 @@ def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> Non
             parts.append(f"{len(extra)} case(s) not in the ground truth: {', '.join(extra[:10])}"
                          f"{' ...' if len(extra) > 10 else ''}")
         raise InputError(f"{where}: expected {len(gt_ids)} cases; " + "; ".join(parts))
+    if len(gt_ids) != len(pred_ids):  # the same ids, one of them named by more volumes on one side
+        gt_counts, pred_counts = Counter(gt_ids), Counter(pred_ids)
+        differ = [f"{case_id} ({pred_counts[case_id]} here, {count} in the ground truth)"
+                  for case_id, count in gt_counts.items() if pred_counts[case_id] != count]
+        raise InputError(f"{where}: {len(pred_ids)} volumes where the ground truth has {len(gt_ids)} (case ids named "
+                         f"by another number of volumes: {name_list(differ)}): the official code fails its assert "
+                         "that the counts are equal")
     if gt_ids != pred_ids:  # each folder's ids in the order of its sorted file names (`RibFrac1-label.nii.gz` and
         # `RibFrac1-rescan-label.nii.gz` sort one way, `RibFrac1.nii.gz` and `RibFrac1-rescan.nii.gz` the other)
         first = next(k for k, (a, b) in enumerate(zip(gt_ids, pred_ids)) if a != b)
@@ -248,6 +256,31 @@ def _check_same_cases(gt_ids: list[str], pred_ids: list[str], where: str) -> Non
                          f"truth's (position {first + 1}: {pred_ids[first]} where the ground truth has "
                          f"{gt_ids[first]}): the official code fails its assert that the sorted lists are equal; "
                          "rename the files so that both folders sort alike")
+
+
+def _case_keys(gt_files: list[tuple[str, Path]], pred_files: list[tuple[str, Path]]) -> list[str]:
+    """Each pair's key (§1.1, §7): its case id, or where one id names several pairs, `<id>/<prediction file name>`
+    (no case id holds a `/`, no two prediction files share a name: the keys are unique)."""
+    counts = Counter(case_id for case_id, _ in gt_files)
+    return [case_id if counts[case_id] == 1 else f"{case_id}/{pred.name}"
+            for (case_id, _), (_, pred) in zip(gt_files, pred_files)]
+
+
+def _repeated_id_notes(gt_files: list[tuple[str, Path]], pred_files: list[tuple[str, Path]],
+                       strict: bool) -> list[str]:
+    """Case ids named by several volumes in both folders alike (§7: `RibFrac1.nii` and `RibFrac1.nii.gz`): the
+    official code pairs the sorted lists by position and scores each pair as a case with all the id's CSV rows."""
+    counts = Counter(case_id for case_id, _ in gt_files)
+    pairs = [f"{gt.name} with {pred.name}" for (case_id, gt), (_, pred) in zip(gt_files, pred_files)
+             if counts[case_id] > 1]
+    if not pairs:
+        return []
+    repeated = [case_id for case_id, count in counts.items() if count > 1]
+    message = (f"{len(repeated)} case id(s) named by several volumes in both folders ({name_list(repeated)}; "
+               f"paired by position in the sorted file lists: {name_list(pairs)})")
+    return note_or_refuse(message, strict, "each pair scored as a case of its own, keyed '<case id>/<prediction "
+                          "file>', with all the CSV rows of its id and counted in the number of cases, as the "
+                          "official code does")
 
 
 def _gc_detections(job, where: str) -> list[formats.PredRow]:
@@ -283,35 +316,40 @@ def _official_failure_notes(table: formats.CsvTable, strict: bool) -> list[str]:
 
 def collect_sources(input_dir: Path, gt_dir: Path,
                     strict: bool = False) -> tuple[list[str], dict[str, CaseSource], str, list[str]]:
-    """Case ids (sorted), each case's source, the layout found ("files" or GC_LAYOUT), and notes."""
-    gt_volumes = formats.list_volumes(gt_dir)
+    """Case keys in the order of the sorted file names (the case ids, §1.1; `<id>/<prediction file>` for an id of
+    several pairs, §7), each case's source, the layout found ("files" or GC_LAYOUT), and notes."""
+    gt_files = formats.list_volume_files(gt_dir)
     gt_csv_path = formats.find_csv(gt_dir)
     gt_table = formats.read_gt_csv(gt_csv_path)
     gt_csv = gt_table.rows
-    if not gt_volumes:
+    if not gt_files:
         raise InputError(f"{gt_dir}: no ground-truth volumes (*-label.nii.gz)")
-    case_ids = list(gt_volumes)
-    notes = _unused_rows_notes(gt_table, case_ids, gt_csv_path, False, "ground truth")
+    gt_ids = [case_id for case_id, _ in gt_files]
+    notes = _unused_rows_notes(gt_table, gt_ids, gt_csv_path, False, "ground truth")
     notes += _official_failure_notes(gt_table, strict)
     jobs = read_predictions_json(input_dir)
     sources: dict[str, CaseSource] = {}
     pred_text_code = None
     if jobs is None:
         layout = "files"
-        pred_volumes = formats.list_volumes(input_dir)
+        pred_files = formats.list_volume_files(input_dir)
         pred_csv_path = formats.find_csv(input_dir)
         pred_table = formats.read_pred_csv(pred_csv_path)
         pred_csv, pred_text_code = pred_table.rows, pred_table.text_code
-        _check_same_cases(case_ids, list(pred_volumes), str(input_dir))
-        notes += _unused_rows_notes(pred_table, case_ids, pred_csv_path, strict, "predictions")
+        _check_same_cases(gt_ids, [case_id for case_id, _ in pred_files], str(input_dir))
+        notes += _repeated_id_notes(gt_files, pred_files, strict)
+        notes += _unused_rows_notes(pred_table, gt_ids, pred_csv_path, strict, "predictions")
         notes += _official_failure_notes(pred_table, strict)
-        for case_id in case_ids:
-            sources[case_id] = CaseSource(gt_volumes[case_id], pred_volumes[case_id],
-                                          tuple(gt_csv.get(case_id, ())), tuple(pred_csv.get(case_id, ())),
-                                          str(pred_csv_path), str(gt_csv_path), gt_table.label_id_kind,
-                                          pred_table.label_id_kind, gt_table.missing, pred_table.missing)
+        case_ids = _case_keys(gt_files, pred_files)
+        for key, (case_id, gt_volume), (_, pred_volume) in zip(case_ids, gt_files, pred_files):
+            sources[key] = CaseSource(gt_volume, pred_volume, tuple(gt_csv.get(case_id, ())),
+                                      tuple(pred_csv.get(case_id, ())), str(pred_csv_path), str(gt_csv_path),
+                                      gt_table.label_id_kind, pred_table.label_id_kind, gt_table.missing,
+                                      pred_table.missing)
     else:
         layout = GC_LAYOUT
+        gt_volumes = formats.list_volumes(gt_dir)  # one volume per case id: no official code to follow here (§9)
+        case_ids = list(gt_volumes)
         where = str(input_dir / "predictions.json")
         match = match_jobs(jobs, CT_IMAGE.slug, case_ids, strict=strict, key=formats.case_id_from_gc_image_name,
                            ground_truth=str(gt_dir))

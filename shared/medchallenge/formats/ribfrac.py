@@ -71,23 +71,28 @@ def case_id_from_gc_image_name(name: str) -> str:
     return case_id_from_filename(stem.removesuffix("-image"))
 
 
-def list_volumes(folder: Path) -> dict[str, Path]:
-    """§1.1: case id -> volume of a folder as the official `NiiDataset` lists them: every name `os.listdir` gives
+def list_volume_files(folder: Path) -> list[tuple[str, Path]]:
+    """§1.1: (case id, volume) of a folder as the official `NiiDataset` lists them: every name `os.listdir` gives
     that ends in `.nii` or `.nii.gz` (case-sensitive; a folder or anything else so named counts, and fails where it
-    is read), sorted by full path; the dict keeps that order. Two names with one id are an error."""
+    is read), sorted by full path. One id may occur more than once (`RibFrac1.nii` and `RibFrac1.nii.gz`)."""
     if not folder.is_dir():
         raise InputError(f"{folder}: not a folder")
     try:
         names = os.listdir(folder)
     except OSError as exc:
         raise InputError(f"{folder}: cannot list ({exc.strerror})") from None
+    return [(case_id_from_filename(path), Path(path))
+            for path in sorted(os.path.join(folder, name) for name in names if name.endswith((".nii", ".nii.gz")))]
+
+
+def list_volumes(folder: Path) -> dict[str, Path]:
+    """list_volume_files as case id -> volume, in that order, where each id must name one volume (the ground truth
+    of the grand-challenge layout): two names with one id are an error."""
     volumes: dict[str, Path] = {}
-    for path in sorted((os.path.join(folder, name) for name in names if name.endswith((".nii", ".nii.gz")))):
-        case_id = case_id_from_filename(path)
+    for case_id, path in list_volume_files(folder):
         if case_id in volumes:
-            raise InputError(f"{folder}: case {case_id} has two volumes: {volumes[case_id].name} and "
-                             f"{os.path.basename(path)}")
-        volumes[case_id] = Path(path)
+            raise InputError(f"{folder}: case {case_id} has two volumes: {volumes[case_id].name} and {path.name}")
+        volumes[case_id] = path
     return volumes
 
 
