@@ -7,7 +7,8 @@ scikit-image 0.19.3, pandas 1.4.4 (reference_worker.ribfrac_folders); and each m
 (`formats.ribfrac.read_label_volume` vs `nib.load(f).get_fdata().astype(np.uint8)`). Where the official code scores,
 the project must give the same arrays and scores (1e-9); where it fails, the project must refuse with one error line.
 The project refuses, by design, values the uint8 cast wraps (outside (-1, 256); ribfrac.md §7); counted apart.
-RIBFRAC_VOLUME_FUZZ sets the number of folders (default 1,200 in CI; 5,000 and more for the counts in the docs)."""
+RIBFRAC_VOLUME_FUZZ sets the number of folders (default 1,200 in CI; 5,000 and more for the counts in the docs).
+A second test draws folders where one case id names several volumes (ribfrac.md §7: paired by position)."""
 
 from __future__ import annotations
 
@@ -287,6 +288,21 @@ def project_folder_scores(gt_dir: Path, pred_dir: Path) -> dict:
     return {"scores": totals.aggregates, "key_recall": list(totals.key_recall), "matrix": totals.matrix.tolist()}
 
 
+def compared(ours: dict, expected: dict) -> str:
+    """"scored" (the same scores, 1e-9, and confusion matrix), "both_fail", "refused_wrapping" (by design,
+    ribfrac.md §7) or "mismatch"."""
+    if "error" in expected and "error" in ours:
+        return "both_fail"
+    if "error" in ours and expected["wrapped"]:
+        return "refused_wrapping"
+    if "error" in expected or "error" in ours:
+        return "mismatch"
+    close = all(abs(ours["scores"][key] - expected[key]) <= 1e-9 for key in (
+        "froc_average", "macro_f1", "target_aware_f1", "prediction_aware_f1")) and all(
+        abs(a - b) <= 1e-9 for a, b in zip(ours["key_recall"], expected["key_recall"]))
+    return "scored" if close and ours["matrix"] == expected["matrix"] else "mismatch"
+
+
 def project_labels(path: Path) -> dict:
     try:
         volume = formats.read_label_volume(path)
@@ -309,19 +325,11 @@ def test_mutated_ribfrac_folders_read_and_score_as_nibabel_3_2_2(py39, record, t
                                "arrays_both_fail": 0}
     for (target, what), folder, expected in zip(made, folders, reference):
         ours = project_folder_scores(Path(folder["gt"]), Path(folder["pred"]))
-        if "error" in expected and "error" in ours:
-            outcome["both_fail"] += 1
-        elif "error" in ours and expected["wrapped"]:
-            outcome["refused_wrapping"] += 1  # by design (ribfrac.md §7)
-        elif "error" in expected or "error" in ours:
+        result = compared(ours, expected)
+        if result == "mismatch":
             mismatches.append(("scores", what, ours, expected))
         else:
-            outcome["scored"] += 1
-            close = all(abs(ours["scores"][key] - expected[key]) <= 1e-9 for key in (
-                "froc_average", "macro_f1", "target_aware_f1", "prediction_aware_f1")) and all(
-                abs(a - b) <= 1e-9 for a, b in zip(ours["key_recall"], expected["key_recall"]))
-            if not close or ours["matrix"] != expected["matrix"]:
-                mismatches.append(("scores", what, ours, expected))
+            outcome[result] += 1
         if str(target) not in arrays:
             continue
         read, official = project_labels(target), arrays[str(target)]
@@ -344,3 +352,61 @@ def test_mutated_ribfrac_folders_read_and_score_as_nibabel_3_2_2(py39, record, t
     record("RibFrac mutated NIfTI folders", py39, count, mismatches, **outcome, mutations=kinds,
            mismatches_by_mutation=differing)
     assert outcome["scored"] >= count // 4 and outcome["both_fail"] >= count // 10
+
+
+REPEATED_NAMES = ("{}.nii", "{}.nii.gz", "{}-label.nii", "{}-label.nii.gz", "{}.gz.nii", "{}-label-label.nii.gz")
+
+
+def repeated_id_folder_pair(root: Path, rng: random.Random, np_rng: np.random.Generator) -> str:
+    """Ground-truth and prediction folders of two cases where one case id names several volumes (`RibFrac501.nii`
+    and `RibFrac501.nii.gz`; ribfrac.md §7): as many in both folders (mostly), or one more on one side; the names
+    drawn from spellings of one id, so that the sorted lists pair them in various orders."""
+    gt_dir, pred_dir = root / "gt", root / "pred"
+    gt_dir.mkdir(parents=True)
+    pred_dir.mkdir()
+    second = rng.choice(["RibFrac502", "RibFrac501-rescan", "RibFrac5010", "RibFrac50"])
+    shape = rng.choice(SHAPES[:3])
+    repeats = rng.choice([2, 2, 3])
+    sides = {"gt": repeats, "pred": repeats}
+    what = "repeated-id both"
+    if rng.random() < 0.2:
+        sides[rng.choice(["gt", "pred"])] += rng.choice([-1, 1])
+        what = "repeated-id one-side"
+    gt_rows, pred_rows = ["public_id,label_id,label_code"], ["public_id,label_id,confidence,label_code"]
+    for case, counts in (("RibFrac501", sides), (second, {"gt": 1, "pred": 1})):
+        top = int(np_rng.integers(1, 4))
+        for side, folder in (("gt", gt_dir), ("pred", pred_dir)):
+            names = rng.sample(REPEATED_NAMES, counts[side]) if counts[side] > 1 else [rng.choice(REPEATED_NAMES[:4])]
+            for name in names:
+                raw = nifti1_bytes(labels(np_rng, int(np_rng.integers(0, top + 1)), shape), rng)
+                path = folder / name.format(case)
+                path.write_bytes(gzip.compress(raw, 1) if path.name.endswith(".gz") else raw)
+        gt_rows += [f"{case},0,0"] + [f"{case},{k},{rng.choice([1, 2, 3, 4, -1])}" for k in range(1, top + 1)]
+        pred_rows += [f"{case},0,0.5,0"] + [f"{case},{k},{rng.random():.3f},{rng.choice([1, 2, 3, 4])}"
+                                            for k in range(1, top + 1)]
+    (gt_dir / "info.csv").write_text("\n".join(gt_rows) + "\n")
+    (pred_dir / "pred.csv").write_text("\n".join(pred_rows) + "\n")
+    return what
+
+
+def test_a_case_id_of_several_volumes_scores_as_the_official_pairing_by_position(py39, record, tmp_path):
+    """ribfrac.md §7: where both folders name one id by as many volumes, the official code pairs its sorted file
+    lists by position and scores each pair as a case with all the id's CSV rows; otherwise its asserts fail (or the
+    sorted ids differ). The project must score and fail alike. RIBFRAC_REPEATED_FUZZ folders (default 200)."""
+    count = int(os.environ.get("RIBFRAC_REPEATED_FUZZ", 200))
+    rng, np_rng = random.Random(4041), np.random.default_rng(4041)
+    made = [repeated_id_folder_pair(tmp_path / f"r{index}", rng, np_rng) for index in range(count)]
+    folders = [{"gt": str(tmp_path / f"r{k}" / "gt"), "pred": str(tmp_path / f"r{k}" / "pred")} for k in range(count)]
+    reference = [output for start in range(0, count, BATCH)
+                 for output in py39.run("ribfrac_folders", folders[start:start + BATCH])]
+    mismatches, outcome = [], {"scored": 0, "both_fail": 0, "refused_wrapping": 0}
+    for what, folder, expected in zip(made, folders, reference):
+        ours = project_folder_scores(Path(folder["gt"]), Path(folder["pred"]))
+        result = compared(ours, expected)
+        if result == "mismatch":
+            mismatches.append((what, folder, ours, expected))
+        else:
+            outcome[result] += 1
+    record("RibFrac repeated case ids", py39, count, mismatches, **outcome,
+           kinds={kind: made.count(kind) for kind in sorted(set(made))})
+    assert outcome["scored"] >= count // 4 and outcome["both_fail"] >= count // 20
