@@ -491,7 +491,8 @@ EVALUATOR = Evaluator(
     strict_help="refuse what the official code accepts but a careful submission would not have: prediction rows "
                 "for unknown public_ids, NaN or infinite confidences, GC cases without a successful job, label "
                 "codes outside -1..4, confidences held as text where the official code does not read them, CSV "
-                "column names written with spaces and public_ids pandas reads as numbers",
+                "column names written with spaces, public_ids pandas reads as numbers and a case id named by several "
+                "volumes in both folders",
     record=CaseMatch,
     read=read,
     evaluate_case=evaluate_case,
