@@ -128,7 +128,9 @@ def test_a_phase_runs_every_submission_on_every_case_and_ranks_them(phase, monke
     assert len(list(phase.out.glob("cases/*/case.json"))) == 4 and len(list(phase.out.glob("tasks/*.json"))) == 12
     board = json.loads((phase.out / "leaderboard.json").read_text())
     assert board["metric"] == "map" and [row["team"] for row in board["teams"]][0] == "beta"
-    assert board["failed"] == {} and len(board["teams"]) == 3
+    assert board["failed"] == {} and [row["team"] for row in board["teams"]] == ["beta", "alpha"]
+    assert board["not_ranked"] == [{"team": "gamma", "reason": "every job failed (4 of 4)", "jobs": 4, "jobs_failed": 4,
+                                    "warnings": [], "report": "submissions/gamma/report.html"}]
     assert board["teams"][0]["value"] == 1.0 and board["teams"][0]["rank"] == 1  # the oracle model's boxes
     for row in board["teams"]:  # each submission's evaluation, and its report, say what the leaderboard says
         metrics = json.loads((phase.out / "submissions" / row["team"] / "evaluation" / "metrics.json").read_text())
@@ -196,7 +198,8 @@ def test_only_jobs_lost_outside_the_job_run_again_and_only_their_submissions_are
     assert now["gamma"] == evaluations["gamma"] and now["alpha"] > evaluations["alpha"]
     assert now["beta"] > evaluations["beta"] and mtime(phase.out / "leaderboard.json") > board
     ranked = json.loads((phase.out / "leaderboard.json").read_text())
-    assert [row["team"] for row in ranked["teams"]][0] == "beta" and len(ranked["teams"]) == 3
+    assert [row["team"] for row in ranked["teams"]] == ["beta", "alpha"]
+    assert [row["team"] for row in ranked["not_ranked"]] == ["gamma"]
     assert ranked["failed"] == {}
 
 
@@ -219,7 +222,9 @@ def test_a_new_submission_runs_only_its_own_jobs_and_a_refused_one_stops_nothing
                                                       + submission_jobs(phase.out, "zeta"))
     assert phase.conversions == []
     board = json.loads((phase.out / "leaderboard.json").read_text())
-    assert [row["team"] for row in board["teams"]][:2] == ["beta", "delta"] and len(board["teams"]) == 5
+    assert [row["team"] for row in board["teams"]] == ["beta", "delta", "alpha"]
+    assert {row["team"]: row["reason"].split(":")[0] for row in board["not_ranked"]} == {
+        "gamma": "every job failed (4 of 4)", "zeta": "every job failed (4 of 4)", "epsilon": "refused before any job"}
     assert board["failed"] == {} and board["teams"][1]["value"] < 1.0
     # a root image: refused before its container runs, as grand-challenge refuses it; the team's result, final
     zeta = json.loads((phase.out / "submissions" / "zeta" / "report.json").read_text())
