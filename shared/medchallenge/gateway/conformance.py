@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from .. import __version__
 from .config import GatewayConfig
 from .conformance_annex import annexes
-from .contexts import (COMPREHENSIVE_SR, IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME, SEGMENTATION,
-                       VERIFICATION, WRITTEN_SOP_CLASSES, proposed_transfer_syntaxes)
+from .contexts import (IMPLEMENTATION_CLASS_UID, IMPLEMENTATION_VERSION_NAME, VERIFICATION, WRITTEN_SOP_CLASSES,
+                       proposed_transfer_syntaxes)
 
 APPLICATION_CONTEXT = "1.2.840.10008.3.1.1.1"
 # The statement's revisions (PS3.2 A.3.1): the version of the gateway each first appeared in

@@ -14,7 +14,6 @@ import socket
 import sys
 from collections.abc import Iterator
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError

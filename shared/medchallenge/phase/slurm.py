@@ -34,6 +34,7 @@ import math
 import os
 import re
 import shlex
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -48,7 +49,7 @@ from .leases import lease_held
 from .records import is_final, read_state, write_state
 from .slurm_limits import ClusterLimits, array_chunks, cluster_limits
 from .slurm_options import DEFAULT_PREFIX, check_prefix, check_sbatch_options
-from .slurm_queue import ACTIVE, SlurmError, queue_states, slurm_command
+from .slurm_queue import ACTIVE, SlurmError, active_jobs, queue_states, slurm_command
 
 log = logging.getLogger("medchallenge.phase")
 
