@@ -148,3 +148,24 @@ def test_the_records_of_a_command_are_read_once_and_a_new_reading_sees_changes(r
     finally:
         path.write_text(saved)
     assert Path(snapshot.phase["ground_truth"]).is_dir() and snapshot.ground_truth_stamp
+
+
+def test_a_phase_in_which_no_team_can_be_ranked_still_gets_its_board_listing_why(tmp_path):
+    from medchallenge.leaderboard.table import TeamNotes, build_leaderboard_parser, write_boards
+
+    (tmp_path / "inputs").mkdir()
+    args = build_leaderboard_parser().parse_args([
+        "--challenge", "object-cxr", "--ground-truth", str(tmp_path), "--submissions", str(tmp_path / "inputs"),
+        "--output", str(tmp_path / "out"), "--bootstrap", "10", "--no-progress"])
+    notes = {"sloth": TeamNotes(jobs=4, failed=4, not_ranked="every job failed (4 of 4)"),
+             "bad": TeamNotes(jobs=0, failed=0, not_ranked="refused before any job: not an archive")}
+    [board] = write_boards(args, [], notes)
+    written = json.loads((tmp_path / "out" / "leaderboard.json").read_text())
+    assert written == board and written["teams"] == []
+    assert [(row["team"], row["reason"]) for row in written["not_ranked"]] == [
+        ("sloth", "every job failed (4 of 4)"), ("bad", "refused before any job: not an archive")]
+    rows = list(csv.DictReader((tmp_path / "out" / "leaderboard.csv").open()))
+    assert [(row["team"], row["rank"], row["not_ranked"]) for row in rows] == [
+        ("sloth", "", "every job failed (4 of 4)"), ("bad", "", "refused before any job: not an archive")]
+    page = (tmp_path / "out" / "leaderboard.html").read_text()
+    assert "No team could be ranked" in page and page.count("<tr><td>") == 2

@@ -186,7 +186,7 @@ def assert_noted_and_finished_by_the_next_run(phase: SimpleNamespace, out: Path,
     assert after[interrupted[0]][1]["status"] == "failed" and after[interrupted[0]][1]["error"].startswith(
         "Time limit exceeded")
     board = json.loads((out / "leaderboard.json").read_text())
-    assert "sloth" in [row["team"] for row in board["teams"]]
+    assert {row["team"]: row["reason"] for row in board["not_ranked"]}["sloth"].startswith("every job failed")
 
 
 def test_a_task_cancelled_while_it_runs_is_noted_and_the_next_run_finishes_without_running_finished_jobs(phase):
@@ -401,7 +401,8 @@ def test_after_a_ctrl_c_status_counts_the_jobs_in_slurm_and_the_rerun_waits_for_
     assert {job: job_runs(out, job) for job in final} == {job: 1 for job in final}
     held = (out / "logs" / f"slurm-duplicate-{duplicate}_0.out").read_text()
     assert "held by another task" in held and f"{array}_0" in held
-    assert "sloth" in [row["team"] for row in json.loads((out / "leaderboard.json").read_text())["teams"]]
+    not_ranked = json.loads((out / "leaderboard.json").read_text())["not_ranked"]
+    assert [(row["team"], row["reason"]) for row in not_ranked] == [("sloth", "every job failed (4 of 4)")]
 
 
 def test_a_submission_past_the_array_size_is_split_and_its_evaluation_waits_for_every_array(phase, tmp_path):

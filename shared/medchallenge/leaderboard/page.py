@@ -186,8 +186,32 @@ def not_ranked_section(board: dict[str, Any], phase: bool) -> str:
     return f'<h2>Not ranked</h2><table id="not-ranked"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def render_unranked(board: dict[str, Any]) -> str:
+    """The page of a board on which no team could be ranked (each refused, every job failed or not scored)."""
+    title = " ".join(filter(None, [board["challenge"], board["edition"]]))
+    phase = any(row.get("jobs") is not None for row in board["not_ranked"])
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>Leaderboard: {escape(title)}</title>
+<style>{STYLE}</style>
+</head>
+<body>
+<h1>Leaderboard: {escape(title)}</h1>
+<p>No team could be ranked by <b>{escape(board['metric'])}</b>: each one below was refused, had every job fail or
+could not be scored.</p>
+{not_ranked_section(board, phase)}
+<p class="notes">Made by medchallenge leaderboard.</p>
+</body>
+</html>
+"""
+
+
 def render(board: dict[str, Any]) -> str:
-    """The whole page."""
+    """The whole page (`render_unranked` where no team is ranked)."""
+    if not board["teams"]:
+        return render_unranked(board)
     metric, teams, boot, sig = board["metric"], board["teams"], board["bootstrap"], board["significance"]
     level = f"{100 * boot['level']:g}%"
     bounds = [v for row in teams for v in (row["low"], row["high"], row["value"]) if v is not None]

@@ -352,7 +352,9 @@ def write_boards(args: argparse.Namespace, extra: list[str], notes: dict[str, Te
         raise InputError(f"--alpha {args.alpha}: expected a number between 0 and 1")
     args.records = args.records or args.output / "records"
     evaluator = importlib.import_module(CHALLENGES[args.challenge].evaluator_module).EVALUATOR
-    teams = [t for t in find_teams(args.submissions) if t.name not in notes or notes[t.name].not_ranked is None]
+    ranked_by_phase = [name for name, note in notes.items() if note.not_ranked is None]
+    found = find_teams(args.submissions) if ranked_by_phase or not notes else []  # a phase may have none to rank
+    teams = [t for t in found if t.name not in notes or notes[t.name].not_ranked is None]
     for team in teams:
         score_team(evaluator, args, team, extra)
     scored = [t for t in teams if t.scored is not None]
@@ -361,9 +363,19 @@ def write_boards(args: argparse.Namespace, extra: list[str], notes: dict[str, Te
                   if note.not_ranked is not None]
     not_ranked += [{"team": t.name, "reason": f"not scored: {t.error}",
                     **(notes[t.name].to_json() if t.name in notes else NO_NOTES)} for t in failed]
-    if not scored:
+    if not scored and not notes:
         first = not_ranked[0] if not_ranked else {"team": "-", "reason": "no submission"}
         raise InputError(f"{args.submissions}: no submission could be ranked ({first['team']}: {first['reason']})")
+    if not scored:  # a phase whose every team was refused or failed every job: the board says so
+        board = {"challenge": args.challenge, "edition": args.edition, "metric": args.metric or evaluator.ranking[0],
+                 "higher_is_better": True, "teams": [], "failed": {t.name: t.error for t in failed},
+                 "not_ranked": not_ranked, "boards": []}
+        write_json_atomic(args.output / "leaderboard.json", board)
+        write_text_atomic(args.output / "leaderboard.csv", leaderboard_csv(board))
+        write_text_atomic(args.output / "leaderboard.html", render(board))
+        log.info("no submission could be ranked (%d not ranked) -> %s", len(not_ranked),
+                 args.output / "leaderboard.html")
+        return [board]
     metrics = board_metrics(evaluator, scored, args.metric)
     resamples = resample_teams(evaluator, args, scored)
     boards = []
