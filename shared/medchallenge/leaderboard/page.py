@@ -186,10 +186,9 @@ def not_ranked_section(board: dict[str, Any], phase: bool) -> str:
     return f'<h2>Not ranked</h2><table id="not-ranked"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
-def render_unranked(board: dict[str, Any]) -> str:
-    """The page of a board on which no team could be ranked (each refused, every job failed or not scored)."""
+def page_top(board: dict[str, Any]) -> str:
+    """The page's head and title, up to its first paragraph."""
     title = " ".join(filter(None, [board["challenge"], board["edition"]]))
-    phase = any(row.get("jobs") is not None for row in board["not_ranked"])
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -199,8 +198,14 @@ def render_unranked(board: dict[str, Any]) -> str:
 </head>
 <body>
 <h1>Leaderboard: {escape(title)}</h1>
-<p>No team could be ranked by <b>{escape(board['metric'])}</b>: each one below was refused, had every job fail or
-could not be scored.</p>
+"""
+
+
+def render_unranked(board: dict[str, Any]) -> str:
+    """The page of a board on which no team could be ranked (each refused, every job failed or not scored)."""
+    phase = any(row.get("jobs") is not None for row in board["not_ranked"])
+    return f"""{page_top(board)}<p>No team could be ranked by <b>{escape(board['metric'])}</b>: each one below was
+refused, had every job fail or could not be scored.</p>
 {not_ranked_section(board, phase)}
 <p class="notes">Made by medchallenge leaderboard.</p>
 </body>
@@ -231,19 +236,9 @@ def render(board: dict[str, Any]) -> str:
     tau = board["mean_kendall_tau"]
     test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
                  else "one-sided paired bootstrap test of the aggregate")
-    title = " ".join(filter(None, [board["challenge"], board["edition"]]))
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<title>Leaderboard: {escape(title)}</title>
-<style>{STYLE}</style>
-</head>
-<body>
-<h1>Leaderboard: {escape(title)}</h1>
-<p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over {board['num_units']}
-{escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the cases (seed
-{boot['seed']}), the same resamples for every team.</p>
+    return f"""{page_top(board)}<p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over
+{board['num_units']} {escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the
+cases (seed {boot['seed']}), the same resamples for every team.</p>
 {boards_line(board)}
 <h2>Ranking with {level} intervals</h2>
 <table id="leaderboard">
