@@ -26,6 +26,7 @@ from gateway_helpers import (INFERENCE, OBJECT_CXR_INFERENCE, REPO, GatewayProce
 
 from medchallenge.dicom.series import find_series, select_study_series
 from medchallenge.dicom.sr import read_box_report, read_failure_note, read_point_report
+from medchallenge.registry import CHALLENGES
 
 # docs/orthanc.md's worked example, as written there: Orthanc's settings for the gateway and its routing script
 EXAMPLE = REPO / "gateway" / "orthanc"
@@ -127,7 +128,10 @@ def test_orthanc_to_gateway_to_orthanc(tmp_path, studies):
         probability, points = read_point_report(cxr_sr)
         name, value = classification.split(",")
         assert name == studies["cxr"][0].name and float(value) == round(probability, 6)
-        expected = [tuple(map(float, t.split(" "))) for t in localization.split(",")[1].split(";") if t]
+        # the points at or above the route's operating point (the model card's, by default) are the findings
+        threshold = dict(CHALLENGES["object-cxr"].algorithm.operating_points)["foreign-objects"]
+        expected = [point for t in localization.split(",")[1].split(";") if t
+                    for point in [tuple(map(float, t.split(" ")))] if point[0] >= threshold]
         assert expected and [(round(p.probability, 6), round(p.x, 1), round(p.y, 1)) for p in points] == expected
         # Orthanc forwards the study again once the SR made it change: the gateway drops its own SR and the CT
         # instances it processed already, so the study is a duplicate and nothing is sent twice

@@ -42,7 +42,7 @@ def test_a_small_child_of_a_large_parent_reports_its_own_peak():
 
 def test_a_local_job_reports_its_own_peak(tmp_path):
     folders = JobFolders(*(tmp_path / name for name in ("input", "output", "model", "tmp")))
-    for folder in folders.__dict__.values():
+    for folder in (folders.input, folders.output, folders.model, folders.tmp):
         folder.mkdir()
     parent = touched(600)
     try:
