@@ -226,6 +226,7 @@ def test_a_container_left_by_a_killed_runner_is_removed_when_its_job_runs_again(
     """The hospital's job runner gives a study's job the same pk at every run: the container a killed runner left
     (Docker does not stop it) is removed before the job's container starts again."""
     from medchallenge.jobs import DockerImage, run_job, upload_case
+    from medchallenge.jobs.watchdog import WATCH_LABEL
     from medchallenge.sockets import CT_IMAGE, TB_CAVERN_BOXES
 
     prefix, case = f"medchallenge-test-killed-{VERSION}", sorted((cohort / "input").glob("*.nii.gz"))[0]
@@ -244,6 +245,11 @@ def test_a_container_left_by_a_killed_runner_is_removed_when_its_job_runs_again(
             time.sleep(0.1)
         left = container()
         assert left and runner.poll() is None
+        # its watchdog would remove it once the runner dies (tests/hostile/test_killed_runner.py): killed first here,
+        # as if the machine had lost both, so that the leftover stays for the job's next run to remove
+        token = subprocess.run(["docker", "inspect", "--format", f'{{{{index .Config.Labels "{WATCH_LABEL}"}}}}', left],
+                               capture_output=True, text=True, check=True).stdout.strip()
+        assert token and subprocess.run(["pkill", "-KILL", "-f", f"watchdog.py docker {token} "]).returncode == 0
         runner.kill()
         runner.wait(timeout=60)
         assert container() == left  # still there, still running
