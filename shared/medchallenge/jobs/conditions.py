@@ -26,6 +26,9 @@ GC_TIME_LIMIT_RANGE_S = (5 * 60, 24 * 3600)
 # Algorithm `job_requires_memory_gb`: default 8, between ALGORITHMS_MIN_MEMORY_GB and ALGORITHMS_MAX_MEMORY_GB.
 DEFAULT_MEMORY_GB = 8
 GC_MEMORY_RANGE_GB = (4, 32)
+# Phase `evaluation_requires_memory_gb` (default 8) and `evaluation_time_limit` (default 60 min): the evaluation's.
+DEFAULT_EVALUATION_MEMORY_GB = 8
+DEFAULT_EVALUATION_TIME_LIMIT_S = 60 * 60
 # The instance's volume: at least 30 GB (max(30 GB, 3 x the input size)); what a job may write to /output, /tmp and
 # /opt/ml/model together here (disk_quota.py).
 DEFAULT_DISK_GB = 30

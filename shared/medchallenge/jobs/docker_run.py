@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..contract import GC_GROUND_TRUTH
 from .conditions import GC_ENVIRONMENT, STRIPPED_PREFIX, JobLimits
 from .disk_quota import DiskQuota
 from .errors import EmulationError, EngineFault
@@ -51,7 +52,7 @@ GO_INT = re.compile(r"[+-]?[0-9]+")  # what Go's strconv.Atoi reads as a number 
 # `docker run`'s status when the container was made but its command could not be invoked (126) or found (127)
 NOT_STARTED = (126, 127)
 # mount points of the job and their parents: changes there are docker's, not the job's
-MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model")
+MOUNTS = ("/input", "/output", "/tmp", "/opt/ml/model", GC_GROUND_TRUTH)
 PIDS_LIMIT = 4096  # protects the host from a fork bomb; far above what a job starts
 ENGINES = ("docker", "podman")
 NAME_IN_USE = "already in use"  # both engines' words when a container of the name exists
@@ -507,7 +508,8 @@ class DockerImage:
         deadline = ["--label", f"{DEADLINE_LABEL}={int(time.time()) + seconds}"]
         deadline += ["--timeout", str(seconds)] if self.engine == "podman" else []
         mounts = [(folders.input, "/input", True), (folders.output, "/output", False),
-                  (folders.model, "/opt/ml/model", folders.model_readonly), (folders.tmp, "/tmp", False)]
+                  (folders.model, "/opt/ml/model", folders.model_readonly), (folders.tmp, "/tmp", False),
+                  *([(folders.ground_truth, GC_GROUND_TRUTH, True)] if folders.ground_truth else [])]
         return [self.engine, "run", "--name", name, *(["--cidfile", str(id_file)] if id_file else []),
                 "--sig-proxy=false", "--network", "none", "--cap-drop", "ALL",
                 "--label", f"{WATCH_LABEL}={token}", *deadline,

@@ -12,13 +12,17 @@ from .conditions import JobLimits
 @dataclass(frozen=True)
 class JobFolders:
     """The host folders a job sees as /input (read-only), /output, /opt/ml/model and /tmp; `model_readonly`: the
-    model folder is an unpacked model shared by jobs (a phase's), mounted read-only and not the job's to write."""
+    model folder is an unpacked model shared by jobs (a phase's), mounted read-only and not the job's to write;
+    `input_shared`: the input folder is the caller's, laid out before the job (an evaluation's input), not the
+    job's own; `ground_truth`: an evaluation's ground truth, seen read-only at /opt/ml/input/data/ground_truth."""
 
     input: Path
     output: Path
     model: Path
     tmp: Path
     model_readonly: bool = False
+    input_shared: bool = False
+    ground_truth: Path | None = None
 
 
 @dataclass

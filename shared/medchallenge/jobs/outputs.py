@@ -77,7 +77,7 @@ def _read_json(path: Path, socket: Socket):
     try:
         value = load_json(path.read_text(encoding="utf-8"), f"The output file '{socket.relative_path}'",
                           parse_constant=lambda _: None)
-    except (json.JSONDecodeError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError):  # JSONDecodeError, and an integer of more than 4,300 digits
         raise EmulationError(f"The output file '{socket.relative_path}' is not valid json") from None
     except InputError as exc:  # nested beyond MAX_JSON_DEPTH
         raise EmulationError(str(exc)) from None

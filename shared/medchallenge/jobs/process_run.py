@@ -1,10 +1,10 @@
 """A job as a process on this host, without Docker: the project's inference scripts while developing, a gateway
 installed without Docker, and the tests of the job runner that need no engine. The folders come as the project's
-INPUT_DIR, OUTPUT_DIR and MODEL_DIR (and TMPDIR and HOME: the job's /tmp, so that nothing is written outside the job
-folder); the time limit and RLIMIT_DATA are enforced as in a container, the process dies with its runner, its peak
-memory is its own (VmHWM sampled while it runs: process_memory.py), its CPU time its rusage (with the children it
-waited for), and the conditions a process cannot have (no network, its own user and file system, CPUs, GPU) are
-listed in every result as not enforced."""
+INPUT_DIR, OUTPUT_DIR, MODEL_DIR and an evaluation's GROUND_TRUTH_DIR (and TMPDIR and HOME: the job's /tmp, so that
+nothing is written outside the job folder); the time limit and RLIMIT_DATA are enforced as in a container, the
+process dies with its runner, its peak memory is its own (VmHWM sampled while it runs: process_memory.py), its CPU
+time its rusage (with the children it waited for), and the conditions a process cannot have (no network, its own
+user and file system, CPUs, GPU) are listed in every result as not enforced."""
 
 from __future__ import annotations
 
@@ -53,7 +53,8 @@ class LocalProcess:
     def launch(self, folders: JobFolders, limits: JobLimits, gpu: bool, name: str) -> Execution:
         env = {k: v for k, v in os.environ.items() if not k.lower().startswith(STRIPPED_PREFIX)}
         env.update(GC_ENVIRONMENT, INPUT_DIR=str(folders.input), OUTPUT_DIR=str(folders.output),
-                   MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp), HOME=str(folders.tmp))
+                   MODEL_DIR=str(folders.model), TMPDIR=str(folders.tmp), HOME=str(folders.tmp),
+                   **({"GROUND_TRUTH_DIR": str(folders.ground_truth)} if folders.ground_truth else {}))
         data, disk = limits.data_limit_bytes, limits.disk_bytes
 
         def limit_data() -> None:

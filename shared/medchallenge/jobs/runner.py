@@ -151,7 +151,8 @@ def _open_dir(path: Path, mode: int = 0o777) -> Path:
 def _close_dirs(folders: JobFolders) -> None:
     """After the job: its folders no longer writable by any uid but their owner (what the container made inside
     them is its own; they are reached only through these)."""
-    for path in (folders.input, folders.output, *(() if folders.model_readonly else (folders.model,)), folders.tmp):
+    for path in (*(() if folders.input_shared else (folders.input,)), folders.output,
+                 *(() if folders.model_readonly else (folders.model,)), folders.tmp):
         try:
             os.chmod(path, 0o755)
         except OSError:  # gone
@@ -163,8 +164,9 @@ def _readable(root: Path) -> None:
         os.chmod(path, 0o755 if path.is_dir() else 0o644)
 
 
-def _failure(execution: Execution, limits: JobLimits) -> str | None:
-    """GC's error for a job whose process failed, with a hint where its last stderr line shows the cause."""
+def _failure(execution: Execution, limits: JobLimits, component: str = "algorithm") -> str | None:
+    """GC's error for a job whose process failed, with a hint where its last stderr line shows the cause;
+    `component` names what ran (an algorithm, or an evaluation)."""
     if execution.start_error is not None:
         return (f"The container could not start: {printable(execution.start_error)} (grand-challenge runs the image's "
                 "ENTRYPOINT and CMD as they are: the program they name must be in the image)")
@@ -177,8 +179,8 @@ def _failure(execution: Execution, limits: JobLimits) -> str | None:
     if execution.exit_code == 0:
         return None
     last = next((printable(line) for line in reversed(execution.stderr_tail) if line.strip()), "")
-    error = (f"The algorithm exited with status {execution.exit_code}: {last}" if last else
-             f"The algorithm exited with status {execution.exit_code} and wrote nothing to stderr")
+    error = (f"The {component} exited with status {execution.exit_code}: {last}" if last else
+             f"The {component} exited with status {execution.exit_code} and wrote nothing to stderr")
     hints = [hint for patterns, hint in HINTS
              if any(p in line for line in execution.stderr_tail[-TAIL_LINES:] for p in patterns)]
     if execution.exit_code == SIGXFSZ_STATUS:
@@ -196,12 +198,17 @@ def _outside_note(paths: list[str]) -> str:
 
 def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: Sequence[Socket], work_dir: Path,
             model: Path | None = None, limits: JobLimits | None = None, gpu: GpuRequest | bool = "auto",
-            pks: Iterator[int] | None = None, pk: str | None = None, model_dir: Path | None = None) -> JobResult:
+            pks: Iterator[int] | None = None, pk: str | None = None, model_dir: Path | None = None,
+            input_dir: Path | None = None, ground_truth: Path | None = None,
+            component: str = "algorithm") -> JobResult:
     """Run one job: `container` (a Docker image name, or a Launcher) on `inputs` under grand-challenge's conditions,
     then read and validate the declared `outputs`. A failed job is a result (status "failed", GC's error line), not
     an exception; an EmulationError is raised only for what GC refuses before any job runs (a root image, a bad
     model tarball, --gpu on without a GPU). `work_dir` must be new or empty. `model_dir`: a model already unpacked
-    (unpack_model_once), mounted read-only as /opt/ml/model instead of extracting `model` into the job's folder."""
+    (unpack_model_once), mounted read-only as /opt/ml/model instead of extracting `model` into the job's folder.
+    An evaluation: `input_dir` is its input already laid out (emulator.write_evaluation_input), mounted read-only
+    as /input as it is (nothing provisioned; `inputs` then only describe it), `ground_truth` a folder mounted
+    read-only at /opt/ml/input/data/ground_truth, and `component` "evaluation" names it in its errors."""
     launcher = DockerImage(container) if isinstance(container, str) else container
     work_dir = work_dir.expanduser().absolute()  # the engine runs from the job's folder: no path relative to ours
     limits = limits or JobLimits()
@@ -212,21 +219,24 @@ def run_job(container: str | Launcher, inputs: Sequence[SocketValue], outputs: S
     passed_gpu = resolve_gpu(gpu, launcher)
     if work_dir.exists() and any(work_dir.iterdir()):
         raise EmulationError(f"{work_dir}: the job folder is not empty")
-    folders = JobFolders(_open_dir(work_dir / "input", 0o755), _open_dir(work_dir / "output"),
-                         model_dir or _open_dir(work_dir / "model"), _open_dir(work_dir / "tmp", 0o1777),
-                         model_readonly=model_dir is not None)
+    folders = JobFolders(input_dir.absolute() if input_dir else _open_dir(work_dir / "input", 0o755),
+                         _open_dir(work_dir / "output"), model_dir or _open_dir(work_dir / "model"),
+                         _open_dir(work_dir / "tmp", 0o1777), model_readonly=model_dir is not None,
+                         input_shared=input_dir is not None,
+                         ground_truth=ground_truth.absolute() if ground_truth else None)
     shared = getattr(launcher, "input_read_only", False)  # its input files shared with their store, not copied
     try:
-        for value in inputs:
-            value.provision(folders.input, share=shared)
-        write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
-        _readable(folders.input)
+        if input_dir is None:
+            for value in inputs:
+                value.provision(folders.input, share=shared)
+            write_text_atomic(folders.input / "inputs.json", json.dumps(serialize_values(inputs)))
+            _readable(folders.input)
         if model is not None:
             extract_model(model, folders.model)
         execution = launcher.launch(folders, limits, passed_gpu, pk)
     finally:
         _close_dirs(folders)
-    error = _failure(execution, limits)
+    error = _failure(execution, limits, component)
     results: list[OutputResult] = []
     if error is None:
         results = read_outputs(folders.output, tuple(outputs), pks, work_dir / "stored")
