@@ -137,6 +137,7 @@ def test_a_ground_truth_tarball_is_unpacked_and_the_evaluation_scores_the_jobs(t
                                       tmp_path / "work")
     assert result.error is None and result.metrics == SCORED and result.duration_s > 0
     assert result.logs[0] == "scored 2 cases"
+    assert result.to_json()["error"] is None and result.to_json()["logs"] == list(result.logs)
     assert (tmp_path / "work" / "ground-truth" / "truth.json").read_text() == json.dumps(TRUTH)
 
 

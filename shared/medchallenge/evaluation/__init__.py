@@ -4,7 +4,8 @@ command.py: the command (`evaluators/<challenge>/evaluate.py`, `medchallenge eva
 plugs in, flags, workers, metrics.json; cases.py: the types a challenge's steps give (`Cases`, `CaseRecord`,
 `Summary`); inputs.py: the checks of the submission's files and the fingerprint of the inputs; records.py: stage 1,
 the per-case records (worker processes, the --records cache, --shard); bootstrap.py: the percentile bootstrap
-intervals of --bootstrap, the leaderboard and the phase.
+intervals of --bootstrap, the leaderboard and the phase; container.py: an organiser's own evaluation container, run
+as grand-challenge runs it (run_evaluation_container, read_metrics, load_evaluation_image).
 """
 
 from .bootstrap import resampled_ids

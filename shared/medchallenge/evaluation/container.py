@@ -77,6 +77,11 @@ class ContainerEvaluation:
     def succeeded(self) -> bool:
         return self.error is None
 
+    def to_json(self) -> dict:
+        """The run as a report or a phase's state records it (metrics.json itself apart)."""
+        return {"error": self.error, "duration_s": round(self.duration_s, 3), "logs": list(self.logs),
+                "notes": list(self.notes)}
+
 
 class _NotFinite:
     """A number of metrics.json that grand-challenge stores as null (NaN, +-Infinity, beyond a double's range)."""
