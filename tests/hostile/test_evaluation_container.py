@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 
 from medchallenge.errors import InputError
-from medchallenge.evaluation.container import load_evaluation_image, read_metrics, run_evaluation_container
+from medchallenge.challenges.definition import EvaluationDefinition, PhaseLimits
+from medchallenge.evaluation.container import (evaluation_image, evaluation_limits, load_evaluation_image,
+                                               read_metrics, run_evaluation_container)
 from medchallenge.grand_challenge.emulator import write_evaluation_input
 from medchallenge.jobs import EmulationError, JobLimits, JobResult, LocalProcess, OutputResult, SocketValue
 from medchallenge.jobs.outputs import read_outputs
@@ -141,6 +143,15 @@ def test_a_ground_truth_tarball_is_unpacked_and_the_evaluation_scores_the_jobs(t
     assert (tmp_path / "work" / "ground-truth" / "truth.json").read_text() == json.dumps(TRUTH)
 
 
+def test_a_definition_s_evaluation_gives_its_image_and_its_limits():
+    assert evaluation_image(EvaluationDefinition(image="organiser/evaluation:1")) == "organiser/evaluation:1"
+    with pytest.raises(EmulationError, match="^evaluation tb-caverns: a built-in evaluator, not an evaluation"):
+        evaluation_image(EvaluationDefinition(builtin="tb-caverns"))
+    assert evaluation_limits(PhaseLimits()) == JobLimits(memory_gb=8, time_limit_s=3600)  # grand-challenge's
+    assert evaluation_limits(PhaseLimits(evaluation_memory_gb=16, evaluation_time_limit_s=600)) == JobLimits(
+        memory_gb=16, time_limit_s=600)
+
+
 def test_a_ground_truth_tarball_with_a_link_or_an_unreadable_file_is_refused_before_the_evaluation(tmp_path):
     archive = tmp_path / "ground_truth.tar.gz"
     with tarfile.open(archive, "w:gz") as tar:
@@ -174,7 +185,7 @@ def evaluation_archive(docker_compose, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def evaluation_image(evaluation_archive) -> str:
+def loaded_image(evaluation_archive) -> str:
     """The archive loaded into Docker by its ID, without a tag; removed after."""
     image = load_evaluation_image(evaluation_archive, "docker")
     yield image
@@ -194,11 +205,11 @@ def leftover_containers(engine: str = "docker") -> list[str]:
     return listed.stdout.split()
 
 
-def test_the_archive_is_loaded_without_a_tag_and_its_id_is_what_runs(evaluation_image, evaluation_archive):
-    inspected = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoTags}}", evaluation_image],
+def test_the_archive_is_loaded_without_a_tag_and_its_id_is_what_runs(loaded_image, evaluation_archive):
+    inspected = subprocess.run(["docker", "image", "inspect", "--format", "{{json .RepoTags}}", loaded_image],
                                capture_output=True, text=True, check=True)
-    assert json.loads(inspected.stdout) == [] and evaluation_image.startswith("sha256:")
-    assert load_evaluation_image(evaluation_archive, "docker") == evaluation_image  # loaded once
+    assert json.loads(inspected.stdout) == [] and loaded_image.startswith("sha256:")
+    assert evaluation_image(EvaluationDefinition(archive=evaluation_archive)) == loaded_image  # loaded once
 
 
 HOSTILE = {  # behaviour: (its one line, its limits)
@@ -216,20 +227,20 @@ HOSTILE = {  # behaviour: (its one line, its limits)
 
 
 @pytest.mark.parametrize("behaviour", HOSTILE)
-def test_a_hostile_evaluation_is_one_line_and_the_next_one_is_untouched(evaluation_image, tmp_path, behaviour):
+def test_a_hostile_evaluation_is_one_line_and_the_next_one_is_untouched(loaded_image, tmp_path, behaviour):
     pattern, limits = HOSTILE[behaviour]
-    hostile = run(evaluation_image, tmp_path, "hostile", behaviour, limits=limits)
+    hostile = run(loaded_image, tmp_path, "hostile", behaviour, limits=limits)
     assert hostile.metrics is None and re.match(pattern, hostile.error), hostile.error
     assert "\n" not in hostile.error and len(hostile.error) < 600
     if behaviour == "huge":  # refused by its size: read, the NUL bytes after its start would be invalid JSON
         assert (tmp_path / "hostile" / "job" / "output" / "metrics.json").stat().st_blocks < 1024
-    after = run(evaluation_image, tmp_path, "after")
+    after = run(loaded_image, tmp_path, "after")
     assert after.error is None and after.metrics == SCORED and after.logs == ("scored 2 cases",)
     assert not leftover_containers()
 
 
-def test_not_finite_scores_are_null_with_one_note(evaluation_image, tmp_path):
-    result = run(evaluation_image, tmp_path, "nan", "not-finite")
+def test_not_finite_scores_are_null_with_one_note(loaded_image, tmp_path):
+    result = run(loaded_image, tmp_path, "nan", "not-finite")
     assert result.error is None
     assert result.metrics["aggregates"]["mean_absolute_error"] is None
     assert result.metrics["case"]["case-1.mha"]["absolute_error"] is None
@@ -238,8 +249,8 @@ def test_not_finite_scores_are_null_with_one_note(evaluation_image, tmp_path):
     assert note.endswith("so no score there: aggregates.mean_absolute_error, case.case-1.mha.absolute_error")
 
 
-def test_writes_outside_output_are_refused_or_discarded_and_said(evaluation_image, tmp_path):
-    result = run(evaluation_image, tmp_path, "outside", "outside")
+def test_writes_outside_output_are_refused_or_discarded_and_said(loaded_image, tmp_path):
+    result = run(loaded_image, tmp_path, "outside", "outside")
     assert result.error is None and result.metrics["aggregates"] == SCORED["aggregates"]
     # /input and the ground truth are read-only, the image's own folder is root's
     assert result.metrics["meta"]["refused"] == {"input": True, "ground_truth": True, "image": True}

@@ -30,13 +30,14 @@ is one line in `ContainerEvaluation.error`; the container's own text appears onl
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import stat
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..challenges.definition import EvaluationDefinition, PhaseLimits
 from ..errors import InputError
 from ..jobs import DockerImage, EmulationError, EngineFault, JobLimits, Launcher, run_job
 from ..jobs.conditions import DEFAULT_EVALUATION_MEMORY_GB, DEFAULT_EVALUATION_TIME_LIMIT_S
@@ -91,8 +92,8 @@ NOT_FINITE = _NotFinite()
 
 
 def _float(text: str) -> float | _NotFinite:
-    value = float(text)
-    return value if abs(value) != float("inf") else NOT_FINITE
+    value = float(text)  # 1e400 reads as Infinity
+    return value if math.isfinite(value) else NOT_FINITE
 
 
 def _int(text: str) -> int | _NotFinite:
@@ -107,7 +108,7 @@ def _key(key: str) -> str:
 def _nulled(value: object, path: str, found: list[str]) -> object:
     """`value` with every NOT_FINITE replaced by None, the dotted path of each appended to `found`."""
     if value is NOT_FINITE:
-        found.append(path or "$")
+        found.append(path)  # never the top level: that is an object
         return None
     if isinstance(value, dict):
         return {key: _nulled(item, f"{path}.{_key(key)}" if path else _key(key), found)
@@ -211,6 +212,22 @@ def load_evaluation_image(archive: Path, engine: str = "docker",
     except EngineError as exc:
         raise EngineFault(str(exc)) from None
     return image.digest
+
+
+def evaluation_limits(limits: PhaseLimits) -> JobLimits:
+    """What a phase's evaluation runs under: its `evaluation_requires_memory_gb` and `evaluation_time_limit`."""
+    return JobLimits(memory_gb=limits.evaluation_memory_gb, time_limit_s=limits.evaluation_time_limit_s)
+
+
+def evaluation_image(evaluation: EvaluationDefinition, engine: str = "docker") -> str:
+    """The image to run for a definition's evaluation container: its tag as it is (the engine must have it), or
+    its `docker save` archive loaded without a tag (load_evaluation_image); EmulationError for a built-in
+    evaluator, which is no container."""
+    if evaluation.archive is not None:
+        return load_evaluation_image(evaluation.archive, engine)
+    if evaluation.image is None:
+        raise EmulationError(f"evaluation {evaluation.builtin}: a built-in evaluator, not an evaluation container")
+    return evaluation.image
 
 
 def run_evaluation_container(image: str | Launcher, eval_input: Path, ground_truth: Path, work: Path, *,
