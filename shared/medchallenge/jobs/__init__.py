@@ -1,5 +1,7 @@
 """The one job runner: a grand-challenge algorithm job (a container run under grand-challenge's conditions), used
-by the emulator, pre-flight and the hospital gateway alike.
+by the emulator, pre-flight and the hospital gateway alike, and for an organiser's evaluation container
+(medchallenge.evaluation.container: its input folder and ground truth mounted read-only, run_job's `input_dir` and
+`ground_truth`).
 
     from medchallenge.jobs import JobLimits, run_job, upload_case
     image = upload_case(Path("TST_001.nii.gz"), store)          # panimg, as GC converts an upload
