@@ -5,9 +5,9 @@
                                       work / "evaluation", limits=JobLimits(memory_gb=8, time_limit_s=3600))
     result.metrics, result.error, result.duration_s, result.logs, result.notes
 
-The contract (docs: grand-challenge-contract.md §2): the evaluation's input folder (the one
-`grand_challenge.emulator.write_evaluation_input` writes: predictions.json, inputs.json, `<job pk>/output/...`) is
-mounted read-only as /input as it is, not copied; the ground truth read-only at /opt/ml/input/data/ground_truth (a
+The contract (the grand-challenge notes, "The evaluation container contract"): the evaluation's input folder (the
+one `grand_challenge.emulator.write_evaluation_input` writes: predictions.json, inputs.json, `<job pk>/output/...`)
+is mounted read-only as /input as it is, not copied; the ground truth read-only at /opt/ml/input/data/ground_truth (a
 folder as it is, or a ground_truth.tar.gz unpacked once by the model tarball's rules); the container writes
 /output/metrics.json. It runs through the one job runner (medchallenge.jobs.run_job) under grand-challenge's
 conditions: the image's own entrypoint as its non-root user, no network, every capability dropped, its memory and
