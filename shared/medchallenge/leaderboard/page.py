@@ -226,7 +226,7 @@ def ranking_table(board: dict[str, Any], phase: bool, digits: int = 4, extra_hea
     """The ranking with each team's value, interval and bootstrap rank (and, from a phase, its jobs, warnings and
     report); `extra_heads` and `extra_cells` add columns after P(rank 1), `digits` the value's decimal places."""
     teams = board["teams"]
-    level = f"{100 * board['bootstrap']['level']:g}%" if board.get("bootstrap") else "95%"
+    level = f"{100 * board['bootstrap']['level']:g}%"
     bounds = [v for row in teams for v in (row["low"], row["high"], row["value"]) if v is not None]
     lowest, highest = min(bounds, default=0.0), max(bounds, default=1.0)
     rows = "".join(
@@ -271,7 +271,7 @@ def significance_section(board: dict[str, Any]) -> str:
 
 def aggregates_section(board: dict[str, Any], digits: Callable[[str], int] = lambda key: 4) -> str:
     """Every aggregate of every team with its interval (`digits`: the decimal places of an aggregate)."""
-    level = f"{100 * board['bootstrap']['level']:g}%" if board.get("bootstrap") else "95%"
+    level = f"{100 * board['bootstrap']['level']:g}%"
     aggregate_rows = "".join(
         f"<tr><td>{_team(row['team'])}</td><td>{escape(key)}</td><td>{_number(value, digits(key))}</td>"
         f"<td>[{_number(row['intervals'].get(key, {}).get('low'), digits(key))}, "
@@ -309,3 +309,56 @@ cases (seed {boot['seed']}), the same resamples for every team.</p>
 {boards_line(board)}
 {ranking_table(board, phase)}{not_ranked_section(board, phase)}
 {stability_section(board)}{significance_section(board)}{aggregates_section(board)}{PAGE_END}"""
+
+
+SCORING = {"abs": "the score column's rank", "avg": "the mean of the ranked columns' ranks",
+           "med": "the median of the ranked columns' ranks"}
+DISPLAY = {"all": "every result", "rec": "each team's most recent result", "bst": "each team's best result"}
+
+
+def _column_cell(row: dict[str, Any], column: dict[str, Any]) -> str:
+    """A definition column's value for a team in its decimal places, with its interval where it has one."""
+    digits = column["decimal_places"]
+    text = _number(row["aggregates"].get(column["title"]), digits)
+    interval = row["intervals"].get(column["title"])
+    if interval:
+        text += f" [{_number(interval['low'], digits)}, {_number(interval['high'], digits)}]"
+    return f"<td>{text}</td>"
+
+
+def no_intervals_list(board: dict[str, Any]) -> str:
+    """Each column without intervals and why (not a per-case summary, per-case values missing or inconsistent)."""
+    items = "".join(f"<li><b>{escape(column['title'])}</b>: {escape(team_label(column['no_intervals']))}</li>"
+                    for column in board["columns"] if column["no_intervals"])
+    return f'<ul id="no-intervals" class="notes">{items}</ul>' if items else ""
+
+
+def render_definition(board: dict[str, Any]) -> str:
+    """The page of a challenge definition's board (definition_board.py): the built-ins' page with every column
+    of the definition beside the ranking, in its decimal places, and, where the ranking or a column has no
+    intervals, why not."""
+    if not board["teams"]:
+        return render_unranked(board)
+    boot, columns = board["bootstrap"], board["columns"]
+    level = f"{100 * boot['level']:g}%"
+    phase = is_phase_board(board)
+    ranked = ", ".join(escape(c["title"]) + (" (lower is better)" if c["order"] == "asc" else " (higher is better)")
+                       for c in columns if c["ranked"])
+    if board["resampled"]:
+        intervals = (f"Intervals: {level} percentile bootstrap, {boot['n']} resamples of the {board['num_units']} "
+                     f"cases (seed {boot['seed']}), the same resamples for every team; a column without per-case "
+                     "values is held at its value in every resample.")
+    else:
+        intervals = (f"No intervals, rank distributions or pairwise tests for the ranking: "
+                     f"{escape(team_label(board['no_intervals']))}.")
+    digits = board["columns"][0]["decimal_places"] if board["scoring_method_choice"] == "abs" else 2
+    heads = "".join(f"<th>{escape(c['title'])}</th>" for c in columns)
+    places = {c["title"]: c["decimal_places"] for c in columns}
+    return f"""{page_top(board)}<p>Ranked by <b>{escape(board['metric'])}</b>, {'higher' if board['higher_is_better']
+    else 'lower'} is better ({escape(board['ties'])}): {SCORING[board['scoring_method_choice']]} over {ranked};
+results shown: {DISPLAY[board['result_display_choice']]}. {intervals}</p>
+{no_intervals_list(board)}
+{ranking_table(board, phase, digits, heads, lambda row: "".join(_column_cell(row, c) for c in columns))}
+{not_ranked_section(board, phase)}
+{stability_section(board) + significance_section(board) if board['resampled'] else ''}
+{aggregates_section(board, lambda key: places.get(key, 4))}{PAGE_END}"""

@@ -342,13 +342,16 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     warnings: anyone's text) neutralised by `spreadsheet_text`."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS[:2], spreadsheet_text(board["metric"]), *CSV_COLUMNS[3:]])
+    titles = [column["title"] for column in board.get("columns", [])]  # a definition's board: every column's value
+    writer.writerow([*CSV_COLUMNS[:2], spreadsheet_text(board["metric"]), *CSV_COLUMNS[3:],
+                     *map(spreadsheet_text, titles)])
     for row in [*board["teams"], *board.get("not_ranked", [])]:
         warnings = row.get("warnings")
         cells = {**row, "value": row.get("value"), "not_ranked": row.get("reason"),
                  "warnings": ("; ".join(warnings) or None) if isinstance(warnings, list) else warnings}
+        values = [(row.get("aggregates") or {}).get(title) for title in titles]
         writer.writerow(["" if cells.get(c) is None else spreadsheet_text(str(cells[c])) if c in TEXT_COLUMNS
-                         else cells[c] for c in CSV_COLUMNS])
+                         else cells[c] for c in CSV_COLUMNS] + ["" if v is None else v for v in values])
     return out.getvalue()
 
 
