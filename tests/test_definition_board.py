@@ -107,7 +107,8 @@ def test_an_excluded_column_neither_moves_the_position_nor_is_required():
 def test_a_result_without_a_number_at_a_ranked_path_is_not_ranked_whatever_the_scoring_method():
     """grand-challenge ranks only results that have every ranked column, even where only the score decides."""
     metrics = {"A": aggregates(dice=0.9, hd95=5.0), "B": aggregates(dice=0.95), "C": aggregates(dice="high", hd95=1.0),
-               "D": {"aggregates": {"dice": {"mean": 0.1}, "hd95": {"mean": None}}}, "E": aggregates(dice=0.5, hd95=9.0)}
+               "D": {"aggregates": {"dice": {"mean": 0.1}, "hd95": {"mean": None}}},
+               "E": aggregates(dice=0.5, hd95=9.0)}
     result = board(metrics, extra=(HD95,), method="abs")
     assert ranks(result) == {"A": 1, "E": 2}
     reasons = {row["team"]: row["reason"] for row in result["not_ranked"]}

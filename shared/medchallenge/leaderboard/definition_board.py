@@ -91,14 +91,14 @@ def resampled_statistic(found: tuple[CaseValues, ...], units: list[str], draws: 
     """(results, resamples): the mean or median of each result's values over each resample's drawn cases (a
     case without a value left out; NaN where a resample draws none)."""
     index = {unit: k for k, unit in enumerate(units)}
-    table = np.full((len(found), len(units)), np.nan)
-    for row, values in enumerate(found):
-        for case, value in values.values.items():
-            table[row, index[case]] = value
-    drawn = table[:, draws]  # (results, resamples, units)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a resample drawing no case with a value: NaN
-        return np.nanmean(drawn, axis=2) if summary == "mean" else np.nanmedian(drawn, axis=2)
+    statistic = np.empty((len(found), len(draws)))
+    for row, values in enumerate(found):  # one result at a time: (resamples, units) in memory, not all results'
+        table = np.full(len(units), np.nan)
+        table[[index[case] for case in values.values]] = list(values.values.values())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # a resample drawing no case with a value: NaN
+            statistic[row] = (np.nanmean if summary == "mean" else np.nanmedian)(table[draws], axis=1)
+    return statistic
 
 
 def pairwise(results: list[Result], score: ResultColumn, cases: ColumnCases | None, method: str,
@@ -137,7 +137,8 @@ def not_ranked_rows(shown: list[Result], columns: tuple[ResultColumn, ...],
     for result in shown:
         missing = next((c for c in columns if number_at(result.metrics, c.path) is None), None)
         if missing is not None:
-            rows.append({"team": result.key, "reason": f"{missing.title}: {why_no_number(result.metrics, missing.path)}",
+            reason = f"{missing.title}: {why_no_number(result.metrics, missing.path)}"
+            rows.append({"team": result.key, "reason": reason,
                          **(notes[result.team].to_json() if result.team in notes else NO_NOTES)})
     return rows
 

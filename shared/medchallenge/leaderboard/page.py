@@ -284,11 +284,9 @@ def aggregates_section(board: dict[str, Any], digits: Callable[[str], int] = lam
 """
 
 
-PAGE_END = """<p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., Scientific Reports
-2021): bootstrap ranking stability, blob plots, significance maps.</p>
-</body>
-</html>
-"""
+PAGE_END = ('<p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., '
+            "Scientific Reports\n2021): bootstrap ranking stability, blob plots, significance maps.</p>\n</body>\n"
+            "</html>\n")
 
 
 def is_phase_board(board: dict[str, Any]) -> bool:
@@ -300,10 +298,10 @@ def render(board: dict[str, Any]) -> str:
     """The whole page (`render_unranked` where no team is ranked)."""
     if not board["teams"]:
         return render_unranked(board)
-    boot = board["bootstrap"]
+    metric, boot = board["metric"], board["bootstrap"]
     level = f"{100 * boot['level']:g}%"
     phase = is_phase_board(board)
-    return f"""{page_top(board)}<p>Ranked by <b>{escape(board['metric'])}</b>, higher is better ({escape(board['ties'])}), over
+    return f"""{page_top(board)}<p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over
 {board['num_units']} {escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the
 cases (seed {boot['seed']}), the same resamples for every team.</p>
 {boards_line(board)}
@@ -311,9 +309,25 @@ cases (seed {boot['seed']}), the same resamples for every team.</p>
 {stability_section(board)}{significance_section(board)}{aggregates_section(board)}{PAGE_END}"""
 
 
-SCORING = {"abs": "the score column's rank", "avg": "the mean of the ranked columns' ranks",
-           "med": "the median of the ranked columns' ranks"}
 DISPLAY = {"all": "every result", "rec": "each team's most recent result", "bst": "each team's best result"}
+PAIRING = {"column-major": "paired by their row index in case.<metric> (evalutils' layout)",
+           "results": "paired by their position in results (grand-challenge-forge's layout: the order of "
+                      "predictions.json)"}
+
+
+def _better(column: dict[str, Any]) -> str:
+    return f"{escape(column['title'])} ({'lower' if column['order'] == 'asc' else 'higher'} is better)"
+
+
+def scoring_line(board: dict[str, Any]) -> str:
+    """How the definition ranks: the score column alone, or the mean or median of the ranked columns' ranks."""
+    ranked = [c for c in board["columns"] if c["ranked"]]
+    if board["scoring_method_choice"] == "abs":
+        required = ", ".join(escape(c["title"]) for c in ranked[1:])
+        return f"the rank in {_better(ranked[0])}" + (f" (a result without {required} is not ranked)"
+                                                       if required else "")
+    summary = "mean" if board["scoring_method_choice"] == "avg" else "median"
+    return f"the {summary} of the ranks in {', '.join(_better(c) for c in ranked)}"
 
 
 def _column_cell(row: dict[str, Any], column: dict[str, Any]) -> str:
@@ -327,9 +341,12 @@ def _column_cell(row: dict[str, Any], column: dict[str, Any]) -> str:
 
 
 def no_intervals_list(board: dict[str, Any]) -> str:
-    """Each column without intervals and why (not a per-case summary, per-case values missing or inconsistent)."""
-    items = "".join(f"<li><b>{escape(column['title'])}</b>: {escape(team_label(column['no_intervals']))}</li>"
-                    for column in board["columns"] if column["no_intervals"])
+    """Each column without intervals and why (not a per-case summary, per-case values missing or inconsistent),
+    and how the cases of the others are paired where they have no case ids."""
+    items = "".join(f"<li><b>{escape(column['title'])}</b>: no intervals: {escape(team_label(column['no_intervals']))}"
+                    "</li>" if column["no_intervals"] else
+                    f"<li><b>{escape(column['title'])}</b>: cases {PAIRING[column['case_layout']]}</li>"
+                    for column in board["columns"] if column["no_intervals"] or column["case_layout"] in PAIRING)
     return f'<ul id="no-intervals" class="notes">{items}</ul>' if items else ""
 
 
@@ -342,8 +359,6 @@ def render_definition(board: dict[str, Any]) -> str:
     boot, columns = board["bootstrap"], board["columns"]
     level = f"{100 * boot['level']:g}%"
     phase = is_phase_board(board)
-    ranked = ", ".join(escape(c["title"]) + (" (lower is better)" if c["order"] == "asc" else " (higher is better)")
-                       for c in columns if c["ranked"])
     if board["resampled"]:
         intervals = (f"Intervals: {level} percentile bootstrap, {boot['n']} resamples of the {board['num_units']} "
                      f"cases (seed {boot['seed']}), the same resamples for every team; a column without per-case "
@@ -355,7 +370,7 @@ def render_definition(board: dict[str, Any]) -> str:
     heads = "".join(f"<th>{escape(c['title'])}</th>" for c in columns)
     places = {c["title"]: c["decimal_places"] for c in columns}
     return f"""{page_top(board)}<p>Ranked by <b>{escape(board['metric'])}</b>, {'higher' if board['higher_is_better']
-    else 'lower'} is better ({escape(board['ties'])}): {SCORING[board['scoring_method_choice']]} over {ranked};
+    else 'lower'} is better ({escape(board['ties'])}): {scoring_line(board)};
 results shown: {DISPLAY[board['result_display_choice']]}. {intervals}</p>
 {no_intervals_list(board)}
 {ranking_table(board, phase, digits, heads, lambda row: "".join(_column_cell(row, c) for c in columns))}
