@@ -235,3 +235,53 @@ def test_no_result_ranked_gives_the_unranked_page(tmp_path):
                             level=0.95)
     page = (tmp_path / "leaderboard.html").read_text()
     assert "No team could be ranked by <b>Dice</b>" in page and "metrics.json has nothing at" in page
+
+
+def test_hd95_p_values_are_scipy_wilcoxon_less_over_the_cases_both_have():
+    """Lower is better: `row better than column` is the one-sided Wilcoxon test that the row's HD95 is less; a
+    case whose HD95 is null (undefined: an empty mask) counts in neither the mean nor the test."""
+    from scipy import stats
+
+    rng = np.random.default_rng(4)
+    teams = {name: rng.uniform(1, 9, 16).tolist() for name in "ABC"}
+    metrics = {name: per_case(rng.uniform(0.5, 0.9, 16).tolist(), hd95) for name, hd95 in teams.items()}
+    metrics["B"]["case"]["3"]["hd95"] = None
+    metrics["B"]["aggregates"]["hd95"]["mean"] = statistics.fmean(v for k, v in enumerate(teams["B"]) if k != 3)
+    result = board(metrics, score=HD95)
+    assert result["columns"][0]["no_intervals"] is None and result["significance"]["test"] == "wilcoxon"
+    names = result["significance"]["teams"]
+    for i, a in enumerate(names):
+        for j, b in enumerate(names):
+            if i != j:
+                common = [k for k in range(16) if not (3 == k and "B" in (a, b))]
+                expected = stats.wilcoxon([teams[a][k] for k in common], [teams[b][k] for k in common],
+                                          alternative="less", method="asymptotic", correction=True).pvalue
+                assert result["significance"]["p"][i][j] == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_definition_page_renders_offline_with_phase_notes_in_a_browser(tmp_path):
+    from test_leaderboard_page import Elements, assert_offline, browser, run_browser
+
+    browser()
+    rng = np.random.default_rng(5)
+    metrics = {f"team-{k}": per_case(rng.uniform(0.5 + 0.05 * k, 0.9, 12).tolist(),
+                                     rng.uniform(1 + k, 5 + k, 12).tolist()) for k in range(4)}
+    for k, result in enumerate(metrics.values()):
+        result["aggregates"]["seconds"] = 10.0 + k
+    (tmp_path / "submissions" / "team-0").mkdir(parents=True)
+    (tmp_path / "submissions" / "team-0" / "report.html").write_text("<!DOCTYPE html><title>report</title>")
+    notes = {"team-0": TeamNotes(12, 1, ("convention check: <x> swapped",), "submissions/team-0/report.html"),
+             "team-9": TeamNotes(0, 0, not_ranked="refused before any job: not an archive")}
+    write_definition_boards(LeaderboardDefinition(DICE, (HD95, TIME), "avg"), metrics, tmp_path, bootstrap=100,
+                            seed=0, level=0.95, notes=notes, challenge="lung-nodule")
+    page = tmp_path / "leaderboard.html"
+    assert assert_offline(page) == ["submissions/team-0/report.html"]
+    dom = run_browser("--dump-dom", page.as_uri(), home=tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert not [line for line in dom.stderr.splitlines() if "CONSOLE" in line or "Failed to load" in line]
+    elements = Elements()
+    elements.feed(dom.stdout)
+    assert elements.counts["leaderboard:tr"] == 4 + 1 and elements.counts["not-ranked:tr"] == 1 + 1
+    assert elements.counts["significance-map:rect"] == 16 and elements.counts["blob-plot:.median"] == 4
+    assert elements.counts["leaderboard:.failed-jobs"] == 1
+    assert "convention check: &lt;x&gt; swapped" in dom.stdout
