@@ -150,6 +150,8 @@ def test_intervals_from_per_case_values_are_the_same_in_every_layout(layout):
     major = board({n: per_case(d, h) for n, (d, h) in teams.items()}, extra=(HD95,), method="avg")
     other = board({n: per_case(d, h, layout) for n, (d, h) in teams.items()}, extra=(HD95,), method="avg")
     assert [c["case_layout"] for c in other["columns"]] == [layout, layout]
+    from medchallenge.leaderboard.page import render_definition
+    assert render_definition(other).count("cases paired by their") == 2 and "<metric>" not in render_definition(other)
     for a, b in zip(major["teams"], other["teams"]):
         assert a["intervals"] == b["intervals"] and a["rank_distribution"] == b["rank_distribution"]
     # the interval is the percentile interval of the mean over the project's paired resamples of the cases
@@ -285,3 +287,14 @@ def test_the_definition_page_renders_offline_with_phase_notes_in_a_browser(tmp_p
     assert elements.counts["significance-map:rect"] == 16 and elements.counts["blob-plot:.median"] == 4
     assert elements.counts["leaderboard:.failed-jobs"] == 1
     assert "convention check: &lt;x&gt; swapped" in dom.stdout
+
+
+def test_more_cases_than_the_resamples_can_hold_are_ranked_without_intervals(monkeypatch):
+    from medchallenge.leaderboard import definition_board
+
+    monkeypatch.setattr(definition_board, "MAX_DRAWS", 1000)
+    metrics = {name: per_case([0.5 + 0.01 * k] * 20) for k, name in enumerate("AB")}
+    result = board(metrics, bootstrap=100)
+    assert ranks(result) == {"B": 1, "A": 2} and result["resampled"] is False
+    assert result["columns"][0]["no_intervals"].startswith("20 cases x 100 resamples: more than the leaderboard")
+    assert ranks(board(metrics, bootstrap=50))["B"] == 1 and board(metrics, bootstrap=50)["resampled"]

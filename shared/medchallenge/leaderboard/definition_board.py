@@ -42,6 +42,7 @@ __all__ = ["MISSING", "build_definition_board", "resolve_jsonpath", "write_defin
 
 log = logging.getLogger("medchallenge.leaderboard")
 POSITION_TITLES = {"avg": "mean position", "med": "median position"}
+MAX_DRAWS = 20_000_000  # cases x resamples: 160 MB of indices, as much again of one result's drawn values
 NO_RANK_STATISTICS = {"median_rank": None, "rank_low": None, "rank_high": None, "p_first": None,
                       "rank_distribution": None}
 
@@ -173,6 +174,11 @@ def build_definition_board(leaderboard: LeaderboardDefinition, metrics: Mapping[
     started = time.perf_counter()
     cases = {c.title: column_cases(c, ranked) for c in board_lb.columns}
     units = list(dict.fromkeys(case for c in cases.values() for f in c.found for case in f.cases))
+    if len(units) * bootstrap > MAX_DRAWS:  # the draws and one result's drawn values are held in memory
+        too_many = ColumnCases(reason=f"{len(units)} cases x {bootstrap} resamples: more than the leaderboard "
+                                      f"draws ({MAX_DRAWS:,} at most); fewer resamples (--bootstrap) would do")
+        cases = {title: too_many if c.reason is None else c for title, c in cases.items()}
+        units = []
     draws = boot.draw_resamples(len(units), bootstrap, seed) if units else np.zeros((bootstrap, 0), np.int64)
     replicates = {c.title: resampled_statistic(cases[c.title].found, units, draws, c.summary)
                   for c in board_lb.columns if cases[c.title].reason is None}

@@ -255,11 +255,11 @@ observed ranking and the resamples' rankings: {_number(board['mean_kendall_tau']
 """
 
 
-def significance_section(board: dict[str, Any]) -> str:
-    """The pairwise tests' significance map, with the test named."""
+def significance_section(board: dict[str, Any], tested: str = "the aggregate") -> str:
+    """The pairwise tests' significance map, with the test named (the paired bootstrap's of `tested`)."""
     sig = board["significance"]
     test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
-                 else "one-sided paired bootstrap test of the aggregate")
+                 else f"one-sided paired bootstrap test of {tested}")
     return f"""<h2>Pairwise significance</h2>
 <p class="notes">{escape(test_name)} for every ordered pair (row better than column), Holm-adjusted over all
 {len(sig['teams']) * (len(sig['teams']) - 1)} pairs, alpha = {sig['alpha']:g}.</p>
@@ -345,7 +345,7 @@ def no_intervals_list(board: dict[str, Any]) -> str:
     and how the cases of the others are paired where they have no case ids."""
     items = "".join(f"<li><b>{escape(column['title'])}</b>: no intervals: {escape(team_label(column['no_intervals']))}"
                     "</li>" if column["no_intervals"] else
-                    f"<li><b>{escape(column['title'])}</b>: cases {PAIRING[column['case_layout']]}</li>"
+                    f"<li><b>{escape(column['title'])}</b>: cases {escape(PAIRING[column['case_layout']])}</li>"
                     for column in board["columns"] if column["no_intervals"] or column["case_layout"] in PAIRING)
     return f'<ul id="no-intervals" class="notes">{items}</ul>' if items else ""
 
@@ -369,11 +369,12 @@ def render_definition(board: dict[str, Any]) -> str:
     digits = board["columns"][0]["decimal_places"] if board["scoring_method_choice"] == "abs" else 2
     heads = "".join(f"<th>{escape(c['title'])}</th>" for c in columns)
     places = {c["title"]: c["decimal_places"] for c in columns}
+    tested = "the score" if board["scoring_method_choice"] == "abs" else "the position"
     return f"""{page_top(board)}<p>Ranked by <b>{escape(board['metric'])}</b>, {'higher' if board['higher_is_better']
     else 'lower'} is better ({escape(board['ties'])}): {scoring_line(board)};
 results shown: {DISPLAY[board['result_display_choice']]}. {intervals}</p>
 {no_intervals_list(board)}
 {ranking_table(board, phase, digits, heads, lambda row: "".join(_column_cell(row, c) for c in columns))}
 {not_ranked_section(board, phase)}
-{stability_section(board) + significance_section(board) if board['resampled'] else ''}
+{stability_section(board) + significance_section(board, tested) if board['resampled'] else ''}
 {aggregates_section(board, lambda key: places.get(key, 4))}{PAGE_END}"""
