@@ -32,7 +32,7 @@ from ..errors import InputError
 from ..evaluation import bootstrap as boot
 from ..io import write_json_atomic, write_text_atomic
 from .case_values import CaseValues, check_summary, per_case_values
-from .gc_ranking import (MISSING, Result, displayed_results, number_at, positions, rankable, ranked_columns,
+from .gc_ranking import (MISSING, Positions, Result, displayed_results, number_at, positions, rankable, ranked_columns,
                          resolve_jsonpath, results_of, why_no_number)
 from .page import render_definition, team_label
 from .significance import bootstrap_greater, wilcoxon_greater
@@ -172,59 +172,81 @@ def build_definition_board(leaderboard: LeaderboardDefinition, metrics: Mapping[
         board["teams"] = []
         return board
     started = time.perf_counter()
-    cases = {c.title: column_cases(c, ranked) for c in board_lb.columns}
+    cases = {c: column_cases(c, ranked) for c in board_lb.columns}
     units = list(dict.fromkeys(case for c in cases.values() for f in c.found for case in f.cases))
     if len(units) * bootstrap > MAX_DRAWS:  # the draws and one result's drawn values are held in memory
         too_many = ColumnCases(reason=f"{len(units)} cases x {bootstrap} resamples: more than the leaderboard "
                                       f"draws ({MAX_DRAWS:,} at most); fewer resamples (--bootstrap) would do")
-        cases = {title: too_many if c.reason is None else c for title, c in cases.items()}
+        cases = {column: too_many if c.reason is None else c for column, c in cases.items()}
         units = []
     draws = boot.draw_resamples(len(units), bootstrap, seed) if units else np.zeros((bootstrap, 0), np.int64)
-    replicates = {c.title: resampled_statistic(cases[c.title].found, units, draws, c.summary)
-                  for c in board_lb.columns if cases[c.title].reason is None}
-    intervals = [boot.intervals({t: r[k] for t, r in replicates.items()}, level, seed) for k in range(len(ranked))]
+    replicates = {c: resampled_statistic(found.found, units, draws, c.summary)
+                  for c, found in cases.items() if found.reason is None}
+    intervals = [boot.intervals({c.title: r[k] for c, r in replicates.items()}, level, seed)
+                 for k in range(len(ranked))]
     values = np.array([[number_at(r.metrics, c.path) for r in ranked] for c in columns], dtype=np.float64)
     observed = positions(values, [c.order for c in columns], method)
-    resampled = columns[0].title in replicates if method == "abs" else any(c.title in replicates for c in columns)
-    quantity = values[0] if method == "abs" else observed.score
-    rows_extra: list[dict[str, Any]] = [{} for _ in ranked]
+    order = np.lexsort((np.arange(len(ranked)), observed.rank))
+    resampled = columns[0] in replicates if method == "abs" else any(c in replicates for c in columns)
     if resampled:
-        stacked = np.stack([replicates.get(c.title, np.repeat(values[k][:, None], bootstrap, axis=1))
-                            for k, c in enumerate(columns)])
-        again = positions(stacked, [c.order for c in columns], method)
-        replicate = stacked[0] if method == "abs" else again.score
-        statistics = rank_statistics(again.rank, level)
-        test, p = pairwise(ranked, columns[0], cases.get(columns[0].title), method, replicate, higher_is_better)
-        order = np.lexsort((np.arange(len(ranked)), observed.rank))
-        board["significance"] = significance([r.key for r in ranked], order, test, p, alpha)
-        board["mean_kendall_tau"] = mean_kendall_tau(observed.rank, again.rank)
-        if method != "abs":
-            for k, extra in enumerate(rows_extra):
-                extra.update(boot.intervals({"position": again.score[k]}, level, seed).get("position", {}))
-        no_intervals = None
+        uncertainty = ranking_uncertainty(ranked, columns, method, values, replicates, cases.get(columns[0]),
+                                          observed, level=level, seed=seed, alpha=alpha, order=order,
+                                          higher_is_better=higher_is_better)
     else:
-        statistics = [NO_RANK_STATISTICS] * len(ranked)
-        order = np.lexsort((np.arange(len(ranked)), observed.rank))
-        no_intervals = (f"{columns[0].title}: {cases[columns[0].title].reason}" if method == "abs" else
-                        "no ranked column has per-case values to resample")
+        uncertainty = RankingUncertainty([NO_RANK_STATISTICS] * len(ranked), [{} for _ in ranked], None, None)
     board.update({
-        "num_units": len(units), "unit": "cases", "resampled": resampled, "no_intervals": no_intervals,
+        "significance": uncertainty.significance, "mean_kendall_tau": uncertainty.mean_kendall_tau,
+        "num_units": len(units), "unit": "cases", "resampled": resampled,
+        "no_intervals": None if resampled else (f"{columns[0].title}: {cases[columns[0]].reason}" if method == "abs"
+                                                else "no ranked column has per-case values to resample"),
         "bootstrap": {"n": bootstrap, "seed": seed, "level": level, "paired": True,
                       "seconds": round(time.perf_counter() - started, 3)},
-        "columns": [column_json(c, c in columns, cases[c.title]) for c in board_lb.columns]})
+        "columns": [column_json(c, c in columns, cases[c]) for c in board_lb.columns]})
+    quantity = values[0] if method == "abs" else observed.score
     rows = []
     for k in order:
         result = ranked[k]
-        interval = intervals[k].get(columns[0].title, {}) if method == "abs" else rows_extra[k]
+        interval = intervals[k].get(columns[0].title, {}) if method == "abs" else uncertainty.position_intervals[k]
         rows.append({
             "team": result.key, "rank": int(observed.rank[k]), "value": float(quantity[k]),
-            "low": interval.get("low"), "high": interval.get("high"), **statistics[k],
+            "low": interval.get("low"), "high": interval.get("high"), **uncertainty.statistics[k],
             "aggregates": {c.title: number_at(result.metrics, c.path) for c in board_lb.columns},
             "intervals": intervals[k],
             "rank_per_column": {c.title: int(observed.per_column[j][k]) for j, c in enumerate(columns)},
             **(notes[result.team].to_json() if result.team in notes else NO_NOTES)})
     board["teams"] = rows
     return board
+
+
+@dataclasses.dataclass(frozen=True)
+class RankingUncertainty:
+    """What the resamples say of a ranking: each result's rank statistics (`rank_statistics`) and position
+    interval (mean or median position only), the significance map's data and the mean Kendall's tau."""
+
+    statistics: list[dict[str, Any]]
+    position_intervals: list[dict[str, Any]]
+    significance: dict[str, Any] | None
+    mean_kendall_tau: float | None
+
+
+def ranking_uncertainty(ranked: list[Result], columns: tuple[ResultColumn, ...], method: str, values: np.ndarray,
+                        replicates: Mapping[ResultColumn, np.ndarray], score_cases: ColumnCases | None,
+                        observed: Positions, *, level: float, seed: int, alpha: float, order: np.ndarray,
+                        higher_is_better: bool) -> RankingUncertainty:
+    """The ranking again in every resample (a column without replicates held at its values), the results' rank
+    distributions, intervals of their positions and pairwise tests."""
+    resamples = next(iter(replicates.values())).shape[1]
+    stacked = np.stack([replicates[c] if c in replicates else np.repeat(values[k][:, None], resamples, axis=1)
+                        for k, c in enumerate(columns)])
+    again = positions(stacked, [c.order for c in columns], method)
+    replicate = stacked[0] if method == "abs" else again.score
+    test, p = pairwise(ranked, columns[0], score_cases, method, replicate, higher_is_better)
+    position_intervals = [{} if method == "abs" else
+                          boot.intervals({"position": again.score[k]}, level, seed).get("position", {})
+                          for k in range(len(ranked))]
+    return RankingUncertainty(rank_statistics(again.rank, level), position_intervals,
+                              significance([r.key for r in ranked], order, test, p, alpha),
+                              mean_kendall_tau(observed.rank, again.rank))
 
 
 def write_definition_boards(leaderboard: LeaderboardDefinition, metrics: Mapping[str, Mapping], out: Path, *,
