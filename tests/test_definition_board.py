@@ -155,8 +155,8 @@ def test_intervals_from_per_case_values_are_the_same_in_every_layout(layout):
     for a, b in zip(major["teams"], other["teams"]):
         assert a["intervals"] == b["intervals"] and a["rank_distribution"] == b["rank_distribution"]
     # the interval is the percentile interval of the mean over the project's paired resamples of the cases
-    draws = boot.draw_resamples(12, 200, 3)
-    dice = np.array(teams["A"][0])
+    draws = boot.draw_resamples(12, 200, 3)  # over the case ids in sorted order: "0", "1", "10", "11", "2", ...
+    dice = np.array(teams["A"][0])[sorted(range(12), key=str)]
     low, high = boot.percentile_interval(dice[draws].mean(axis=1), 0.95)
     row = next(r for r in major["teams"] if r["team"] == "A")
     assert row["intervals"]["Dice"]["low"] == pytest.approx(low) and row["intervals"]["Dice"]["high"] == \
@@ -298,3 +298,29 @@ def test_more_cases_than_the_resamples_can_hold_are_ranked_without_intervals(mon
     assert ranks(result) == {"B": 1, "A": 2} and result["resampled"] is False
     assert result["columns"][0]["no_intervals"].startswith("20 cases x 100 resamples: more than the leaderboard")
     assert ranks(board(metrics, bootstrap=50))["B"] == 1 and board(metrics, bootstrap=50)["resampled"]
+
+
+@pytest.mark.parametrize("layout", ["column-major", "results"])
+def test_a_case_id_pairs_the_cases_whatever_order_each_team_lists_them_in(layout):
+    """evalutils' frame with a case_id column (and results entries with case_id) in another order for each team:
+    the same board as the case-major layout; without the ids the cases pair by row, and the page says so."""
+    rng = np.random.default_rng(6)
+    teams = {name: (rng.uniform(0.5, 0.9, 10).tolist(), rng.uniform(1, 9, 10).tolist()) for name in "ABC"}
+    major = board({n: per_case(d, h) for n, (d, h) in teams.items()}, extra=(HD95,), method="avg")
+    shuffled = {}
+    for name, (dice, hd95) in teams.items():
+        order = rng.permutation(10).tolist()
+        metrics = per_case([dice[k] for k in order], [hd95[k] for k in order], layout)
+        if layout == "column-major":
+            metrics["case"]["case_id"] = {str(row): f"lung-{k}" for row, k in enumerate(order)}
+        else:
+            for entry, k in zip(metrics["results"], order):
+                entry["case_id"] = f"lung-{k}"
+        shuffled[name] = metrics
+    named = board(shuffled, extra=(HD95,), method="avg")
+    assert [c["paired_by"] for c in named["columns"]] == ["case id", "case id"]
+    for a, b in zip(major["teams"], named["teams"]):
+        assert a["rank_distribution"] == b["rank_distribution"] and a["intervals"] == b["intervals"]
+    assert named["significance"] == major["significance"]
+    from medchallenge.leaderboard.page import render_definition
+    assert "cases paired by their" not in render_definition(named)

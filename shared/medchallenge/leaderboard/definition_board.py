@@ -4,7 +4,8 @@ columns allow it.
 
 A column declared the mean or median of per-case values (`case_path`, `summary`) whose per-case values every
 ranked team's metrics.json holds (case_values.py) gets the built-ins' paired percentile bootstrap: the same
-resamples of the cases for every team, each team's interval, and, where the ranking rests on such columns, the
+resamples of the cases (drawn over the case ids in sorted order, so the board is the same whatever order an
+evaluation lists them in) for every team, each team's interval, and, where the ranking rests on such columns, the
 rank distribution over the resamples (of the score's rank, or of the mean or median position: the columns without
 per-case values then held at their values), blob plot, Kendall's tau and pairwise tests (Wilcoxon signed-rank over
 per-case values for a mean, the paired bootstrap otherwise; Holm-adjusted). A column that is not such a summary
@@ -127,7 +128,8 @@ def column_json(column: ResultColumn, ranked: bool, cases: ColumnCases) -> dict[
     return {"title": column.title, "path": column.path, "order": column.order,
             "decimal_places": column.decimal_places, "ranked": ranked, "case_path": column.case_path,
             "summary": column.summary, "intervals": cases.reason is None,
-            "case_layout": cases.found[0].layout if cases.found else None, "no_intervals": cases.reason}
+            "case_layout": cases.found[0].layout if cases.found else None,
+            "paired_by": cases.found[0].paired_by if cases.found else None, "no_intervals": cases.reason}
 
 
 def not_ranked_rows(shown: list[Result], columns: tuple[ResultColumn, ...],
@@ -173,7 +175,7 @@ def build_definition_board(leaderboard: LeaderboardDefinition, metrics: Mapping[
         return board
     started = time.perf_counter()
     cases = {c: column_cases(c, ranked) for c in board_lb.columns}
-    units = list(dict.fromkeys(case for c in cases.values() for f in c.found for case in f.cases))
+    units = sorted({case for c in cases.values() for f in c.found for case in f.cases})  # whatever order listed
     if len(units) * bootstrap > MAX_DRAWS:  # the draws and one result's drawn values are held in memory
         too_many = ColumnCases(reason=f"{len(units)} cases x {bootstrap} resamples: more than the leaderboard "
                                       f"draws ({MAX_DRAWS:,} at most); fewer resamples (--bootstrap) would do")

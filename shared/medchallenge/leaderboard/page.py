@@ -310,9 +310,9 @@ cases (seed {boot['seed']}), the same resamples for every team.</p>
 
 
 DISPLAY = {"all": "every result", "rec": "each team's most recent result", "bst": "each team's best result"}
-PAIRING = {"column-major": "paired by their row index in case.<metric> (evalutils' layout)",
-           "results": "paired by their position in results (grand-challenge-forge's layout: the order of "
-                      "predictions.json)"}
+PAIRING = {"row index": "paired by their row index in case.<metric> (evalutils' layout without a case_id column)",
+           "position": "paired by their position in results (grand-challenge-forge's layout without case_id: the "
+                       "order of predictions.json)"}
 
 
 def _better(column: dict[str, Any]) -> str:
@@ -345,8 +345,8 @@ def no_intervals_list(board: dict[str, Any]) -> str:
     and how the cases of the others are paired where they have no case ids."""
     items = "".join(f"<li><b>{escape(column['title'])}</b>: no intervals: {escape(team_label(column['no_intervals']))}"
                     "</li>" if column["no_intervals"] else
-                    f"<li><b>{escape(column['title'])}</b>: cases {escape(PAIRING[column['case_layout']])}</li>"
-                    for column in board["columns"] if column["no_intervals"] or column["case_layout"] in PAIRING)
+                    f"<li><b>{escape(column['title'])}</b>: cases {escape(PAIRING[column['paired_by']])}</li>"
+                    for column in board["columns"] if column["no_intervals"] or column["paired_by"] in PAIRING)
     return f'<ul id="no-intervals" class="notes">{items}</ul>' if items else ""
 
 
