@@ -127,6 +127,17 @@ def test_values_are_ranked_unrounded_and_shown_in_the_declared_decimal_places():
     assert page.count("<td>0.81</td>") == 6  # per team: the ranking, the Dice column, every aggregate
 
 
+def test_an_error_path_is_shown_beside_its_value():
+    from medchallenge.leaderboard.page import render_definition
+
+    score = ResultColumn("Dice", "aggregates.dice.mean", "desc", 2, error_path="aggregates.dice.std")
+    metrics = {"A": {"aggregates": {"dice": {"mean": 0.8, "std": 0.125}}}, "B": aggregates(dice=0.7)}
+    result = board(metrics, score=score)
+    assert [row["errors"] for row in result["teams"]] == [{"Dice": 0.125}, {"Dice": None}]
+    page = render_definition(result)
+    assert "<td>0.80 ± 0.12</td>" in page and "<td>0.70</td>" in page
+
+
 def test_result_display_choice_all_most_recent_and_best_of_several_submissions():
     metrics = {"red/1": aggregates(dice=0.9), "blue/1": aggregates(dice=0.7), "red/2": aggregates(dice=0.6),
                "blue/2": aggregates(dice=0.8)}

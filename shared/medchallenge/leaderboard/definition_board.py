@@ -213,6 +213,7 @@ def build_definition_board(leaderboard: LeaderboardDefinition, metrics: Mapping[
             "team": result.key, "rank": int(observed.rank[k]), "value": float(quantity[k]),
             "low": interval.get("low"), "high": interval.get("high"), **uncertainty.statistics[k],
             "aggregates": {c.title: number_at(result.metrics, c.path) for c in board_lb.columns},
+            "errors": {c.title: number_at(result.metrics, c.error_path) for c in board_lb.columns if c.error_path},
             "intervals": intervals[k],
             "rank_per_column": {c.title: int(observed.per_column[j][k]) for j, c in enumerate(columns)},
             **(notes[result.team].to_json() if result.team in notes else NO_NOTES)})

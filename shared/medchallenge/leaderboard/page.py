@@ -331,9 +331,13 @@ def scoring_line(board: dict[str, Any]) -> str:
 
 
 def _column_cell(row: dict[str, Any], column: dict[str, Any]) -> str:
-    """A definition column's value for a team in its decimal places, with its interval where it has one."""
+    """A definition column's value for a team in its decimal places, with its error (grand-challenge's
+    `value ± error` of an error_path) and its interval where it has them."""
     digits = column["decimal_places"]
     text = _number(row["aggregates"].get(column["title"]), digits)
+    error = row.get("errors", {}).get(column["title"])
+    if error is not None:
+        text += f" ± {_number(error, digits)}"
     interval = row["intervals"].get(column["title"])
     if interval:
         text += f" [{_number(interval['low'], digits)}, {_number(interval['high'], digits)}]"
