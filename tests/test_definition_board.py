@@ -335,3 +335,16 @@ def test_a_case_id_pairs_the_cases_whatever_order_each_team_lists_them_in(layout
     assert named["significance"] == major["significance"]
     from medchallenge.leaderboard.page import render_definition
     assert "cases paired by their" not in render_definition(named)
+
+
+def test_names_titles_and_metrics_text_are_never_markup_on_the_page():
+    from medchallenge.leaderboard.page import render_definition
+
+    hostile = ResultColumn('<img src=x onerror="alert(1)">', "aggregates.x", "asc", 2, case_path="x", summary="mean")
+    metrics = {"<script>alert(1)</script>": {"aggregates": {"dice": {"mean": 0.5}, "x": 1.0},
+                                             "case": {"<script>c</script>": {"x": "<script>v</script>"}}},
+               "B\u202eevil": {"aggregates": {"dice": {"mean": 0.4}, "x": "<b>text</b>"}}}
+    for method in ("abs", "avg"):
+        page = render_definition(board(metrics, extra=(hostile,), method=method))
+        assert "<script" not in page and "<img" not in page and "<b>text" not in page and "\u202e" not in page
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "B&lt;U+202E&gt;evil" in page
