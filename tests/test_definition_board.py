@@ -108,13 +108,14 @@ def test_a_result_without_a_number_at_a_ranked_path_is_not_ranked_whatever_the_s
     """grand-challenge ranks only results that have every ranked column, even where only the score decides."""
     metrics = {"A": aggregates(dice=0.9, hd95=5.0), "B": aggregates(dice=0.95), "C": aggregates(dice="high", hd95=1.0),
                "D": {"aggregates": {"dice": {"mean": 0.1}, "hd95": {"mean": None}}},
-               "E": aggregates(dice=0.5, hd95=9.0)}
+               "E": aggregates(dice=0.5, hd95=9.0), "F": [0.99]}
     result = board(metrics, extra=(HD95,), method="abs")
     assert ranks(result) == {"A": 1, "E": 2}
     reasons = {row["team"]: row["reason"] for row in result["not_ranked"]}
     assert reasons == {"B": "HD95 (mm): metrics.json has nothing at aggregates.hd95.mean",
                        "C": "Dice: metrics.json has text at aggregates.dice.mean, not a finite number",
-                       "D": "HD95 (mm): metrics.json has null at aggregates.hd95.mean"}
+                       "D": "HD95 (mm): metrics.json has null at aggregates.hd95.mean",
+                       "F": "Dice: metrics.json has nothing at aggregates.dice.mean"}
     assert "high" not in json.dumps(result["not_ranked"])  # the value itself is never echoed
 
 

@@ -65,6 +65,8 @@ def case_ids(names: list[object]) -> list[str] | None:
 
 def per_case_values(metrics: Mapping, case_path: str) -> CaseValues | str:
     """The values at `case_path` of each case, in the first layout that holds them; else why there are none."""
+    if not isinstance(metrics, Mapping):
+        return "metrics.json is not an object"
     cases = metrics.get("case")
     if isinstance(cases, Mapping) and cases:
         entries = [(str(case), resolve_jsonpath(entry, case_path) if isinstance(entry, Mapping) else MISSING)
