@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import unicodedata
 from html import escape
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
 
@@ -213,57 +214,171 @@ refused, had every job fail or could not be scored.</p>
 """
 
 
-def render(board: dict[str, Any]) -> str:
-    """The whole page (`render_unranked` where no team is ranked)."""
-    if not board["teams"]:
-        return render_unranked(board)
-    metric, teams, boot, sig = board["metric"], board["teams"], board["bootstrap"], board["significance"]
-    level = f"{100 * boot['level']:g}%"
+def _rank_cell(row: dict[str, Any]) -> str:
+    """A team's bootstrap rank, `median [low, high]`, or a dash where the ranking has no resamples."""
+    if row.get("median_rank") is None:
+        return "–"
+    return f"{row['median_rank']:g} [{row['rank_low']:g}, {row['rank_high']:g}]"
+
+
+def ranking_table(board: dict[str, Any], phase: bool, digits: int = 4, extra_heads: str = "",
+                  extra_cells: Callable[[dict[str, Any]], str] = lambda row: "") -> str:
+    """The ranking with each team's value, interval and bootstrap rank (and, from a phase, its jobs, warnings and
+    report); `extra_heads` and `extra_cells` add columns after P(rank 1), `digits` the value's decimal places."""
+    teams = board["teams"]
+    level = f"{100 * board['bootstrap']['level']:g}%"
     bounds = [v for row in teams for v in (row["low"], row["high"], row["value"]) if v is not None]
-    lowest, highest = min(bounds), max(bounds)
-    phase = any(row.get("jobs") is not None for row in [*teams, *board.get("not_ranked", [])])
+    lowest, highest = min(bounds, default=0.0), max(bounds, default=1.0)
     rows = "".join(
-        f"<tr><td>{row['rank']}</td><td>{_team(row['team'])}</td><td>{_number(row['value'])}</td>"
-        f"<td>[{_number(row['low'])}, {_number(row['high'])}]</td><td>{ci_bar(row, lowest, highest)}</td>"
-        f"<td>{row['median_rank']:g} [{row['rank_low']:g}, {row['rank_high']:g}]</td>"
-        f"<td>{_number(row['p_first'], 3)}</td>{_phase_cells(row) if phase else ''}</tr>"
+        f"<tr><td>{row['rank']}</td><td>{_team(row['team'])}</td><td>{_number(row['value'], digits)}</td>"
+        f"<td>[{_number(row['low'], digits)}, {_number(row['high'], digits)}]</td>"
+        f"<td>{ci_bar(row, lowest, highest)}</td><td>{_rank_cell(row)}</td>"
+        f"<td>{_number(row['p_first'], 3)}</td>{extra_cells(row)}{_phase_cells(row) if phase else ''}</tr>"
         for row in teams)
-    aggregate_rows = "".join(
-        f"<tr><td>{_team(row['team'])}</td><td>{escape(key)}</td><td>{_number(value)}</td>"
-        f"<td>[{_number(row['intervals'].get(key, {}).get('low'))}, "
-        f"{_number(row['intervals'].get(key, {}).get('high'))}]</td></tr>"
-        for row in teams for key, value in row["aggregates"].items())
-    tau = board["mean_kendall_tau"]
-    test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
-                 else "one-sided paired bootstrap test of the aggregate")
-    return f"""{page_top(board)}<p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over
-{board['num_units']} {escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the
-cases (seed {boot['seed']}), the same resamples for every team.</p>
-{boards_line(board)}
-<h2>Ranking with {level} intervals</h2>
+    return f"""<h2>Ranking with {level} intervals</h2>
 <table id="leaderboard">
-<thead><tr><th>rank</th><th>team</th><th>{escape(metric)}</th><th>{level} interval</th><th></th>
-<th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th>{PHASE_HEADS if phase else ''}</tr></thead>
+<thead><tr><th>rank</th><th>team</th><th>{escape(board['metric'])}</th><th>{level} interval</th><th></th>
+<th>bootstrap rank<br>median [{level}]</th><th>P(rank 1)</th>{extra_heads}{PHASE_HEADS if phase else ''}</tr></thead>
 <tbody>{rows}</tbody>
 </table>
-{not_ranked_section(board, phase)}
-<h2>Ranking stability</h2>
+"""
+
+
+def stability_section(board: dict[str, Any]) -> str:
+    """The blob plot of the teams' bootstrap ranks and the mean Kendall's tau."""
+    level = f"{100 * board['bootstrap']['level']:g}%"
+    return f"""<h2>Ranking stability</h2>
 <p class="notes">Blob plot: each team's ranks over the bootstrap resamples; disc area is the share of resamples with
 that rank, the black dot the median rank, the line the {level} rank interval. Mean Kendall's tau between the
-observed ranking and the resamples' rankings: {_number(tau, 3)}.</p>
+observed ranking and the resamples' rankings: {_number(board['mean_kendall_tau'], 3)}.</p>
 {blob_plot(board)}
-<h2>Pairwise significance</h2>
+"""
+
+
+def significance_section(board: dict[str, Any], tested: str = "the aggregate") -> str:
+    """The pairwise tests' significance map, with the test named (the paired bootstrap's of `tested`)."""
+    sig = board["significance"]
+    test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
+                 else f"one-sided paired bootstrap test of {tested}")
+    return f"""<h2>Pairwise significance</h2>
 <p class="notes">{escape(test_name)} for every ordered pair (row better than column), Holm-adjusted over all
 {len(sig['teams']) * (len(sig['teams']) - 1)} pairs, alpha = {sig['alpha']:g}.</p>
 <p class="legend"><span class="key" style="background:#f2c12e"></span>row significantly better than column
 <span class="key" style="background:#2c4d7a"></span>not significantly better</p>
 {significance_map(board)}
-<h2>Every aggregate</h2>
+"""
+
+
+def aggregates_section(board: dict[str, Any], digits: Callable[[str], int] = lambda key: 4) -> str:
+    """Every aggregate of every team with its interval (`digits`: the decimal places of an aggregate)."""
+    level = f"{100 * board['bootstrap']['level']:g}%"
+    aggregate_rows = "".join(
+        f"<tr><td>{_team(row['team'])}</td><td>{escape(key)}</td><td>{_number(value, digits(key))}</td>"
+        f"<td>[{_number(row['intervals'].get(key, {}).get('low'), digits(key))}, "
+        f"{_number(row['intervals'].get(key, {}).get('high'), digits(key))}]</td></tr>"
+        for row in board["teams"] for key, value in row["aggregates"].items())
+    return f"""<h2>Every aggregate</h2>
 <details><summary>all aggregates with their {level} intervals</summary>
 <table id="aggregates"><thead><tr><th>team</th><th>aggregate</th><th>value</th><th>{level} interval</th></tr></thead>
 <tbody>{aggregate_rows}</tbody></table></details>
-<p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., Scientific Reports
-2021): bootstrap ranking stability, blob plots, significance maps.</p>
-</body>
-</html>
 """
+
+
+PAGE_END = ('<p class="notes">Made by medchallenge leaderboard. Method after challengeR (Wiesenfarth et al., '
+            "Scientific Reports\n2021): bootstrap ranking stability, blob plots, significance maps.</p>\n</body>\n"
+            "</html>\n")
+
+
+def is_phase_board(board: dict[str, Any]) -> bool:
+    """Whether a phase made the board (its teams have jobs): the table then shows jobs, warnings and reports."""
+    return any(row.get("jobs") is not None for row in [*board["teams"], *board.get("not_ranked", [])])
+
+
+def render(board: dict[str, Any]) -> str:
+    """The whole page (`render_unranked` where no team is ranked)."""
+    if not board["teams"]:
+        return render_unranked(board)
+    metric, boot = board["metric"], board["bootstrap"]
+    level = f"{100 * boot['level']:g}%"
+    phase = is_phase_board(board)
+    return f"""{page_top(board)}<p>Ranked by <b>{escape(metric)}</b>, higher is better ({escape(board['ties'])}), over
+{board['num_units']} {escape(board['unit'])}. Intervals: {level} percentile bootstrap, {boot['n']} resamples of the
+cases (seed {boot['seed']}), the same resamples for every team.</p>
+{boards_line(board)}
+{ranking_table(board, phase)}{not_ranked_section(board, phase)}
+{stability_section(board)}{significance_section(board)}{aggregates_section(board)}{PAGE_END}"""
+
+
+DISPLAY = {"all": "every result", "rec": "each team's most recent result", "bst": "each team's best result"}
+PAIRING = {"row index": "paired by their row index in case.<metric> (evalutils' layout without a case_id column)",
+           "position": "paired by their position in results (grand-challenge-forge's layout without case_id: the "
+                       "order of predictions.json)"}
+
+
+def _better(column: dict[str, Any]) -> str:
+    return f"{escape(column['title'])} ({'lower' if column['order'] == 'asc' else 'higher'} is better)"
+
+
+def scoring_line(board: dict[str, Any]) -> str:
+    """How the definition ranks: the score column alone, or the mean or median of the ranked columns' ranks."""
+    ranked = [c for c in board["columns"] if c["ranked"]]
+    if board["scoring_method_choice"] == "abs":
+        required = ", ".join(escape(c["title"]) for c in ranked[1:])
+        return f"the rank in {_better(ranked[0])}" + (f" (a result without {required} is not ranked)"
+                                                       if required else "")
+    summary = "mean" if board["scoring_method_choice"] == "avg" else "median"
+    return f"the {summary} of the ranks in {', '.join(_better(c) for c in ranked)}"
+
+
+def _column_cell(row: dict[str, Any], column: dict[str, Any]) -> str:
+    """A definition column's value for a team in its decimal places, with its error (grand-challenge's
+    `value ± error` of an error_path) and its interval where it has them."""
+    digits = column["decimal_places"]
+    text = _number(row["aggregates"].get(column["title"]), digits)
+    error = row.get("errors", {}).get(column["title"])
+    if error is not None:
+        text += f" ± {_number(error, digits)}"
+    interval = row["intervals"].get(column["title"])
+    if interval:
+        text += f" [{_number(interval['low'], digits)}, {_number(interval['high'], digits)}]"
+    return f"<td>{text}</td>"
+
+
+def no_intervals_list(board: dict[str, Any]) -> str:
+    """Each column without intervals and why (not a per-case summary, per-case values missing or inconsistent),
+    and how the cases of the others are paired where they have no case ids."""
+    items = "".join(f"<li><b>{escape(column['title'])}</b>: no intervals: {escape(team_label(column['no_intervals']))}"
+                    "</li>" if column["no_intervals"] else
+                    f"<li><b>{escape(column['title'])}</b>: cases {escape(PAIRING[column['paired_by']])}</li>"
+                    for column in board["columns"] if column["no_intervals"] or column["paired_by"] in PAIRING)
+    return f'<ul id="no-intervals" class="notes">{items}</ul>' if items else ""
+
+
+def render_definition(board: dict[str, Any]) -> str:
+    """The page of a challenge definition's board (definition_board.py): the built-ins' page with every column
+    of the definition beside the ranking, in its decimal places, and, where the ranking or a column has no
+    intervals, why not."""
+    if not board["teams"]:
+        return render_unranked(board)
+    boot, columns = board["bootstrap"], board["columns"]
+    level = f"{100 * boot['level']:g}%"
+    phase = is_phase_board(board)
+    if board["resampled"]:
+        intervals = (f"Intervals: {level} percentile bootstrap, {boot['n']} resamples of the {board['num_units']} "
+                     f"cases (seed {boot['seed']}), the same resamples for every team; a column without per-case "
+                     "values is held at its value in every resample.")
+    else:
+        intervals = (f"No intervals, rank distributions or pairwise tests for the ranking: "
+                     f"{escape(team_label(board['no_intervals']))}.")
+    digits = board["columns"][0]["decimal_places"] if board["scoring_method_choice"] == "abs" else 2
+    heads = "".join(f"<th>{escape(c['title'])}</th>" for c in columns)
+    places = {c["title"]: c["decimal_places"] for c in columns}
+    tested = "the score" if board["scoring_method_choice"] == "abs" else "the position"
+    return f"""{page_top(board)}<p>Ranked by <b>{escape(board['metric'])}</b>, {'higher' if board['higher_is_better']
+    else 'lower'} is better ({escape(board['ties'])}): {scoring_line(board)};
+results shown: {DISPLAY[board['result_display_choice']]}. {intervals}</p>
+{no_intervals_list(board)}
+{ranking_table(board, phase, digits, heads, lambda row: "".join(_column_cell(row, c) for c in columns))}
+{not_ranked_section(board, phase)}
+{stability_section(board) + significance_section(board, tested) if board['resampled'] else ''}
+{aggregates_section(board, lambda key: places.get(key, 4))}{PAGE_END}"""

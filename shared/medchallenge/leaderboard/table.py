@@ -236,6 +236,33 @@ def resample_teams(evaluator: Evaluator, args: argparse.Namespace, teams: list[T
     return Resamples(units, values, intervals, seconds)
 
 
+def rank_statistics(ranks: np.ndarray, level: float) -> list[dict[str, Any]]:
+    """Per team (rows of `ranks`, its rank in each resample): the median rank, the `level` rank interval, how often
+    it ranks first and how often it takes each rank (the blob plot's discs)."""
+    distribution = np.array([np.bincount(r, minlength=len(ranks) + 1)[1:] for r in ranks])
+    return [{"median_rank": float(np.median(team_ranks)),
+             "rank_low": float(np.quantile(team_ranks, (1 - level) / 2)),
+             "rank_high": float(np.quantile(team_ranks, 1 - (1 - level) / 2)),
+             "p_first": float(np.mean(team_ranks == 1)),
+             "rank_distribution": counts.tolist()} for team_ranks, counts in zip(ranks, distribution)]
+
+
+def significance(names: list[str], order: np.ndarray, test: str, p: np.ndarray, alpha: float) -> dict[str, Any]:
+    """The significance map's data: p (row better than column) and Holm's adjustment over all ordered pairs, the
+    teams (`names`) in leaderboard order (`order`)."""
+    off_diagonal = ~np.eye(len(names), dtype=bool)
+    adjusted = np.full_like(p, np.nan)
+    adjusted[off_diagonal] = holm(p[off_diagonal]) if off_diagonal.any() else []
+
+    def matrix(a: np.ndarray) -> list[list[float | None]]:
+        return [[None if not np.isfinite(a[i, j]) else float(a[i, j]) for j in order] for i in order]
+
+    return {"test": test, "alternative": "row better than column", "correction": "holm",
+            "alpha": alpha, "teams": [names[i] for i in order], "p": matrix(p),
+            "p_holm": matrix(adjusted),
+            "significant": [[bool(adjusted[i, j] <= alpha) for j in order] for i in order]}
+
+
 def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], failed: list[Team], metric: str,
           resamples: Resamples) -> dict[str, Any]:
     """One board: ranks by `metric`, intervals, rank distributions and pairwise tests."""
@@ -244,11 +271,8 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
     observed = np.array([t.scored.summary.aggregates[metric] for t in teams])
     rank = competition_ranks(observed)
     ranks = competition_ranks(replicate)  # (teams, resamples)
-    distribution = np.array([np.bincount(r, minlength=len(teams) + 1)[1:] for r in ranks])
+    statistics = rank_statistics(ranks, args.bootstrap_level)
     test, p = pairwise_tests(evaluator, teams, metric, replicate, args.test)
-    off_diagonal = ~np.eye(len(teams), dtype=bool)
-    adjusted = np.full_like(p, np.nan)
-    adjusted[off_diagonal] = holm(p[off_diagonal]) if off_diagonal.any() else []
     order = np.lexsort((np.arange(len(teams)), rank))
     rows = []
     for index in order:
@@ -257,18 +281,9 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
         interval = intervals.get(metric, {})
         rows.append({
             "team": team.name, "rank": int(rank[index]), "value": float(observed[index]),
-            "low": interval.get("low"), "high": interval.get("high"),
-            "median_rank": float(np.median(ranks[index])),
-            "rank_low": float(np.quantile(ranks[index], (1 - args.bootstrap_level) / 2)),
-            "rank_high": float(np.quantile(ranks[index], 1 - (1 - args.bootstrap_level) / 2)),
-            "p_first": float(np.mean(ranks[index] == 1)),
-            "rank_distribution": distribution[index].tolist(),
+            "low": interval.get("low"), "high": interval.get("high"), **statistics[index],
             "aggregates": team.scored.summary.aggregates, "intervals": intervals,
         })
-
-    def matrix(a: np.ndarray) -> list[list[float | None]]:
-        return [[None if not np.isfinite(a[i, j]) else float(a[i, j]) for j in order] for i in order]
-
     return {
         "challenge": args.challenge,
         "edition": args.edition,
@@ -281,10 +296,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
                       "paired": True, "seconds": round(resamples.seconds, 3)},
         "mean_kendall_tau": mean_kendall_tau(rank, ranks),
         "teams": rows,
-        "significance": {"test": test, "alternative": "row better than column", "correction": "holm",
-                         "alpha": args.alpha, "teams": [teams[i].name for i in order], "p": matrix(p),
-                         "p_holm": matrix(adjusted),
-                         "significant": [[bool(adjusted[i, j] <= args.alpha) for j in order] for i in order]},
+        "significance": significance([t.name for t in teams], order, test, p, args.alpha),
         "failed": {t.name: t.error for t in failed},
     }
 
@@ -330,13 +342,16 @@ def leaderboard_csv(board: dict[str, Any]) -> str:
     warnings: anyone's text) neutralised by `spreadsheet_text`."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow([*CSV_COLUMNS[:2], spreadsheet_text(board["metric"]), *CSV_COLUMNS[3:]])
+    titles = [column["title"] for column in board.get("columns", [])]  # a definition's board: every column's value
+    writer.writerow([*CSV_COLUMNS[:2], spreadsheet_text(board["metric"]), *CSV_COLUMNS[3:],
+                     *map(spreadsheet_text, titles)])
     for row in [*board["teams"], *board.get("not_ranked", [])]:
         warnings = row.get("warnings")
         cells = {**row, "value": row.get("value"), "not_ranked": row.get("reason"),
                  "warnings": ("; ".join(warnings) or None) if isinstance(warnings, list) else warnings}
+        values = [(row.get("aggregates") or {}).get(title) for title in titles]
         writer.writerow(["" if cells.get(c) is None else spreadsheet_text(str(cells[c])) if c in TEXT_COLUMNS
-                         else cells[c] for c in CSV_COLUMNS])
+                         else cells[c] for c in CSV_COLUMNS] + ["" if v is None else v for v in values])
     return out.getvalue()
 
 
