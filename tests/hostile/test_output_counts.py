@@ -17,6 +17,7 @@ from medchallenge.sockets import CAPTION, FOREIGN_OBJECTS, RIB_FRACTURE_DETECTIO
 
 BOX = {"voxel_bbox": [1, 1, 1, 4, 4, 3], "probability": 0.5}
 POINT = {"point": [1.0, 2.0, 0.0], "probability": 0.5}
+POINTS = {"type": "Multiple points", "version": {"major": 1, "minor": 0}}  # grand-challenge's schema requires both
 DETECTION = {"label_id": 1, "label_code": 1, "confidence": 0.5}
 
 
@@ -31,8 +32,8 @@ def read_one(tmp_path: Path, socket, value: object) -> str | None:
 
 @pytest.mark.parametrize(("socket", "within", "beyond", "what"), [
     (TB_CAVERN_BOXES, {"boxes": [BOX] * 1000}, {"boxes": [BOX] * 1001}, "1001 boxes, more than the 1000"),
-    (FOREIGN_OBJECTS, {"type": "Multiple points", "points": [POINT] * 1000},
-     {"type": "Multiple points", "points": [POINT] * 1001}, "1001 points, more than the 1000"),
+    (FOREIGN_OBJECTS, {**POINTS, "points": [POINT] * 1000}, {**POINTS, "points": [POINT] * 1001},
+     "1001 points, more than the 1000"),
     (RIB_FRACTURE_DETECTIONS, {"detections": [DETECTION] * 1000}, {"detections": [DETECTION] * 1001},
      "1001 detections, more than the 1000"),
     (UMLS_CONCEPTS, [f"C{i:07d}" for i in range(1286)], [f"C{i:07d}" for i in range(1287)],

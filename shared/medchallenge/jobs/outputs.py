@@ -12,7 +12,6 @@ import json
 import os
 import shutil
 import stat
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,16 +19,10 @@ from ..errors import InputError
 from ..limits import MAX_TEXT_BYTES, MAX_VOXELS, load_json
 from ..sockets import CAPTION, FOREIGN_OBJECTS, RIB_FRACTURE_DETECTIONS, TB_CAVERN_BOXES, UMLS_CONCEPTS, Socket
 from .errors import EmulationError
+from .kinds import MIME_BYTES, file_error, image_error, value_error
 from .uploads import import_output_image
 from .values import SocketValue
 
-# The JSON type each value kind's schema asks for (components/schemas.py), checked as GC's JSONValidator does.
-KIND_TYPES: dict[str, tuple[str, Callable[[object], bool]]] = {
-    "Float": ("number", lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)),
-    "Integer": ("integer", lambda v: isinstance(v, int) and not isinstance(v, bool)),
-    "Bool": ("boolean", lambda v: isinstance(v, bool)),
-    "String": ("string", lambda v: isinstance(v, str)),
-}
 VOXEL_BYTES = 8  # of the widest voxel type (float64): an output image folder holds at most MAX_VOXELS of them
 HEADER_BYTES = 1 << 20  # and its headers
 # What one case's output may hold, per socket: (the JSON key of its list, or None: the value itself; what it counts;
@@ -81,10 +74,10 @@ def _read_json(path: Path, socket: Socket):
         raise EmulationError(f"The output file '{socket.relative_path}' is not valid json") from None
     except InputError as exc:  # nested beyond MAX_JSON_DEPTH
         raise EmulationError(str(exc)) from None
-    expected = KIND_TYPES.get(socket.kind)
-    if expected and not expected[1](value):
+    error = value_error(socket.kind, socket.super_kind, value)  # the kind's schema (kinds.SCHEMAS)
+    if error:
         raise EmulationError(f"The output file '{socket.relative_path}' does not fulfill the schema of "
-                             f"'{socket.kind}': the value is not of type '{expected[0]}'")
+                             f"'{socket.kind}': {error}")
     return value
 
 
@@ -125,7 +118,11 @@ def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: P
         for member in members:  # regular files only, copied so that panimg never follows a link of the container's
             (staged / member).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(output / member, staged / member)
-        return import_output_image(staged / socket.relative_path, store / "imported", socket, pk)
+        image = import_output_image(staged / socket.relative_path, store / "imported", socket)
+        error = image_error(socket.kind, image.segments, image.shape_without_color, image.metadata["color_space"])
+        if error:
+            raise EmulationError(f"The image produced in '{socket.relative_path}' is not valid. {error}")
+        return image.value(pk, socket)
     if socket.relative_path not in files:
         raise EmulationError(f"Output file '{socket.relative_path}' was not produced")
     if path.stat().st_size > MAX_TEXT_BYTES.value():  # before it is read
@@ -138,7 +135,11 @@ def read_output(output: Path, files: set[str], socket: Socket, pk: int, store: P
         if socket.super_kind == "Value":
             return SocketValue(pk, socket, value=value)
         return SocketValue(pk, socket, content=json.dumps(value).encode("utf-8"))
-    return SocketValue(pk, socket, content=path.read_bytes())
+    content = path.read_bytes()
+    error = file_error(content[:MIME_BYTES])  # the file's type, as grand-challenge's MimeTypeValidator reads it
+    if error:
+        raise EmulationError(f"The output file '{socket.relative_path}' is not valid. {error}")
+    return SocketValue(pk, socket, content=content)
 
 
 def read_outputs(output: Path, sockets: tuple[Socket, ...] | list[Socket], pks, store: Path) -> list[OutputResult]:

@@ -27,6 +27,15 @@ class UploadedImage:
     file: Path
     image_type: str  # "MHD" | "TIFF"
     metadata: dict = field(default_factory=dict)  # panimg's PanImg fields (width, voxel_width_mm, color_space, ...)
+    timepoints: int | None = None
+    segments: frozenset[int] | None = None  # panimg's: the voxel values of a single-channel 8-bit image, else None
+
+    @property
+    def shape_without_color(self) -> tuple[int, ...]:
+        """grand-challenge's Image.shape_without_color: `[(t), (z), y, x]`."""
+        depth = self.metadata.get("depth")
+        return (*(() if self.timepoints is None else (self.timepoints,)), *(() if depth is None else (depth,)),
+                self.metadata["height"], self.metadata["width"])
 
     def value(self, pk: int, socket: Socket) -> SocketValue:
         """This image as the value of an image socket."""
@@ -71,7 +80,8 @@ def convert(input_dir: Path, output_dir: Path, builders, what: str) -> list[Uplo
         metadata = {k: getattr(image, k) for k in ("width", "height", "depth", "voxel_width_mm", "voxel_height_mm",
                                                    "voxel_depth_mm", "color_space")}
         metadata["color_space"] = metadata["color_space"].value
-        images.append(UploadedImage(str(image.pk), image.name, Path(stored.file), stored.image_type.value, metadata))
+        images.append(UploadedImage(str(image.pk), image.name, Path(stored.file), stored.image_type.value, metadata,
+                                    image.timepoints, image.segments))
     if not images:
         errors = "; ".join(f"{Path(p).name}: {' / '.join(e)}" for p, e in sorted(result.file_errors.items()))
         raise EmulationError(f"{what}: no image could be imported ({errors or 'no files'})")
@@ -95,11 +105,11 @@ def upload_case(case_file: Path, store: Path) -> UploadedImage:
     return image
 
 
-def import_output_image(folder: Path, store: Path, socket: Socket, pk: int) -> SocketValue:
+def import_output_image(folder: Path, store: Path, socket: Socket) -> UploadedImage:
     """An image output socket's folder as GC imports it (MHA and TIFF builders only; exactly one image)."""
     _, builders = _panimg()
     images = convert(folder, store, [builders.image_builder_mhd, builders.image_builder_tiff],
                      f"No output images could be imported from '{socket.relative_path}'")
     if len(images) > 1:
         raise EmulationError(f"Only 1 image should be produced in '{socket.relative_path}', we found {len(images)}")
-    return images[0].value(pk, socket)
+    return images[0]

@@ -1,0 +1,413 @@
+"""A job's output values checked by their declared socket kind, as grand-challenge validates a job's outputs
+(components/backends/base.py `get_outputs` -> `ComponentInterface.create_instance` -> `ComponentInterfaceValue.clean`).
+
+- JSON kinds (String, Float, ..., the annotation kinds, Choice, Anything): the kind's JSON schema, grand-challenge's
+  `INTERFACE_VALUE_SCHEMA` of components/schemas.py as data below (`SCHEMAS`), checked as jsonschema's Draft 7
+  validator checks it. Of the errors, the one reported is the most specific (the deepest, then the first by its
+  path), as jsonschema's `best_match` descends to; its wording is jsonschema's with the value itself replaced by
+  where it is ("the value at points[2].probability"), since a container's output is never echoed.
+- Image kinds: what `ComponentInterfaceValue.clean` checks of the image panimg imported (a Segmentation's segments,
+  a Displacement field's shape, DICOM image sets), in grand-challenge's words.
+- File kinds: grand-challenge's MimeTypeValidator of a socket value's file: the type libmagic reads from the
+  file's first 2048 bytes must be one of `ALLOWED_FILE_TYPES` (one list for every file kind, as grand-challenge
+  has it). libmagic is not among the project's libraries: `file_type` tells the types by their signatures.
+
+Not checked here, and why: a socket's own JSON schema and a Segmentation's `overlay_segments` (a socket here
+declares neither, so a Segmentation's voxel values are only checked to be determinable); a Chart's Vega-Lite
+schema (grand-challenge fetches it from vega.github.io; here only that the chart is a JSON object, which every
+Vega-Lite spec is); the content of Newick and BIOM files (grand-challenge parses them, with Bio.Phylo and
+biom-format, only when a user uploads one, never for an algorithm's output); libmagic's guesses at the language of
+a text file (C, Python: types outside the allowed list, refused by grand-challenge, taken for text/plain here).
+"""
+
+from __future__ import annotations
+
+import codecs
+import math
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+# ----- grand-challenge's value schemas (components/schemas.py), as data -----
+
+NUMBER: dict[str, Any] = {"type": "number"}
+STRING: dict[str, Any] = {"type": "string"}
+PROBABILITY = {"type": "number", "minimum": 0, "maximum": 1}
+WHOLE = {"type": "number", "minimum": 0, "multipleOf": 1.0}
+VERSION = {"type": "object", "properties": {"major": WHOLE, "minor": WHOLE}, "required": ["major", "minor"],
+           "additionalProperties": False}
+
+
+def vectors(items: dict[str, Any], count: int | None = None) -> dict[str, Any]:
+    """An array of `items` (exactly `count` of them where given)."""
+    schema: dict[str, Any] = {"type": "array", "items": items}
+    return schema if count is None else {**schema, "minItems": count, "maxItems": count}
+
+
+POINT = vectors(NUMBER, 3)  # [x, y, z] in mm
+POINTS = vectors(POINT)
+
+
+def annotation(type_name: str, fields: dict[str, Any], required: tuple[str, ...], *, versioned: bool,
+               probability: bool = True, const: bool = False) -> dict[str, Any]:
+    """One annotation object: an optional name, its `type` (enum, or const for the three-point angles), its
+    fields, a version object where `versioned` (the kind's top level), a probability in [0, 1]; nothing else."""
+    properties: dict[str, Any] = {"name": STRING, "type": {"const": type_name} if const else {"enum": [type_name]},
+                                  **fields}
+    if versioned:
+        properties["version"] = VERSION
+    if probability:
+        properties["probability"] = PROBABILITY
+    return {"type": "object", "properties": properties, "required": list(required), "additionalProperties": False}
+
+
+def collection(type_name: str, key: str, element: dict[str, Any], required: tuple[str, ...]) -> dict[str, Any]:
+    """A `Multiple ...` kind: a versioned object whose `key` lists elements (which carry no version)."""
+    return annotation(type_name, {key: vectors(element)}, required, versioned=True, probability=False)
+
+
+BOX_FIELDS = {"corners": vectors(POINT, 4)}
+LINE_FIELDS = {"start": POINT, "end": POINT}
+POLYGON_FIELDS = {"seed_point": POINT, "path_points": POINTS, "sub_type": STRING, "groups": vectors(STRING)}
+SPLINE_FIELDS = {"seed_points": POINTS, "path_point_lists": vectors(POINTS)}
+ANGLE_FIELDS = {"lines": vectors(vectors(POINT, 2), 2)}
+ELLIPSE_FIELDS = {"major_axis": vectors(POINT, 2), "minor_axis": vectors(POINT, 2)}
+THREE_POINT_FIELDS = {"angle": vectors(POINT, 3)}
+POLYGON_REQUIRED = ("seed_point", "path_points", "sub_type", "groups")
+SPLINE_REQUIRED = ("seed_points", "path_point_lists")
+
+# the element objects of the `Multiple ...` kinds (schemas.py's point-object, 2D-bounding-box-object, ...)
+POINT_ELEMENT = annotation("Point", {"point": POINT}, ("point",), versioned=False)
+BOX_ELEMENT = annotation("2D bounding box", BOX_FIELDS, ("corners",), versioned=False)
+LINE_ELEMENT = annotation("Distance measurement", LINE_FIELDS, ("start", "end"), versioned=False)
+POLYGON_ELEMENT = annotation("Polygon", POLYGON_FIELDS, POLYGON_REQUIRED, versioned=False)
+SPLINE_ELEMENT = annotation("Line", SPLINE_FIELDS, SPLINE_REQUIRED, versioned=False)
+ANGLE_ELEMENT = annotation("Angle", ANGLE_FIELDS, ("lines",), versioned=False)
+ELLIPSE_ELEMENT = annotation("Ellipse", ELLIPSE_FIELDS, ("major_axis", "minor_axis"), versioned=False)
+THREE_POINT_ELEMENT = annotation("Three-point angle", THREE_POINT_FIELDS, ("angle",), versioned=False, const=True)
+
+# kind (grand-challenge's display label) -> the schema its values must fulfil
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "String": STRING, "Integer": {"type": "integer"}, "Float": NUMBER, "Bool": {"type": "boolean"}, "Anything": {},
+    "Choice": STRING, "Multiple choice": vectors(STRING),
+    "Chart": {"type": "object"},  # Vega-Lite's schema, fetched by grand-challenge: every spec is an object
+    "2D bounding box": annotation("2D bounding box", BOX_FIELDS, ("version", "type", "corners"), versioned=True),
+    "Multiple 2D bounding boxes": collection("Multiple 2D bounding boxes", "boxes", BOX_ELEMENT,
+                                             ("version", "type", "boxes")),
+    "Distance measurement": annotation("Distance measurement", LINE_FIELDS, ("version", "type", "start", "end"),
+                                       versioned=True),
+    "Multiple distance measurements": collection("Multiple distance measurements", "lines", LINE_ELEMENT,
+                                                 ("version", "type", "lines")),
+    "Point": annotation("Point", {"point": POINT}, ("version", "type", "point"), versioned=True),
+    "Multiple points": collection("Multiple points", "points", POINT_ELEMENT, ("version", "type", "points")),
+    "Polygon": annotation("Polygon", POLYGON_FIELDS, (*POLYGON_REQUIRED, "type", "version"), versioned=True),
+    "Multiple polygons": collection("Multiple polygons", "polygons", POLYGON_ELEMENT, ("type", "version", "polygons")),
+    "Line": annotation("Line", SPLINE_FIELDS, (*SPLINE_REQUIRED, "type", "version"), versioned=True),
+    "Multiple lines": collection("Multiple lines", "lines", SPLINE_ELEMENT, ("type", "version", "lines")),
+    "Angle": annotation("Angle", ANGLE_FIELDS, ("lines", "version", "type"), versioned=True),
+    "Multiple angles": collection("Multiple angles", "angles", ANGLE_ELEMENT, ("type", "version", "angles")),
+    "Ellipse": annotation("Ellipse", ELLIPSE_FIELDS, ("version", "type", "major_axis", "minor_axis"), versioned=True),
+    "Multiple ellipses": collection("Multiple ellipses", "ellipses", ELLIPSE_ELEMENT, ("version", "type", "ellipses")),
+    "Three-point angle": annotation("Three-point angle", THREE_POINT_FIELDS, ("version", "type", "angle"),
+                                    versioned=True, const=True),
+    "Multiple three-point angles": collection("Multiple three-point angles", "angles", THREE_POINT_ELEMENT,
+                                              ("version", "type", "angles")),
+    "Affine transform registration": {
+        "type": "object", "properties": {"3d_affine_transform": vectors(vectors(NUMBER, 4), 4)},
+        "required": ["3d_affine_transform"]},
+}
+
+# ----- the JSON-schema keywords these schemas use, as jsonschema's Draft 7 validator checks them -----
+
+JSON_TYPES = {
+    "number": lambda v: type(v) is float or type(v) is int,  # not a bool
+    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
+    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
+    "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict), "null": lambda v: v is None,
+}
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class SchemaError:
+    """One failed keyword: where in the value (`path`), which keyword, its rule, what it found there (`found`: a
+    property name of the schema, or a count), and whether the value there is of the type its schema asks for."""
+
+    path: Path
+    keyword: str
+    rule: Any
+    found: object = None
+    matches_type: bool = False
+
+    def relevance(self) -> tuple:
+        """jsonschema's relevance, as `best_match` descends by it: the deepest, then the first path, then an error
+        of a value that has its schema's type."""
+        return (-len(self.path), self.path, not self.matches_type)
+
+    def message(self) -> str:
+        """jsonschema's wording, the value replaced by where it is."""
+        where = "the value" + (f" at {path_text(self.path)}" if self.path else "")
+        at = f" (at {path_text(self.path)})" if self.path else ""
+        texts = {
+            "type": lambda: f"{where} is not of type {self.rule!r}",
+            "required": lambda: f"{self.found!r} is a required property{at}",
+            "additionalProperties": lambda: (f"Additional properties are not allowed{at} ({self.found} "
+                                             f"{'was' if self.found == 1 else 'were'} unexpected)"),
+            "enum": lambda: f"{where} is not one of {self.rule!r}",
+            "const": lambda: f"{self.rule!r} was expected{at}",
+            "minItems": lambda: (f"{where} should be non-empty" if self.rule == 1 else
+                                 f"{where} is too short (at least {self.rule} items)"),
+            "maxItems": lambda: (f"{where} is expected to be empty" if self.rule == 0 else
+                                 f"{where} is too long (at most {self.rule} items)"),
+            "minimum": lambda: f"{where} is less than the minimum of {self.rule!r}",
+            "maximum": lambda: f"{where} is greater than the maximum of {self.rule!r}",
+            "multipleOf": lambda: f"{where} is not a multiple of {self.rule}",
+        }
+        return texts[self.keyword]()
+
+
+def path_text(path: Path) -> str:
+    """`points[2].probability`: property names of the schema and list indices, never the value's own keys."""
+    text = ""
+    for part in path:
+        text += f"[{part}]" if isinstance(part, int) else ("." if text else "") + str(part)
+    return text
+
+
+def _multiple_of(value: float, rule: float) -> bool:
+    if not math.isfinite(value):
+        return False
+    quotient = value / rule
+    return math.isfinite(quotient) and int(quotient) == quotient
+
+
+def _keyword_error(keyword: str, rule: Any, value: object) -> bool:
+    """Whether `value` fails one keyword that looks at the value itself (not into it)."""
+    if keyword == "type":
+        return not JSON_TYPES[rule](value)
+    if keyword == "enum":
+        return not (isinstance(value, str) and value in rule)  # the schemas' enums list strings only
+    if keyword == "const":
+        return not (isinstance(value, str) and value == rule)
+    if keyword in ("minItems", "maxItems"):
+        return isinstance(value, list) and (len(value) < rule if keyword == "minItems" else len(value) > rule)
+    if keyword in ("minimum", "maximum", "multipleOf") and JSON_TYPES["number"](value):
+        if keyword == "minimum":
+            return value < rule
+        return value > rule if keyword == "maximum" else not _multiple_of(value, rule)
+    return False
+
+
+def schema_errors(value: object, schema: Mapping[str, Any], path: Path = ()) -> Iterator[SchemaError]:
+    """Every keyword of `schema` that `value` fails, in jsonschema's order (the schema's keywords as written,
+    properties in the schema's order)."""
+    expected = schema.get("type")
+    matches = expected is not None and JSON_TYPES[expected](value)
+    for keyword, rule in schema.items():
+        if keyword == "properties":
+            if isinstance(value, dict):
+                for name, subschema in rule.items():
+                    if name in value:
+                        yield from schema_errors(value[name], subschema, (*path, name))
+        elif keyword == "items":
+            if isinstance(value, list):
+                for index, item in enumerate(value):
+                    yield from schema_errors(item, rule, (*path, index))
+        elif keyword == "required":
+            if isinstance(value, dict):
+                yield from (SchemaError(path, keyword, rule, name, matches) for name in rule if name not in value)
+        elif keyword == "additionalProperties":
+            if isinstance(value, dict) and rule is False:
+                extra = len(set(value) - set(schema.get("properties", {})))
+                if extra:
+                    yield SchemaError(path, keyword, rule, extra, matches)
+        elif _keyword_error(keyword, rule, value):
+            yield SchemaError(path, keyword, rule, None, matches)
+
+
+Check = Callable[[object], bool]
+
+
+NUMBERS = (int, float)
+# keyword -> its check of a value (of the type it applies to: arrays for the Items, numbers for the others)
+VALUE_CHECKS: dict[str, Callable[[Any], Check]] = {
+    "minItems": lambda rule: lambda v: len(v) >= rule, "maxItems": lambda rule: lambda v: len(v) <= rule,
+    "minimum": lambda rule: lambda v: type(v) not in NUMBERS or v >= rule,
+    "maximum": lambda rule: lambda v: type(v) not in NUMBERS or v <= rule,
+    "multipleOf": lambda rule: lambda v: type(v) not in NUMBERS or _multiple_of(v, rule),
+    "enum": lambda rule: lambda v: type(v) is str and v in rule,  # the schemas' enums and consts are strings
+    "const": lambda rule: lambda v: type(v) is str and v == rule,
+}
+
+
+def conjunction(checks: list[Check]) -> Check:
+    """Whether a value passes every one of `checks` (unrolled: the walk runs once per element of a value)."""
+    if not checks:
+        return lambda v: True
+    if len(checks) == 1:
+        return checks[0]
+    first, rest = checks[0], conjunction(checks[1:])
+    return lambda v: first(v) and rest(v)
+
+
+def _properties_check(subs: tuple[tuple[str, Check], ...]) -> Check:
+    def check(value: dict) -> bool:
+        for name, sub in subs:
+            if name in value and not sub(value[name]):
+                return False
+        return True
+    return check
+
+
+def compiled(schema: Mapping[str, Any]) -> Check:
+    """`schema` as one predicate (whether a value fulfils it), composed once: the fast walk for the usual, valid
+    value (some 200,000 points a second here). A keyword for objects or arrays passes a value of another type, as
+    in JSON schema; where the schema names the type, the type is checked first."""
+    checks: list[Check] = []
+    for keyword, rule in schema.items():
+        applies_to: type | None = None
+        if keyword == "properties":
+            check, applies_to = _properties_check(tuple((n, compiled(sub)) for n, sub in rule.items())), dict
+        elif keyword == "items":
+            item = compiled(rule)
+            check, applies_to = (lambda v, item=item: all(map(item, v))), list
+        elif keyword == "required":
+            check, applies_to = (lambda v, names=tuple(rule): all(n in v for n in names)), dict
+        elif keyword == "additionalProperties" and rule is False:
+            known = frozenset(schema.get("properties", {}))
+            check, applies_to = known.issuperset, dict
+        elif keyword == "type":
+            check = JSON_TYPES[rule]
+        elif keyword in VALUE_CHECKS:
+            check, applies_to = VALUE_CHECKS[keyword](rule), (list if keyword.endswith("Items") else None)
+        else:
+            continue
+        if applies_to is not None and schema.get("type") not in ("object", "array"):
+            check = lambda v, check=check, kind=applies_to: type(v) is not kind or check(v)  # noqa: E731
+        checks.append(check)
+    return conjunction(checks)
+
+
+COMPILED = {kind: compiled(schema) for kind, schema in SCHEMAS.items()}
+
+
+def best_error(value: object, schema: Mapping[str, Any], check: Check | None = None) -> SchemaError | None:
+    """The error of `value` jsonschema's `best_match` reports (None: the value fulfils the schema; `check`: the
+    schema compiled, where it is at hand)."""
+    if (check or compiled(schema))(value):
+        return None
+    return min(schema_errors(value, schema), key=SchemaError.relevance)
+
+
+def _non_finite(value: object) -> bool:
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, list):
+        return any(_non_finite(v) for v in value)
+    if isinstance(value, dict):
+        return any(_non_finite(v) for v in value.values())
+    return False
+
+
+def value_error(kind: str, super_kind: str, value: object) -> str | None:
+    """Why grand-challenge would refuse `value` (parsed as it parses an output: NaN and infinities written as such
+    already null) for a socket of `kind`, in one line without the value; None where it accepts it, and for kinds
+    that have no schema here. A number too large for a double (1e400 reads as infinity) cannot be stored in
+    grand-challenge's database, which holds a `Value` socket's value."""
+    schema = SCHEMAS.get(kind)
+    error = None if schema is None else best_error(value, schema, COMPILED[kind])
+    if error is not None:
+        return error.message()
+    if super_kind == "Value" and _non_finite(value):
+        return "a number is too large for a double (it reads as infinity), which the database cannot store"
+    return None
+
+
+# ----- image kinds: ComponentInterfaceValue.clean on the image panimg imported -----
+
+MAXIMUM_SEGMENTS_LENGTH = 64  # panimg.models.MAXIMUM_SEGMENTS_LENGTH (0.15.2)
+COLOR_COMPONENTS = {"GRAY": 1, "RGB": 3, "RGBA": 4, "YCBCR": 3}  # cases.models.Image.COLOR_SPACE_COMPONENTS
+
+
+def image_error(kind: str, segments: frozenset[int] | None, shape_without_color: tuple[int, ...],
+                color_space: str) -> str | None:
+    """Why grand-challenge would refuse an image output of `kind`, given what panimg read of it (its segments,
+    `[(t), (z), y, x]` and its colour space); None where it accepts it."""
+    if kind == "DICOM Image Set":
+        return "Image must be DICOM"  # an output is imported by the MHA and TIFF builders only
+    if kind == "Segmentation" and segments is None:
+        return ("Image segments could not be determined, ensure the voxel values are integers and that it contains "
+                f"no more than {MAXIMUM_SEGMENTS_LENGTH} segments. Ensure the image has the minimum and maximum voxel "
+                "values set as tags if the image is a TIFF file. (panimg determines the segments of single-channel "
+                "8-bit images only: write the mask as uint8 or int8)")
+    if kind == "Displacement field":
+        components = COLOR_COMPONENTS.get(color_space, 1)
+        shape = (*shape_without_color, *((components,) if components > 1 else ()))
+        if len(shape) != 4:
+            return "Deformation and displacement must be 4D images."
+        if components > 1:
+            return "Deformation and displacement fields cannot have a color component."
+        if shape[0] != 3:
+            return "Deformation and displacement field's 4th dimension must be a 3-component vector."
+    return None
+
+
+# ----- file kinds: grand-challenge's MimeTypeValidator on the first 2048 bytes -----
+
+MIME_BYTES = 2048  # core/validators.py get_file_mimetype: what libmagic reads
+ALLOWED_FILE_TYPES = ("application/json", "application/zip", "text/plain", "application/csv", "text/csv",
+                      "application/pdf", "image/png", "image/jpeg", "application/octet-stream",
+                      "application/x-sqlite3", "application/vnd.sqlite3", "video/mp4")
+# (offset, signature, libmagic's type) of the types libmagic tells by their first bytes
+SIGNATURES: tuple[tuple[int, bytes, str], ...] = (
+    (0, b"%PDF-", "application/pdf"), (0, b"\x89PNG\r\n\x1a\n", "image/png"), (0, b"\xff\xd8\xff", "image/jpeg"),
+    (0, b"PK\x03\x04", "application/zip"), (0, b"PK\x05\x06", "application/zip"),
+    (0, b"SQLite format 3\x00", "application/vnd.sqlite3"), (0, b"GIF87a", "image/gif"), (0, b"GIF89a", "image/gif"),
+    (0, b"II*\x00", "image/tiff"), (0, b"MM\x00*", "image/tiff"), (0, b"II+\x00", "image/tiff"),
+    (0, b"\x1f\x8b", "application/gzip"),
+    (0, b"BZh", "application/x-bzip2"), (0, b"\xfd7zXZ\x00", "application/x-xz"),
+    (0, b"7z\xbc\xaf\x27\x1c", "application/x-7z-compressed"), (0, b"\x7fELF", "application/x-executable"),
+    (0, b"\x89HDF\r\n\x1a\n", "application/x-hdf5"), (0, b"\x1aE\xdf\xa3", "video/webm"),
+    (257, b"ustar", "application/x-tar"), (0, b"%!PS", "application/postscript"), (0, b"{\\rtf", "text/rtf"),
+)
+RIFF_TYPES = {b"WEBP": "image/webp", b"AVI ": "video/x-msvideo", b"WAVE": "audio/x-wav"}
+# ISO media brands (bytes 8-12 after `ftyp`) libmagic names other than video/mp4
+FTYP_TYPES = {b"qt  ": "video/quicktime", b"M4A ": "audio/x-m4a", b"heic": "image/heic", b"heix": "image/heic",
+              b"mif1": "image/heif", b"avif": "image/avif", b"crx ": "image/x-canon-cr3"}
+TEXT_MARKUP = ((b"<?xml", "text/xml"), (b"<svg", "image/svg+xml"), (b"<!doctype html", "text/html"),
+               (b"<html", "text/html"), (b"#!", "text/x-shellscript"))
+TEXT_CONTROLS = set(range(32)) - {7, 8, 9, 10, 11, 12, 13, 27}  # what libmagic's text test does not allow
+
+
+def file_type(head: bytes) -> str:
+    """The MIME type libmagic reports for a file starting with `head` (its first MIME_BYTES), as far as the
+    signatures tell: an empty file, the signed binary types, RIFF and ISO media containers, marked-up text, text,
+    else application/octet-stream."""
+    if not head:
+        return "application/x-empty"
+    for offset, signature, mime in SIGNATURES:
+        if head[offset:offset + len(signature)] == signature:
+            return mime
+    if head[:4] == b"RIFF" and head[8:12] in RIFF_TYPES:
+        return RIFF_TYPES[head[8:12]]
+    if head[4:8] == b"ftyp":
+        return "video/3gpp" if head[8:11] == b"3gp" else FTYP_TYPES.get(head[8:12], "video/mp4")
+    stripped = head.lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    try:  # a character cut by the 2048 bytes read is not an error
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < MIME_BYTES)
+    except UnicodeDecodeError:
+        text = None
+    if text is None or any(ord(c) in TEXT_CONTROLS for c in text):
+        return "application/octet-stream"
+    for start, mime in TEXT_MARKUP:
+        if stripped.startswith(start):
+            return mime
+    return "text/plain"
+
+
+def file_error(head: bytes) -> str | None:
+    """Grand-challenge's MimeTypeValidator error for a file output starting with `head`, or None."""
+    mime = file_type(head[:MIME_BYTES])
+    if mime in ALLOWED_FILE_TYPES:
+        return None
+    return f"File of type {mime} is not supported. Allowed types are {', '.join(ALLOWED_FILE_TYPES)}."
