@@ -25,7 +25,8 @@ figcaption { font-size: 13px; max-width: 440px; overflow-wrap: anywhere; }
 
 
 def review_section(review: Mapping[str, Any] | None, figures: Mapping[str, bytes]) -> str:
-    """The review (its JSON: `Review.to_json`) with its figures (`figures`: their bytes by file name)."""
+    """The review (its JSON: `Review.to_json`, with its heading where it has one) with its figures (`figures`:
+    their bytes by file name)."""
     if not review:
         return ""
     findings = "".join(f'<p class="convention">{escape(line)}</p>' for line in review["conventions"])
@@ -38,9 +39,11 @@ def review_section(review: Mapping[str, Any] | None, figures: Mapping[str, bytes
                     f'{escape(entry["caption"])}</figcaption></figure>'
                     for entry in review["figures"] if entry["file"] in figures)
     notes = "".join(f"<li>{escape(n)}</li>" for n in review["notes"])
-    return ("<h2>What the algorithm did (worst-scoring cases first; green: ground truth, red: predictions)</h2>"
-            f"{findings}{checked}" + ("<p>Click a figure to open it at the image's full resolution.</p>" if shown
-                                      else "") + f"<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
+    heading = review.get("heading", "What the algorithm did (worst-scoring cases first; green: ground truth, red: "
+                                    "predictions)")
+    return (f"<h2>{escape(heading)}</h2>{findings}{checked}"
+            + ("<p>Click a figure to open it at the image's full resolution.</p>" if shown else "")
+            + f"<div>{shown}</div>" + (f"<ul>{notes}</ul>" if notes else ""))
 
 
 def review_page(title: str, aggregates: Mapping[str, float], notes: Sequence[str], review: Mapping[str, Any],

@@ -39,15 +39,17 @@ class Review:
     tried: list[str] = field(default_factory=list)
     figures: list[CaseFigure] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    heading: str | None = None  # the page's heading of the figures; None: the built-ins' (ground truth and predictions)
 
     def to_json(self, figure_folder: str) -> dict[str, Any]:
         """preflight.json's `review`: the findings as lines, the figures as file names under `figure_folder` (the
-        thumbnail `NNN.png`, the full resolution `NNN-full.png`)."""
-        return {"conventions": [f.line() for f in self.findings], "transforms_tried": self.tried,
+        thumbnail `NNN.png`, the full resolution `NNN-full.png`), the heading where it is not the built-ins'."""
+        data = {"conventions": [f.line() for f in self.findings], "transforms_tried": self.tried,
                 "figures": [{"case": f.case, "caption": f.caption, "file": f"{figure_folder}/{n:03d}.png",
                              "full_file": f"{figure_folder}/{n:03d}-full.png"}
                             for n, f in enumerate(self.figures, start=1)],
                 "notes": self.notes}
+        return data if self.heading is None else {**data, "heading": self.heading}
 
 
 def write_figures(folder: Path, entries: list[dict[str, Any]], figures: list[CaseFigure]) -> None:
