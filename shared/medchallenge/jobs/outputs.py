@@ -1,5 +1,6 @@
 """A job's output sockets as grand-challenge reads them from /output (components/backends/base.py `get_outputs`,
-components/models.py validators): only the declared sockets, each checked, failures in GC's words.
+components/models.py validators): only the declared sockets, each checked by its kind (kinds.py: the kind's JSON
+schema, an image kind's rules, a file's type), failures in GC's words.
 
 /output was written by the container: only regular files are read (a link or a special file there is left out, as
 the shim uploads regular files only), every file is size-checked before it is read, and image folders are
