@@ -12,7 +12,8 @@ by the emulator, pre-flight and the hospital gateway alike, and for an organiser
 
 conditions.py: GC's conditions and the limits; values.py: socket values; uploads.py: panimg; model_tarball.py:
 /opt/ml/model; launch.py, docker_run.py, process_run.py: starting the job's process; outputs.py: reading the
-output sockets, kinds.py: checking each by its declared kind as grand-challenge does; runner.py: run_job; usage.py: what jobs used in all (wall, CPU and GPU seconds, peak memory).
+output sockets, kinds.py: checking each by its declared kind as grand-challenge does; runner.py: run_job;
+usage.py: what jobs used in all (wall, CPU and GPU seconds, peak memory).
 """
 
 from .conditions import CONDITIONS, JobLimits
