@@ -95,7 +95,8 @@ def test_every_json_kind_has_its_schema_and_a_valid_value_passes():
      "the value at polygons[0].path_points[0][1] is not of type 'number'"),
     ("Line", {key: value for key, value in VALID["Line"].items() if key != "seed_points"},
      "'seed_points' is a required property"),
-    ("Three-point angle", {**VALID["Three-point angle"], "type": "Angle"}, "'Three-point angle' was expected (at type)"),
+    ("Three-point angle", {**VALID["Three-point angle"], "type": "Angle"},
+     "'Three-point angle' was expected (at type)"),
     ("Affine transform registration", {"3d_affine_transform": [[1, 0, 0, 0]] * 3},
      "the value at 3d_affine_transform is too short (at least 4 items)"),
 ])
