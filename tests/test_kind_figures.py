@@ -134,3 +134,13 @@ def test_per_case_scores_order_the_cases_worst_first_either_way():
     scores = {"a": 0.9, "b": 0.2, "c": float("nan"), "d": 0.5}
     assert worst_first(scores) == ["b", "d", "a"]  # Dice: low is bad
     assert worst_first(scores, higher_is_better=False) == ["a", "d", "b"]  # HD95: high is bad
+
+
+def test_the_built_ins_review_of_a_challenge_it_has_no_figures_for_says_so_without_a_key_error():
+    from types import SimpleNamespace
+
+    from medchallenge.review.preflight import review_jobs
+
+    review = review_jobs("lung-nodules", None, SimpleNamespace(), [])
+    assert review.figures == [] and review.notes == [
+        "no figures of its own for lung-nodules: pre-flight draws them from its sockets' kinds"]

@@ -190,6 +190,9 @@ def review_jobs(challenge: str, evaluator: Any, scored: Any, case_files: list[Pa
                 review.notes.append(f"{path.name}: header not readable ({type(exc).__name__}); the convention "
                                     "check leaves its predictions as they are")
         review.findings = check_conventions(challenge, evaluator, scored.cases, geometry, scored.summary.aggregates)
+    if challenge not in FIGURES:  # a defined challenge: its pictures come from its sockets' kinds (review.kinds)
+        review.notes.append(f"no figures of its own for {challenge}: pre-flight draws them from its sockets' kinds")
+        return review
     try:
         review.figures = FIGURES[challenge](scored, files, evaluator)
     except Exception as exc:  # noqa: BLE001 - the figures are an aid: the report is written without them
