@@ -181,21 +181,26 @@ def _multiple_of(value: float, rule: float) -> bool:
     return math.isfinite(quotient) and int(quotient) == quotient
 
 
-def _keyword_error(keyword: str, rule: Any, value: object) -> bool:
+Check = Callable[[object], bool]
+NUMBERS = (int, float)
+# keyword -> its check of a value (of the type it applies to: arrays for the Items, numbers for the others)
+VALUE_CHECKS: dict[str, Callable[[Any], Check]] = {
+    "minItems": lambda rule: lambda v: len(v) >= rule, "maxItems": lambda rule: lambda v: len(v) <= rule,
+    "minimum": lambda rule: lambda v: type(v) not in NUMBERS or v >= rule,
+    "maximum": lambda rule: lambda v: type(v) not in NUMBERS or v <= rule,
+    "multipleOf": lambda rule: lambda v: type(v) not in NUMBERS or _multiple_of(v, rule),
+    "enum": lambda rule: lambda v: type(v) is str and v in rule,  # the schemas' enums and consts are strings
+    "const": lambda rule: lambda v: type(v) is str and v == rule,
+}
+
+
+def _fails(keyword: str, rule: Any, value: object) -> bool:
     """Whether `value` fails one keyword that looks at the value itself (not into it)."""
     if keyword == "type":
         return not JSON_TYPES[rule](value)
-    if keyword == "enum":
-        return not (isinstance(value, str) and value in rule)  # the schemas' enums list strings only
-    if keyword == "const":
-        return not (isinstance(value, str) and value == rule)
-    if keyword in ("minItems", "maxItems"):
-        return isinstance(value, list) and (len(value) < rule if keyword == "minItems" else len(value) > rule)
-    if keyword in ("minimum", "maximum", "multipleOf") and JSON_TYPES["number"](value):
-        if keyword == "minimum":
-            return value < rule
-        return value > rule if keyword == "maximum" else not _multiple_of(value, rule)
-    return False
+    if keyword not in VALUE_CHECKS or (keyword.endswith("Items") and type(value) is not list):
+        return False
+    return not VALUE_CHECKS[keyword](rule)(value)
 
 
 def schema_errors(value: object, schema: Mapping[str, Any], path: Path = ()) -> Iterator[SchemaError]:
@@ -221,23 +226,8 @@ def schema_errors(value: object, schema: Mapping[str, Any], path: Path = ()) -> 
                 extra = len(set(value) - set(schema.get("properties", {})))
                 if extra:
                     yield SchemaError(path, keyword, rule, extra, matches)
-        elif _keyword_error(keyword, rule, value):
+        elif _fails(keyword, rule, value):
             yield SchemaError(path, keyword, rule, None, matches)
-
-
-Check = Callable[[object], bool]
-
-
-NUMBERS = (int, float)
-# keyword -> its check of a value (of the type it applies to: arrays for the Items, numbers for the others)
-VALUE_CHECKS: dict[str, Callable[[Any], Check]] = {
-    "minItems": lambda rule: lambda v: len(v) >= rule, "maxItems": lambda rule: lambda v: len(v) <= rule,
-    "minimum": lambda rule: lambda v: type(v) not in NUMBERS or v >= rule,
-    "maximum": lambda rule: lambda v: type(v) not in NUMBERS or v <= rule,
-    "multipleOf": lambda rule: lambda v: type(v) not in NUMBERS or _multiple_of(v, rule),
-    "enum": lambda rule: lambda v: type(v) is str and v in rule,  # the schemas' enums and consts are strings
-    "const": lambda rule: lambda v: type(v) is str and v == rule,
-}
 
 
 def conjunction(checks: list[Check]) -> Check:
