@@ -24,7 +24,7 @@ import numpy as np
 from ..contract import case_key
 from ..errors import InputError
 from ..imaging import read_image
-from ..jobs import JobResult
+from ..jobs import JobResult, SocketValue
 from ..sockets import Socket
 from .figures import TITLE_POINTS, Pngs, _pngs, _windowed
 from .geometry import Geometry
@@ -137,12 +137,10 @@ class Layer:
     shapes: list[tuple[np.ndarray, bool, float]] | None = None
 
 
-def _annotation_value(result: JobResult, socket: Socket) -> Any:
+def _annotation_value(value: SocketValue) -> Any:
     """The parsed value of a job's annotation output (a File socket's bytes, checked when the output was read)."""
     import json
 
-    output = next(o for o in result.outputs if o.socket.slug == socket.slug)
-    value = output.value
     return value.value if value.content is None else json.loads(value.content)
 
 
@@ -150,11 +148,13 @@ def _layers(result: JobResult, outputs: Sequence[tuple[Socket, str]], image: Any
     """Each drawn output of a job on the input image's grid."""
     import SimpleITK as sitk
 
+    values = {value.socket.slug: value for value in result.output_values}
     layers = []
     for socket, colour in outputs:
+        if socket.slug not in values:  # not among the job's outputs: nothing of it to draw
+            continue
         if socket.kind in OVERLAY_KINDS:
-            stored = next(o.value.image_file for o in result.outputs if o.socket.slug == socket.slug)
-            overlay = read_image(stored, socket.slug, allow_non_finite=True)
+            overlay = read_image(values[socket.slug].image_file, socket.slug, allow_non_finite=True)
             if overlay.GetDimension() != image.GetDimension() or overlay.GetNumberOfComponentsPerPixel() != 1:
                 raise InputError(f"{socket.slug} is a {overlay.GetDimension()}-D image of "
                                  f"{overlay.GetNumberOfComponentsPerPixel()} component(s) over a "
@@ -165,7 +165,7 @@ def _layers(result: JobResult, outputs: Sequence[tuple[Socket, str]], image: Any
         else:
             dims = len(geometry.size)
             placed = []
-            for shape in value_shapes(socket.kind, _annotation_value(result, socket)):
+            for shape in value_shapes(socket.kind, _annotation_value(values[socket.slug])):
                 index = geometry.world_to_index(shape.vertices[:, :dims])  # a 2-D image: z is the plane's
                 if np.isfinite(index).all():
                     placed.append((index, shape.closed, shape.probability))
