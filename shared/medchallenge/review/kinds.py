@@ -159,8 +159,10 @@ def _layers(result: JobResult, outputs: Sequence[tuple[Socket, str]], image: Any
                 raise InputError(f"{socket.slug} is a {overlay.GetDimension()}-D image of "
                                  f"{overlay.GetNumberOfComponentsPerPixel()} component(s) over a "
                                  f"{image.GetDimension()}-D input")
-            interpolator = sitk.sitkNearestNeighbor if socket.kind == "Segmentation" else sitk.sitkLinear
-            on_grid = sitk.Resample(overlay, image, sitk.Transform(), interpolator, 0.0, sitk.sitkFloat64)
+            labels = socket.kind == "Segmentation"  # 8-bit labels (jobs.kinds), kept so; heat as float32
+            on_grid = sitk.Resample(overlay, image, sitk.Transform(),
+                                    sitk.sitkNearestNeighbor if labels else sitk.sitkLinear, 0.0,
+                                    overlay.GetPixelID() if labels else sitk.sitkFloat32)
             layers.append(Layer(socket, colour, volume=np.nan_to_num(sitk.GetArrayFromImage(on_grid))))
         else:
             dims = len(geometry.size)
