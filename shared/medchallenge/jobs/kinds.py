@@ -288,28 +288,13 @@ def best_error(value: object, schema: Mapping[str, Any], check: Check | None = N
     return min(schema_errors(value, schema), key=SchemaError.relevance)
 
 
-def _non_finite(value: object) -> bool:
-    if isinstance(value, float):
-        return not math.isfinite(value)
-    if isinstance(value, list):
-        return any(_non_finite(v) for v in value)
-    if isinstance(value, dict):
-        return any(_non_finite(v) for v in value.values())
-    return False
-
-
-def value_error(kind: str, super_kind: str, value: object) -> str | None:
-    """Why grand-challenge would refuse `value` (parsed as it parses an output: NaN and infinities written as such
-    already null) for a socket of `kind`, in one line without the value; None where it accepts it, and for kinds
-    that have no schema here. A number too large for a double (1e400 reads as infinity) cannot be stored in
-    grand-challenge's database, which holds a `Value` socket's value."""
+def value_error(kind: str, value: object) -> str | None:
+    """Why grand-challenge's schema of `kind` refuses `value` (parsed as it parses an output: NaN and infinities
+    written as such already null), in one line without the value; None where it fulfils it, and for kinds that
+    have no schema here."""
     schema = SCHEMAS.get(kind)
     error = None if schema is None else best_error(value, schema, COMPILED[kind])
-    if error is not None:
-        return error.message()
-    if super_kind == "Value" and _non_finite(value):
-        return "a number is too large for a double (it reads as infinity), which the database cannot store"
-    return None
+    return None if error is None else error.message()
 
 
 # ----- image kinds: ComponentInterfaceValue.clean on the image panimg imported -----

@@ -75,7 +75,7 @@ def _read_json(path: Path, socket: Socket):
         raise EmulationError(f"The output file '{socket.relative_path}' is not valid json") from None
     except InputError as exc:  # nested beyond MAX_JSON_DEPTH
         raise EmulationError(str(exc)) from None
-    error = value_error(socket.kind, socket.super_kind, value)  # the kind's schema (kinds.SCHEMAS)
+    error = value_error(socket.kind, value)  # the kind's schema (kinds.SCHEMAS)
     if error:
         raise EmulationError(f"The output file '{socket.relative_path}' does not fulfill the schema of "
                              f"'{socket.kind}': {error}")
