@@ -196,7 +196,8 @@ def _background(image: Any) -> tuple[np.ndarray, bool]:
 
     array = sitk.GetArrayFromImage(image)
     if image.GetNumberOfComponentsPerPixel() in (3, 4) and image.GetDimension() == 2:
-        return np.clip(array[..., :3].astype(np.float32) / max(float(array.max()), 1.0), 0, 1), True
+        top = 255.0 if array.dtype == np.uint8 else max(float(array.max()), 1.0)  # 8-bit colour as it is
+        return np.clip(array[..., :3].astype(np.float32) / top, 0, 1), True
     if image.GetNumberOfComponentsPerPixel() > 1:
         array = array.mean(axis=-1)
     return array, False
