@@ -2,10 +2,10 @@
 (components/backends/base.py `get_outputs` -> `ComponentInterface.create_instance` -> `ComponentInterfaceValue.clean`).
 
 - JSON kinds (String, Float, ..., the annotation kinds, Choice, Anything): the kind's JSON schema, grand-challenge's
-  `INTERFACE_VALUE_SCHEMA` of components/schemas.py as data below (`SCHEMAS`), checked as jsonschema's Draft 7
-  validator checks it. Of the errors, the one reported is the most specific (the deepest, then the first by its
-  path), as jsonschema's `best_match` descends to; its wording is jsonschema's with the value itself replaced by
-  where it is ("the value at points[2].probability"), since a container's output is never echoed.
+  `INTERFACE_VALUE_SCHEMA` of components/schemas.py as data below (`SCHEMAS`), validated as grand-challenge's
+  JSONValidator validates it: with jsonschema (its Draft 7 validator; the version of grand-challenge's uv.lock),
+  the error reported the one jsonschema's `best_match` picks, in jsonschema's words with the value itself replaced
+  by where it is ("the value at points[2].probability"), since a container's output is never echoed.
 - Image kinds: what `ComponentInterfaceValue.clean` checks of the image panimg imported (a Segmentation's segments,
   a Displacement field's shape, DICOM image sets), in grand-challenge's words.
 - File kinds: grand-challenge's MimeTypeValidator of a socket value's file: the type libmagic reads from the
@@ -23,10 +23,10 @@ a text file (C, Python: types outside the allowed list, refused by grand-challen
 from __future__ import annotations
 
 import codecs
-import math
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
+
+from jsonschema import Draft7Validator, ValidationError
+from jsonschema.exceptions import best_match
 
 # ----- grand-challenge's value schemas (components/schemas.py), as data -----
 
@@ -117,53 +117,17 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["3d_affine_transform"]},
 }
 
-# ----- the JSON-schema keywords these schemas use, as jsonschema's Draft 7 validator checks them -----
+# ----- the schemas applied as grand-challenge applies them: jsonschema's Draft 7 validator and its best_match -----
 
-JSON_TYPES = {
-    "number": lambda v: type(v) is float or type(v) is int,  # not a bool
-    "integer": lambda v: (isinstance(v, int) and not isinstance(v, bool)) or (isinstance(v, float) and v.is_integer()),
-    "string": lambda v: isinstance(v, str), "boolean": lambda v: isinstance(v, bool),
-    "array": lambda v: isinstance(v, list), "object": lambda v: isinstance(v, dict), "null": lambda v: v is None,
-}
+# grand-challenge's schema of a socket of each kind (components/models.py `validate_against_schema`):
+# INTERFACE_VALUE_SCHEMA with `"anyOf": [{"$ref": "#/definitions/<kind>"}]`, the kind's definition inlined here (the
+# errors, their paths and so best_match's choice are those of the reference); compiled once per kind
+VALIDATORS: dict[str, Draft7Validator] = {
+    kind: Draft7Validator({"$schema": "http://json-schema.org/draft-07/schema#", "anyOf": [schema]})
+    for kind, schema in SCHEMAS.items()}
+MAX_ERROR_CHARACTERS = 160  # of one error line (the paths and rules of these schemas fit in some 90)
+ITEMS_BOUNDS = {"minItems": ("is too short", "at least"), "maxItems": ("is too long", "at most")}
 Path = tuple[str | int, ...]
-
-
-@dataclass(frozen=True)
-class SchemaError:
-    """One failed keyword: where in the value (`path`), which keyword, its rule, what it found there (`found`: a
-    property name of the schema, or a count), and whether the value there is of the type its schema asks for."""
-
-    path: Path
-    keyword: str
-    rule: Any
-    found: object = None
-    matches_type: bool = False
-
-    def relevance(self) -> tuple:
-        """jsonschema's relevance, as `best_match` descends by it: the deepest, then the first path, then an error
-        of a value that has its schema's type."""
-        return (-len(self.path), self.path, not self.matches_type)
-
-    def message(self) -> str:
-        """jsonschema's wording, the value replaced by where it is."""
-        where = "the value" + (f" at {path_text(self.path)}" if self.path else "")
-        at = f" (at {path_text(self.path)})" if self.path else ""
-        texts = {
-            "type": lambda: f"{where} is not of type {self.rule!r}",
-            "required": lambda: f"{self.found!r} is a required property{at}",
-            "additionalProperties": lambda: (f"Additional properties are not allowed{at} ({self.found} "
-                                             f"{'was' if self.found == 1 else 'were'} unexpected)"),
-            "enum": lambda: f"{where} is not one of {self.rule!r}",
-            "const": lambda: f"{self.rule!r} was expected{at}",
-            "minItems": lambda: (f"{where} should be non-empty" if self.rule == 1 else
-                                 f"{where} is too short (at least {self.rule} items)"),
-            "maxItems": lambda: (f"{where} is expected to be empty" if self.rule == 0 else
-                                 f"{where} is too long (at most {self.rule} items)"),
-            "minimum": lambda: f"{where} is less than the minimum of {self.rule!r}",
-            "maximum": lambda: f"{where} is greater than the maximum of {self.rule!r}",
-            "multipleOf": lambda: f"{where} is not a multiple of {self.rule}",
-        }
-        return texts[self.keyword]()
 
 
 def path_text(path: Path) -> str:
@@ -174,127 +138,43 @@ def path_text(path: Path) -> str:
     return text
 
 
-def _multiple_of(value: float, rule: float) -> bool:
-    if not math.isfinite(value):
-        return False
-    quotient = value / rule
-    return math.isfinite(quotient) and int(quotient) == quotient
-
-
-Check = Callable[[object], bool]
-NUMBERS = (int, float)
-# keyword -> its check of a value (of the type it applies to: arrays for the Items, numbers for the others)
-VALUE_CHECKS: dict[str, Callable[[Any], Check]] = {
-    "minItems": lambda rule: lambda v: len(v) >= rule, "maxItems": lambda rule: lambda v: len(v) <= rule,
-    "minimum": lambda rule: lambda v: type(v) not in NUMBERS or v >= rule,
-    "maximum": lambda rule: lambda v: type(v) not in NUMBERS or v <= rule,
-    "multipleOf": lambda rule: lambda v: type(v) not in NUMBERS or _multiple_of(v, rule),
-    "enum": lambda rule: lambda v: type(v) is str and v in rule,  # the schemas' enums and consts are strings
-    "const": lambda rule: lambda v: type(v) is str and v == rule,
-}
-
-
-def _fails(keyword: str, rule: Any, value: object) -> bool:
-    """Whether `value` fails one keyword that looks at the value itself (not into it)."""
-    if keyword == "type":
-        return not JSON_TYPES[rule](value)
-    if keyword not in VALUE_CHECKS or (keyword.endswith("Items") and type(value) is not list):
-        return False
-    return not VALUE_CHECKS[keyword](rule)(value)
-
-
-def schema_errors(value: object, schema: Mapping[str, Any], path: Path = ()) -> Iterator[SchemaError]:
-    """Every keyword of `schema` that `value` fails, in jsonschema's order (the schema's keywords as written,
-    properties in the schema's order)."""
-    expected = schema.get("type")
-    matches = expected is not None and JSON_TYPES[expected](value)
-    for keyword, rule in schema.items():
-        if keyword == "properties":
-            if isinstance(value, dict):
-                for name, subschema in rule.items():
-                    if name in value:
-                        yield from schema_errors(value[name], subschema, (*path, name))
-        elif keyword == "items":
-            if isinstance(value, list):
-                for index, item in enumerate(value):
-                    yield from schema_errors(item, rule, (*path, index))
-        elif keyword == "required":
-            if isinstance(value, dict):
-                yield from (SchemaError(path, keyword, rule, name, matches) for name in rule if name not in value)
-        elif keyword == "additionalProperties":
-            if isinstance(value, dict) and rule is False:
-                extra = len(set(value) - set(schema.get("properties", {})))
-                if extra:
-                    yield SchemaError(path, keyword, rule, extra, matches)
-        elif _fails(keyword, rule, value):
-            yield SchemaError(path, keyword, rule, None, matches)
-
-
-def conjunction(checks: list[Check]) -> Check:
-    """Whether a value passes every one of `checks` (unrolled: the walk runs once per element of a value)."""
-    if not checks:
-        return lambda v: True
-    if len(checks) == 1:
-        return checks[0]
-    first, rest = checks[0], conjunction(checks[1:])
-    return lambda v: first(v) and rest(v)
-
-
-def _properties_check(subs: tuple[tuple[str, Check], ...]) -> Check:
-    def check(value: dict) -> bool:
-        for name, sub in subs:
-            if name in value and not sub(value[name]):
-                return False
-        return True
-    return check
-
-
-def compiled(schema: Mapping[str, Any]) -> Check:
-    """`schema` as one predicate (whether a value fulfils it), composed once: the fast walk for the usual, valid
-    value (some 200,000 points a second here). A keyword for objects or arrays passes a value of another type, as
-    in JSON schema; where the schema names the type, the type is checked first."""
-    expected = schema.get("type")
-    checks: list[Check] = [JSON_TYPES[expected]] if expected else []
-    for keyword, rule in schema.items():
-        applies_to: type | None = None
-        if keyword == "properties":
-            check, applies_to = _properties_check(tuple((n, compiled(sub)) for n, sub in rule.items())), dict
-        elif keyword == "items":
-            item = compiled(rule)
-            check, applies_to = (lambda v, item=item: all(map(item, v))), list
-        elif keyword == "required":
-            check, applies_to = (lambda v, names=tuple(rule): all(n in v for n in names)), dict
-        elif keyword == "additionalProperties" and rule is False:
-            known = frozenset(schema.get("properties", {}))
-            check, applies_to = known.issuperset, dict
-        elif keyword in VALUE_CHECKS:
-            check, applies_to = VALUE_CHECKS[keyword](rule), (list if keyword.endswith("Items") else None)
-        else:
-            continue
-        if applies_to is not None and expected != {dict: "object", list: "array"}[applies_to]:
-            check = lambda v, check=check, kind=applies_to: type(v) is not kind or check(v)  # noqa: E731
-        checks.append(check)
-    return conjunction(checks)
-
-
-COMPILED = {kind: compiled(schema) for kind, schema in SCHEMAS.items()}
-
-
-def best_error(value: object, schema: Mapping[str, Any], check: Check | None = None) -> SchemaError | None:
-    """The error of `value` jsonschema's `best_match` reports (None: the value fulfils the schema; `check`: the
-    schema compiled, where it is at hand)."""
-    if (check or compiled(schema))(value):
-        return None
-    return min(schema_errors(value, schema), key=SchemaError.relevance)
+def error_line(error: ValidationError) -> str:
+    """jsonschema's message of `error`, the value it names replaced by where it sits ("the value at
+    points[2].probability is greater than the maximum of 1"), in at most MAX_ERROR_CHARACTERS: the rest of each
+    message these schemas' keywords make is the schema's own (a rule, a property name), except the unexpected
+    properties, which are counted; a too short or too long array is told its bound."""
+    path = tuple(error.absolute_path)
+    where = "the value" + (f" at {path_text(path)}" if path else "")
+    at = f" (at {path_text(path)})" if path else ""
+    keyword, rule, message = error.validator, error.validator_value, error.message
+    if keyword == "additionalProperties":
+        extra = len(set(error.instance) - set(error.schema.get("properties", {})))
+        line = f"Additional properties are not allowed{at} ({extra} {'was' if extra == 1 else 'were'} unexpected)"
+    elif keyword in ("required", "const"):  # "'point' is a required property", "'Angle' was expected"
+        line = message + at
+    elif message.startswith(value := repr(error.instance)):
+        line = where + message[len(value):]
+        words, bound = ITEMS_BOUNDS.get(str(keyword), ("", ""))
+        if words and line.endswith(words):
+            line += f" ({bound} {rule} items)"
+    else:  # a keyword these schemas do not use
+        line = f"{where} does not fulfill the schema's {keyword!r}"
+    return line if len(line) <= MAX_ERROR_CHARACTERS else line[:MAX_ERROR_CHARACTERS - 3] + "..."
 
 
 def value_error(kind: str, value: object) -> str | None:
     """Why grand-challenge's schema of `kind` refuses `value` (parsed as it parses an output: NaN and infinities
-    written as such already null), in one line without the value; None where it fulfils it, and for kinds that
-    have no schema here."""
-    schema = SCHEMAS.get(kind)
-    error = None if schema is None else best_error(value, schema, COMPILED[kind])
-    return None if error is None else error.message()
+    written as such already null), in one line without the value: the error jsonschema's `best_match` reports, as
+    grand-challenge's JSONValidator reports it; None where it fulfils it, and for kinds that have no schema here."""
+    validator = VALIDATORS.get(kind)
+    if validator is None:
+        return None
+    try:
+        error = best_match(validator.iter_errors(value))
+    except OverflowError:  # multipleOf on a number beyond a double (1e400 reads as infinity): jsonschema raises
+        return ("the value holds a number too large for a double where a whole number is asked for (jsonschema, "
+                "and so grand-challenge's validation, fails on it)")
+    return None if error is None else error_line(error)
 
 
 # ----- image kinds: ComponentInterfaceValue.clean on the image panimg imported -----
