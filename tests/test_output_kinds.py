@@ -172,6 +172,15 @@ def test_an_error_of_a_keyword_the_schemas_do_not_use_is_worded_without_the_valu
     assert error_line(error) == line
 
 
+def test_an_error_line_is_cut_to_its_bound():
+    rule = [f"choice {index}" for index in range(100)]  # a socket's enum of a hundred choices
+    error = jsonschema.ValidationError(f"'x' is not one of {rule!r}", validator="enum", validator_value=rule,
+                                       instance="x", path=["type"])
+    line = error_line(error)
+    assert len(line) == MAX_ERROR_CHARACTERS and line.startswith("the value at type is not one of ['choice 0'")
+    assert line.endswith("...")
+
+
 def test_a_version_too_large_for_a_double_fails_in_one_line_not_an_exception():
     version = {"major": float("inf"), "minor": 0}  # 1e400 reads as infinity: jsonschema's multipleOf raises on it
     assert value_error("Multiple points", {**VALID["Multiple points"], "version": version}).startswith(
