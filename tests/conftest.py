@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -15,6 +16,19 @@ REPO = Path(__file__).resolve().parents[1]
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO
+
+
+@pytest.fixture(autouse=True)
+def process_state_restored():
+    """What a test's in-process entry point sets for its whole process (`phase.task.main`: the owner-only umask, its
+    SIGTERM and SIGINT handlers) restored after it, so that later tests see the umask the run started with."""
+    umask = os.umask(0)
+    os.umask(umask)
+    handlers = {stop: signal.getsignal(stop) for stop in (signal.SIGTERM, signal.SIGINT)}
+    yield
+    os.umask(umask)
+    for stop, handler in handlers.items():
+        signal.signal(stop, handler)
 
 
 def docker_problem() -> str | None:
@@ -42,7 +56,6 @@ def docker_compose(repo: Path):
                               env=dict(os.environ, **(env or {})), check=check, capture_output=True, text=True)
 
     return run
-
 
 
 def require(what: str, problem: str | None) -> None:
