@@ -52,6 +52,19 @@ def _controller_cpu_seconds() -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _why_still_running(process: subprocess.Popen) -> str:
+    """What a `phase run` that outlived its Ctrl-C is doing: its Python stack (py-spy, where installed) and its
+    process tree."""
+    parts = []
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if Path(spy).exists():
+        parts.append(subprocess.run([spy, "dump", "--pid", str(process.pid)], capture_output=True, text=True).stdout)
+    tree = subprocess.run(["ps", "-eo", "pid,ppid,etime,args", "--forest"], capture_output=True, text=True).stdout
+    parts.append("\n".join(line for line in tree.splitlines() if "medchallenge" in line or "sbatch" in line
+                           or "squeue" in line or "sacct" in line))
+    return "\n".join(parts)
+
+
 def _states(out: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in out.glob("jobs/*/state.json")]
 
@@ -81,7 +94,12 @@ def run() -> dict:
             time.sleep(5)
         interrupted_at = len(list(out.glob("jobs/*/state.json")))
         first.send_signal(signal.SIGINT)
-        first_stderr = first.communicate(timeout=300)[1]
+        try:
+            first_stderr = first.communicate(timeout=300)[1]
+        except subprocess.TimeoutExpired:
+            why = _why_still_running(first)
+            first.kill()
+            raise RuntimeError(f"phase run still running 300 s after Ctrl-C:\n{why}") from None
         resumed = subprocess.run(command, capture_output=True, text=True)
         seconds = time.perf_counter() - started
         cpu_after, load_after = _controller_cpu_seconds(), os.getloadavg()[0]
