@@ -12,8 +12,9 @@ Steps (each its own module):
   task spec per job (OUT/tasks/<job_id>.json);
 - task.py: `python -m medchallenge.phase.task SPEC` runs one job with medchallenge.jobs.run_job and writes
   OUT/jobs/<job_id>/state.json (records.py reads and writes what a task leaves);
-- evaluate.py: `python -m medchallenge.phase.evaluate OUT TEAM`, the challenge's evaluator over one submission and
-  its pre-flight-style report; leaderboard.py: `python -m medchallenge.phase.leaderboard OUT`;
+- evaluate.py: `python -m medchallenge.phase.evaluate OUT TEAM...`, the challenge's evaluator over a submission
+  (once for submissions with the same jobs) and its pre-flight-style report; leaderboard.py: `python -m
+  medchallenge.phase.leaderboard OUT`;
 - backend.py: what a backend does (submit tasks, submit steps after them, wait); local.py: this machine; slurm.py
   (with slurm_options.py, the site's options, and slurm_limits.py, the cluster's): a Slurm cluster; leases.py: a job
   run by one task at a time;

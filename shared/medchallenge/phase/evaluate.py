@@ -6,7 +6,11 @@ bootstrap intervals, as pre-flight does (a job that failed is a missing predicti
 replicates kept in OUT/records/<team> for the leaderboard); then the pre-flight-style report of its jobs:
 OUT/submissions/<team>/report.json and report.html, evaluation/metrics.json. Nothing is redone while
 its inputs (the jobs' results, the ground truth, the options) are unchanged. Exit status 1 while some job has no
-result yet (nothing is written, and the submission's old evaluation input is removed)."""
+result yet (nothing is written, and the submission's old evaluation input is removed).
+
+`python -m medchallenge.phase.evaluate OUT TEAM [TEAM ...]` evaluates several: `phase run` names together the
+submissions with the same jobs (one image and model under several teams), which are then scored once and the
+others given a copy of that evaluation, so that a hundred teams on one tag cost one evaluation."""
 
 from __future__ import annotations
 
@@ -110,15 +114,31 @@ def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     return data
 
 
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if len(argv) != 2:
-        print("usage: python -m medchallenge.phase.evaluate OUT TEAM", file=sys.stderr)
-        return 2
-    setup_logging()
-    layout, team = PhaseLayout.of(Path(argv[0])), argv[1]
-    records = PhaseRecords(layout)
+def copy_evaluation(layout: PhaseLayout, source: str, team: str) -> dict[str, Any]:
+    """The evaluation of `source` made `team`'s, where both have the same jobs (the same image and model, on one
+    tag or several): its evaluation input, records, metrics.json and figures copied (not linked: an evaluator reads
+    only files of their own), its report with `team`'s name, image and model; returns the report."""
+    for folder in (layout.evaluation_input, layout.scoring_records,
+                   lambda name: layout.submission(name) / "evaluation",
+                   lambda name: layout.submission(name) / REVIEW_FOLDER):
+        shutil.rmtree(folder(team), ignore_errors=True)
+        if folder(source).is_dir():
+            shutil.copytree(folder(source), folder(team))
+    data = json.loads((layout.submission(source) / "report.json").read_text())
+    submission = PhaseRecords(layout).submission(team)
+    data.update(team=team, image=submission["image"], digest=submission["digest"],
+                model=Path(submission["model"]).name if submission["model"] else None)
+    write_json_atomic(layout.submission(team) / "report.json", data)
+    write_text_atomic(layout.submission(team) / "report.html",
+                      render_page(data, review_figures(layout.submission(team), data["evaluation"])))
+    return data
+
+
+def evaluate_team(records: PhaseRecords, team: str, scored: dict[str, str]) -> None:
+    """One submission's evaluation, where it is not current: scored, or copied from the submission of `scored`
+    (fingerprint -> a team this process found evaluated) with the same fingerprint; InputError where it is refused
+    or some job has no result yet."""
+    layout = records.layout
     refused = records.submission(team)["refused"]
     if refused:
         shutil.rmtree(layout.evaluation_input(team), ignore_errors=True)
@@ -131,15 +151,34 @@ def main(argv: list[str] | None = None) -> int:
         raise InputError(f"submission {team}: some jobs have no result yet; `medchallenge phase run` runs them")
     if fingerprint == stored_fingerprint(layout.evaluation_state(team)):
         log.info("submission %s: evaluation current", team)
-        return 0
+        scored.setdefault(fingerprint, team)
+        return
     layout.evaluation_state(team).unlink(missing_ok=True)
-    data = evaluate(records, team)
+    source = scored.get(fingerprint)
+    data = copy_evaluation(layout, source, team) if source else evaluate(records, team)
     error = data["evaluation"]["error"]
     write_json_atomic(layout.evaluation_state(team), {"status": "failed" if error else "evaluated", "error": error,
                                                       "warnings": report_warnings(data), "fingerprint": fingerprint})
-    log.info("submission %s: %d/%d jobs succeeded%s", team, data["summary"]["num_succeeded"],
-             data["summary"]["num_jobs"], f"; the evaluator refused them: {error}" if error else "")
-    return 0
+    scored.setdefault(fingerprint, team)
+    log.info("submission %s: %d/%d jobs succeeded%s%s", team, data["summary"]["num_succeeded"],
+             data["summary"]["num_jobs"], f"; the evaluator refused them: {error}" if error else "",
+             f" (the evaluation of {source}, whose jobs are the same)" if source else "")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Evaluate each named submission (the submissions with the same jobs scored once); exit status 1 where one of
+    them could not be (one `error:` line each, the others evaluated)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) < 2:
+        print("usage: python -m medchallenge.phase.evaluate OUT TEAM [TEAM ...]", file=sys.stderr)
+        return 2
+    setup_logging()
+    records = PhaseRecords(PhaseLayout.of(Path(argv[0])))
+    scored: dict[str, str] = {}
+    status = 0
+    for team in argv[1:]:
+        status = max(status, report_errors(evaluate_team)(records, team, scored) or 0)
+    return status
 
 
 if __name__ == "__main__":

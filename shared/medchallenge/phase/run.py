@@ -177,30 +177,40 @@ def retry_failed(layout: PhaseLayout, planned: list[PlannedSubmission], teams: l
     return retried
 
 
-def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tuple[list[Handle], int]:
-    """Each submission's jobs without a final result that no earlier run's work still holds (backend.held: those
-    are waited for), its evaluation where it is not current, then the leaderboard where it is not; a job two
-    submissions share is submitted once. Returns the handles and the number of jobs submitted."""
-    python, out = sys.executable, str(layout.out)
-    records = PhaseRecords(layout)
-    held = backend.held()
-    submitted: dict[str, Handle] = {}
-    evaluations: list[Handle] = []
+def same_jobs(planned: list[PlannedSubmission]) -> list[tuple[list[str], list[str]]]:
+    """The submissions not refused, grouped by their job ids (the submissions of one image and model on one tag or
+    several: the same jobs, so the same evaluation), in the order of their first submission: (teams, job ids)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
     for submission in planned:
         if submission.refused:
             log.warning("warning: submission %s refused: %s", submission.team, submission.refused)
             continue
-        ids = [job_id for _, job_id in submission.jobs]
+        groups.setdefault(tuple(job_id for _, job_id in submission.jobs), []).append(submission.team)
+    return [(teams, list(ids)) for ids, teams in groups.items()]
+
+
+def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tuple[list[Handle], int]:
+    """Each submission's jobs without a final result that no earlier run's work still holds (backend.held: those
+    are waited for), then one evaluation for the submissions with the same jobs where one of them is not current
+    (phase.evaluate scores them once), then the leaderboard where it is not; a job two submissions share is
+    submitted once. Returns the handles and the number of jobs submitted."""
+    python, out = sys.executable, str(layout.out)
+    records = PhaseRecords(layout)
+    by_team = {submission.team: submission for submission in planned}
+    held = backend.held()
+    submitted: dict[str, Handle] = {}
+    evaluations: list[Handle] = []
+    for teams, ids in same_jobs(planned):
         todo = [i for i in dict.fromkeys(ids)
                 if i not in submitted and i not in held and not is_final(records.state(i))]
         if todo:
-            handle = backend.submit_tasks(submission.team, [layout.task(i) for i in todo], submission.resources)
+            handle = backend.submit_tasks(teams[0], [layout.task(i) for i in todo], by_team[teams[0]].resources)
             submitted.update(dict.fromkeys(todo, handle))
         waits_for = list({id(h): h for h in ({**held, **submitted}[i] for i in ids
                                              if i in submitted or i in held)}.values())
-        if waits_for or not evaluation_current(records, submission.team):
+        if waits_for or not all(evaluation_current(records, team) for team in teams):
             evaluations.append(backend.submit_after(waits_for, [python, "-m", "medchallenge.phase.evaluate", out,
-                                                                submission.team], f"evaluate-{submission.team}"))
+                                                                *teams], f"evaluate-{teams[0]}"))
     handles = [*{id(h): h for h in [*held.values(), *submitted.values()]}.values(), *evaluations]
     if evaluations or not leaderboard_current(records):
         handles.append(backend.submit_after(evaluations, [python, "-m", "medchallenge.phase.leaderboard", out],
