@@ -19,6 +19,7 @@ from medchallenge.errors import InputError
 from medchallenge.evaluation import bootstrap as boot
 from medchallenge.leaderboard.definition_board import (MISSING, build_definition_board, resolve_jsonpath,
                                                        write_definition_boards)
+from medchallenge.leaderboard import table
 from medchallenge.leaderboard.table import TeamNotes
 
 DICE = ResultColumn("Dice", "aggregates.dice.mean", "desc", 3, case_path="dice", summary="mean")
@@ -349,3 +350,22 @@ def test_names_titles_and_metrics_text_are_never_markup_on_the_page():
         page = render_definition(board(metrics, extra=(hostile,), method=method))
         assert "<script" not in page and "<img" not in page and "<b>text" not in page and "\u202e" not in page
         assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "B&lt;U+202E&gt;evil" in page
+
+
+def test_pairwise_tests_are_among_the_first_of_the_ranking_when_there_are_many_teams(tmp_path, monkeypatch):
+    monkeypatch.setattr(table, "MAX_PAIRWISE_TEAMS", 2)
+    rng = np.random.default_rng(4)
+    metrics = {name: per_case(rng.uniform(low, low + 0.1, 12).tolist())
+               for name, low in (("third", 0.3), ("first", 0.8), ("fourth", 0.1), ("second", 0.6))}
+    write_definition_boards(LeaderboardDefinition(DICE), metrics, tmp_path, bootstrap=50, seed=0, level=0.95)
+    result = json.loads((tmp_path / "leaderboard.json").read_text())
+    sig = result["significance"]
+    assert [row["team"] for row in result["teams"]] == ["first", "second", "third", "fourth"]
+    assert sig["teams"] == ["first", "second"] and sig["teams_ranked"] == 4 and len(sig["p"]) == 2
+    assert sig["significant"][0][1] and not sig["significant"][1][0]
+    assert "of the first 2 of the 4 ranked teams" in (tmp_path / "leaderboard.html").read_text()
+    monkeypatch.setattr(table, "MAX_PAIRWISE_TEAMS", 4)  # all of them tested: as before, no such note
+    write_definition_boards(LeaderboardDefinition(DICE), metrics, tmp_path, bootstrap=50, seed=0, level=0.95)
+    result = json.loads((tmp_path / "leaderboard.json").read_text())
+    assert len(result["significance"]["teams"]) == 4 and "teams_ranked" not in result["significance"]
+    assert "ranked teams (the tests" not in (tmp_path / "leaderboard.html").read_text()

@@ -37,7 +37,8 @@ from .gc_ranking import (MISSING, Positions, Result, displayed_results, number_a
                          resolve_jsonpath, results_of, why_no_number)
 from .page import render_definition, team_label
 from .significance import bootstrap_greater, wilcoxon_greater
-from .table import NO_NOTES, TeamNotes, leaderboard_csv, mean_kendall_tau, rank_statistics, significance
+from .table import (NO_NOTES, TeamNotes, leaderboard_csv, mean_kendall_tau, rank_statistics, significance,
+                    tested_teams)
 
 __all__ = ["MISSING", "build_definition_board", "resolve_jsonpath", "write_definition_boards"]
 
@@ -103,24 +104,24 @@ def resampled_statistic(found: tuple[CaseValues, ...], units: list[str], draws: 
     return statistic
 
 
-def pairwise(results: list[Result], score: ResultColumn, cases: ColumnCases | None, method: str,
+def pairwise(tested: np.ndarray, score: ResultColumn, cases: ColumnCases | None, method: str,
              replicate: np.ndarray, higher_is_better: bool) -> tuple[str, np.ndarray]:
-    """p-values (one-sided: row better than column) and the test: Wilcoxon over the per-case values where the
-    ranking is the score column alone and a per-case mean, else the paired bootstrap of the ranking's quantity."""
-    n = len(results)
-    p = np.full((n, n), np.nan)
+    """p-values (one-sided: row better than column) between the results `tested` (their indices, in that order)
+    and the test: Wilcoxon over the per-case values where the ranking is the score column alone and a per-case
+    mean, else the paired bootstrap of the ranking's quantity."""
+    p = np.full((len(tested), len(tested)), np.nan)
     wilcoxon = method == "abs" and score.summary == "mean" and cases is not None and cases.reason is None
     sign = 1.0 if higher_is_better else -1.0
-    for i in range(n):
-        for j in range(n):
+    for row, i in enumerate(tested):
+        for column, j in enumerate(tested):
             if i == j:
                 continue
             if wilcoxon:
                 a, b = cases.found[i].values, cases.found[j].values
                 common = [case for case in a if case in b]
-                p[i, j] = wilcoxon_greater([sign * a[c] for c in common], [sign * b[c] for c in common])[1]
+                p[row, column] = wilcoxon_greater([sign * a[c] for c in common], [sign * b[c] for c in common])[1]
             else:
-                p[i, j] = bootstrap_greater(sign * replicate[i], sign * replicate[j])
+                p[row, column] = bootstrap_greater(sign * replicate[i], sign * replicate[j])
     return ("wilcoxon" if wilcoxon else "bootstrap"), p
 
 
@@ -243,12 +244,14 @@ def ranking_uncertainty(ranked: list[Result], columns: tuple[ResultColumn, ...],
                         for k, c in enumerate(columns)])
     again = positions(stacked, [c.order for c in columns], method)
     replicate = stacked[0] if method == "abs" else again.score
-    test, p = pairwise(ranked, columns[0], score_cases, method, replicate, higher_is_better)
+    tested = tested_teams(order)
+    test, p = pairwise(tested, columns[0], score_cases, method, replicate, higher_is_better)
     position_intervals = [{} if method == "abs" else
                           boot.intervals({"position": again.score[k]}, level, seed).get("position", {})
                           for k in range(len(ranked))]
     return RankingUncertainty(rank_statistics(again.rank, level), position_intervals,
-                              significance([r.key for r in ranked], order, test, p, alpha),
+                              significance([ranked[i].key for i in tested], np.arange(len(tested)), test, p, alpha,
+                                           len(ranked)),
                               mean_kendall_tau(observed.rank, again.rank))
 
 

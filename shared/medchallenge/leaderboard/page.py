@@ -260,8 +260,10 @@ def significance_section(board: dict[str, Any], tested: str = "the aggregate") -
     sig = board["significance"]
     test_name = ("one-sided Wilcoxon signed-rank test over per-case scores" if sig["test"] == "wilcoxon"
                  else f"one-sided paired bootstrap test of {tested}")
+    among = (f" of the first {len(sig['teams'])} of the {sig['teams_ranked']} ranked teams (the tests and this map "
+             "grow with the square of the teams)" if "teams_ranked" in sig else "")
     return f"""<h2>Pairwise significance</h2>
-<p class="notes">{escape(test_name)} for every ordered pair (row better than column), Holm-adjusted over all
+<p class="notes">{escape(test_name)} for every ordered pair{among} (row better than column), Holm-adjusted over all
 {len(sig['teams']) * (len(sig['teams']) - 1)} pairs, alpha = {sig['alpha']:g}.</p>
 <p class="legend"><span class="key" style="background:#f2c12e"></span>row significantly better than column
 <span class="key" style="background:#2c4d7a"></span>not significantly better</p>

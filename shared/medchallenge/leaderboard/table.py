@@ -44,6 +44,7 @@ from .significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_great
 
 log = logging.getLogger("medchallenge.leaderboard")
 TESTS = ("auto", "wilcoxon", "bootstrap")
+MAX_PAIRWISE_TEAMS = 100  # the pairwise tests and significance map: among the first of the ranking at most
 
 
 @dataclass
@@ -177,9 +178,16 @@ def paired_draws(evaluator: Evaluator, teams: list[Team], num_resamples: int, se
     return canonical, per_team
 
 
+def tested_teams(order: np.ndarray) -> np.ndarray:
+    """The teams the pairwise tests compare, in leaderboard order (`order`: team indices): the first
+    MAX_PAIRWISE_TEAMS of the ranking, for the tests and the significance map grow with the square of the teams."""
+    return order[:MAX_PAIRWISE_TEAMS]
+
+
 def pairwise_tests(evaluator: Evaluator, teams: list[Team], metric: str, replicate: np.ndarray,
                    method: str) -> tuple[str, np.ndarray]:
-    """p-values (one-sided: row better than column) for every ordered pair, diagonal NaN, and the test used."""
+    """p-values (one-sided: row better than column) for every ordered pair of `teams` (`replicate`: their
+    resamples' values, row by row), diagonal NaN, and the test used."""
     scores = [evaluator.unit_scores(t.scored.cases, t.scored.records, metric) if evaluator.unit_scores else None
               for t in teams]
     has_scores = all(s is not None for s in scores)
@@ -247,9 +255,11 @@ def rank_statistics(ranks: np.ndarray, level: float) -> list[dict[str, Any]]:
              "rank_distribution": counts.tolist()} for team_ranks, counts in zip(ranks, distribution)]
 
 
-def significance(names: list[str], order: np.ndarray, test: str, p: np.ndarray, alpha: float) -> dict[str, Any]:
+def significance(names: list[str], order: np.ndarray, test: str, p: np.ndarray, alpha: float,
+                 ranked: int) -> dict[str, Any]:
     """The significance map's data: p (row better than column) and Holm's adjustment over all ordered pairs, the
-    teams (`names`) in leaderboard order (`order`)."""
+    teams (`names`) in leaderboard order (`order`); `ranked` the number of teams ranked, where more than the
+    tested (tested_teams)."""
     off_diagonal = ~np.eye(len(names), dtype=bool)
     adjusted = np.full_like(p, np.nan)
     adjusted[off_diagonal] = holm(p[off_diagonal]) if off_diagonal.any() else []
@@ -260,7 +270,8 @@ def significance(names: list[str], order: np.ndarray, test: str, p: np.ndarray, 
     return {"test": test, "alternative": "row better than column", "correction": "holm",
             "alpha": alpha, "teams": [names[i] for i in order], "p": matrix(p),
             "p_holm": matrix(adjusted),
-            "significant": [[bool(adjusted[i, j] <= alpha) for j in order] for i in order]}
+            "significant": [[bool(adjusted[i, j] <= alpha) for j in order] for i in order],
+            **({"teams_ranked": ranked} if ranked > len(names) else {})}
 
 
 def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], failed: list[Team], metric: str,
@@ -272,8 +283,9 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
     rank = competition_ranks(observed)
     ranks = competition_ranks(replicate)  # (teams, resamples)
     statistics = rank_statistics(ranks, args.bootstrap_level)
-    test, p = pairwise_tests(evaluator, teams, metric, replicate, args.test)
     order = np.lexsort((np.arange(len(teams)), rank))
+    tested = tested_teams(order)
+    test, p = pairwise_tests(evaluator, [teams[i] for i in tested], metric, replicate[tested], args.test)
     rows = []
     for index in order:
         team = teams[index]
@@ -296,7 +308,8 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
                       "paired": True, "seconds": round(resamples.seconds, 3)},
         "mean_kendall_tau": mean_kendall_tau(rank, ranks),
         "teams": rows,
-        "significance": significance([t.name for t in teams], order, test, p, args.alpha),
+        "significance": significance([teams[i].name for i in tested], np.arange(len(tested)), test, p, args.alpha,
+                                     len(teams)),
         "failed": {t.name: t.error for t in failed},
     }
 
