@@ -4,7 +4,8 @@ no container). Measured as `phase run` does it, each step in its own process: pl
 `phase run` submits for the teams with the same jobs (`python -m medchallenge.phase.evaluate OUT TEAM...`: the
 first scored, the others given a copy), and the leaderboard (bootstrap RESAMPLES, every pairwise test). For
 comparison, one team's evaluation alone. TEAMS, CASES and RESAMPLES from MEDCHALLENGE_ONE_TAG_TEAMS, _CASES,
-_RESAMPLES (default 100, 20, 1000: the configuration the issue measured, 295 s before)."""
+_RESAMPLES (default 100, 20, 1000: the configuration the issue measured, 295 s before); MEDCHALLENGE_ONE_TAG_KEEP=DIR
+keeps the phase there."""
 
 from __future__ import annotations
 
@@ -28,7 +29,10 @@ RESAMPLES = int(os.environ.get("MEDCHALLENGE_ONE_TAG_RESAMPLES", "1000"))
 
 
 def run() -> dict:
-    tmp = Path(tempfile.mkdtemp(prefix="bench_phase_one_tag_"))
+    keep = os.environ.get("MEDCHALLENGE_ONE_TAG_KEEP")
+    tmp = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="bench_phase_one_tag_"))
+    if keep:
+        shutil.rmtree(tmp, ignore_errors=True)
     py = sys.executable
     try:
         run_measured([py, "-m", "medchallenge.synth", "object-cxr-images", "--out", str(tmp / "cohort"), "--images",
@@ -54,7 +58,8 @@ def run() -> dict:
         one = run_measured([py, "-m", "medchallenge.phase.evaluate", str(out), teams[0]])
         load.append(os.getloadavg()[0])
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
     total = plan["seconds"] + evaluations["seconds"] + leaderboard["seconds"]
     return {
         "teams": TEAMS, "cases": CASES, "jobs_shared": jobs, "resamples": RESAMPLES,
