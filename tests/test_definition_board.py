@@ -17,9 +17,9 @@ import pytest
 from medchallenge.challenges.definition import LeaderboardDefinition, ResultColumn
 from medchallenge.errors import InputError
 from medchallenge.evaluation import bootstrap as boot
+from medchallenge.leaderboard import table
 from medchallenge.leaderboard.definition_board import (MISSING, build_definition_board, resolve_jsonpath,
                                                        write_definition_boards)
-from medchallenge.leaderboard import table
 from medchallenge.leaderboard.table import TeamNotes
 
 DICE = ResultColumn("Dice", "aggregates.dice.mean", "desc", 3, case_path="dice", summary="mean")

@@ -250,8 +250,7 @@ def ranking_uncertainty(ranked: list[Result], columns: tuple[ResultColumn, ...],
                           boot.intervals({"position": again.score[k]}, level, seed).get("position", {})
                           for k in range(len(ranked))]
     return RankingUncertainty(rank_statistics(again.rank, level), position_intervals,
-                              significance([ranked[i].key for i in tested], np.arange(len(tested)), test, p, alpha,
-                                           len(ranked)),
+                              significance([ranked[i].key for i in tested], test, p, alpha, len(ranked)),
                               mean_kendall_tau(observed.rank, again.rank))
 
 

@@ -255,22 +255,21 @@ def rank_statistics(ranks: np.ndarray, level: float) -> list[dict[str, Any]]:
              "rank_distribution": counts.tolist()} for team_ranks, counts in zip(ranks, distribution)]
 
 
-def significance(names: list[str], order: np.ndarray, test: str, p: np.ndarray, alpha: float,
-                 ranked: int) -> dict[str, Any]:
-    """The significance map's data: p (row better than column) and Holm's adjustment over all ordered pairs, the
-    teams (`names`) in leaderboard order (`order`); `ranked` the number of teams ranked, where more than the
-    tested (tested_teams)."""
+def significance(names: list[str], test: str, p: np.ndarray, alpha: float, ranked: int) -> dict[str, Any]:
+    """The significance map's data: p (row better than column) and Holm's adjustment over all ordered pairs of the
+    tested teams (`names`, in leaderboard order, and `p` in that order: tested_teams); `ranked` the number of teams
+    ranked, said where more than were tested."""
     off_diagonal = ~np.eye(len(names), dtype=bool)
     adjusted = np.full_like(p, np.nan)
     adjusted[off_diagonal] = holm(p[off_diagonal]) if off_diagonal.any() else []
 
     def matrix(a: np.ndarray) -> list[list[float | None]]:
-        return [[None if not np.isfinite(a[i, j]) else float(a[i, j]) for j in order] for i in order]
+        return [[None if not np.isfinite(value) else float(value) for value in row] for row in a]
 
     return {"test": test, "alternative": "row better than column", "correction": "holm",
-            "alpha": alpha, "teams": [names[i] for i in order], "p": matrix(p),
+            "alpha": alpha, "teams": list(names), "p": matrix(p),
             "p_holm": matrix(adjusted),
-            "significant": [[bool(adjusted[i, j] <= alpha) for j in order] for i in order],
+            "significant": [[bool(value <= alpha) for value in row] for row in adjusted],
             **({"teams_ranked": ranked} if ranked > len(names) else {})}
 
 
@@ -308,8 +307,7 @@ def build(evaluator: Evaluator, args: argparse.Namespace, teams: list[Team], fai
                       "paired": True, "seconds": round(resamples.seconds, 3)},
         "mean_kendall_tau": mean_kendall_tau(rank, ranks),
         "teams": rows,
-        "significance": significance([teams[i].name for i in tested], np.arange(len(tested)), test, p, args.alpha,
-                                     len(teams)),
+        "significance": significance([teams[i].name for i in tested], test, p, args.alpha, len(teams)),
         "failed": {t.name: t.error for t in failed},
     }
 

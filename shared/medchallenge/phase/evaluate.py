@@ -114,10 +114,11 @@ def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     return data
 
 
-def copy_evaluation(layout: PhaseLayout, source: str, team: str) -> dict[str, Any]:
+def copy_evaluation(records: PhaseRecords, source: str, team: str) -> dict[str, Any]:
     """The evaluation of `source` made `team`'s, where both have the same jobs (the same image and model, on one
     tag or several): its evaluation input, records, metrics.json and figures copied (not linked: an evaluator reads
     only files of their own), its report with `team`'s name, image and model; returns the report."""
+    layout = records.layout
     for folder in (layout.evaluation_input, layout.scoring_records,
                    lambda name: layout.submission(name) / "evaluation",
                    lambda name: layout.submission(name) / REVIEW_FOLDER):
@@ -125,7 +126,7 @@ def copy_evaluation(layout: PhaseLayout, source: str, team: str) -> dict[str, An
         if folder(source).is_dir():
             shutil.copytree(folder(source), folder(team))
     data = json.loads((layout.submission(source) / "report.json").read_text())
-    submission = PhaseRecords(layout).submission(team)
+    submission = records.submission(team)
     data.update(team=team, image=submission["image"], digest=submission["digest"],
                 model=Path(submission["model"]).name if submission["model"] else None)
     write_json_atomic(layout.submission(team) / "report.json", data)
@@ -155,7 +156,7 @@ def evaluate_team(records: PhaseRecords, team: str, scored: dict[str, str]) -> N
         return
     layout.evaluation_state(team).unlink(missing_ok=True)
     source = scored.get(fingerprint)
-    data = copy_evaluation(layout, source, team) if source else evaluate(records, team)
+    data = copy_evaluation(records, source, team) if source else evaluate(records, team)
     error = data["evaluation"]["error"]
     write_json_atomic(layout.evaluation_state(team), {"status": "failed" if error else "evaluated", "error": error,
                                                       "warnings": report_warnings(data), "fingerprint": fingerprint})

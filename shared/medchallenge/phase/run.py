@@ -182,10 +182,8 @@ def same_jobs(planned: list[PlannedSubmission]) -> list[tuple[list[str], list[st
     several: the same jobs, so the same evaluation), in the order of their first submission: (teams, job ids)."""
     groups: dict[tuple[str, ...], list[str]] = {}
     for submission in planned:
-        if submission.refused:
-            log.warning("warning: submission %s refused: %s", submission.team, submission.refused)
-            continue
-        groups.setdefault(tuple(job_id for _, job_id in submission.jobs), []).append(submission.team)
+        if not submission.refused:
+            groups.setdefault(tuple(job_id for _, job_id in submission.jobs), []).append(submission.team)
     return [(teams, list(ids)) for ids, teams in groups.items()]
 
 
@@ -197,6 +195,9 @@ def submit(layout: PhaseLayout, planned: list[PlannedSubmission], backend) -> tu
     python, out = sys.executable, str(layout.out)
     records = PhaseRecords(layout)
     by_team = {submission.team: submission for submission in planned}
+    for submission in planned:
+        if submission.refused:
+            log.warning("warning: submission %s refused: %s", submission.team, submission.refused)
     held = backend.held()
     submitted: dict[str, Handle] = {}
     evaluations: list[Handle] = []
