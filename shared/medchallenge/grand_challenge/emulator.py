@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import __version__
+from ..challenges.definition import ChallengeDefinition
+from ..challenges.loader import load_challenge
 from ..errors import report_errors
 from ..io import user_path, write_text_atomic
 from ..jobs import DockerImage, EmulationError, JobLimits, JobResult, Launcher, LocalProcess, run_job, upload_case
@@ -69,6 +71,17 @@ ALGORITHMS = {
     )
     for name, challenge in CHALLENGES.items() if challenge.algorithm
 }
+
+
+
+def definition_spec(definition: ChallengeDefinition) -> AlgorithmSpec:
+    """What the jobs of a challenge read and write: a built-in's entry of ALGORITHMS, else the definition's case
+    patterns and sockets (a participant's image, never the project's)."""
+    if definition.builtin:
+        return ALGORITHMS[definition.name]
+    return AlgorithmSpec(image="", inference_script="", case_patterns=definition.case_patterns,
+                         input_socket=definition.interface.inputs[0], output_sockets=definition.interface.outputs)
+
 
 # The socket GC creates for the evaluation's predictions.json (a JSON value stored in the database).
 PREDICTIONS_SOCKET = Socket("predictions-json-file", "Anything", "Value", "predictions.json", "Predictions JSON File")
@@ -156,7 +169,8 @@ def local_launcher(spec: AlgorithmSpec, repo: Path) -> LocalProcess:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m medchallenge.grand_challenge.emulator",
                                      description=__doc__.split("\n\n")[0])
-    parser.add_argument("challenge", choices=sorted(ALGORITHMS))
+    parser.add_argument("challenge", metavar="NAME|FILE", help="a built-in challenge with an algorithm image, or "
+                                                               "the path of a challenge definition (TOML)")
     parser.add_argument("--cases", type=user_path, required=True, help="folder of case files, uploaded one per job")
     parser.add_argument("--work", type=user_path, required=True, help="folder for the jobs and the evaluation input")
     parser.add_argument("--runner", choices=["docker", "local"], default="docker",
@@ -169,9 +183,12 @@ def main(argv: list[str] | None = None) -> int:
                              "so the model baked into the image runs")
     args = parser.parse_args(argv)
     setup_logging()
-    spec = ALGORITHMS[args.challenge]
+    spec = definition_spec(load_challenge(args.challenge))
     if args.model is not None and not args.model.exists():
         raise EmulationError(f"--model {args.model}: not found")
+    if not spec.image and (args.runner == "local" or not args.image):
+        raise EmulationError(f"{args.challenge}: a challenge defined by a file has no algorithm of the project's: "
+                             "give --image (a participant's)")
     launcher = (local_launcher(spec, args.repo) if args.runner == "local"
                 else DockerImage(args.image) if args.image else image_launcher(spec))
     eval_input = emulate(spec, find_cases(spec, args.cases), args.work, launcher, model=args.model)

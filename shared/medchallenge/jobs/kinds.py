@@ -117,6 +117,25 @@ SCHEMAS: dict[str, dict[str, Any]] = {
         "required": ["3d_affine_transform"]},
 }
 
+# ----- every kind a socket may declare, and the super kinds grand-challenge gives it -----
+
+# grand-challenge's image kinds (components/models.py InterfaceKind.interface_type_image): super kind Image
+IMAGE_KINDS = ("Image", "Segmentation", "Heat Map", "Displacement field", "DICOM Image Set")
+# its file kinds (interface_type_file): super kind File
+FILE_KINDS = ("CSV", "ZIP", "PDF", "SQREG", "Thumbnail JPG", "Thumbnail PNG", "OBJ", "MP4", "Newick", "BIOM")
+
+
+def super_kinds(kind: str) -> tuple[str, ...]:
+    """The super kinds a socket of `kind` may have: Image for an image kind, File for a file kind, Value or File
+    for a JSON kind (grand-challenge stores a JSON value in its database or, `store_in_database` off, as a file);
+    () for a kind grand-challenge does not have."""
+    if kind in IMAGE_KINDS:
+        return ("Image",)
+    if kind in FILE_KINDS:
+        return ("File",)
+    return ("Value", "File") if kind in SCHEMAS else ()
+
+
 # ----- the schemas applied as grand-challenge applies them: jsonschema's Draft 7 validator and its best_match -----
 
 # grand-challenge's schema of a socket of each kind (components/models.py `validate_against_schema`):

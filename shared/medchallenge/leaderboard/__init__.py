@@ -6,6 +6,7 @@ definition_board.py: the board of a challenge definition (its evaluation contain
 grand-challenge ranks, gc_ranking.py, with intervals from per-case values, case_values.py).
 """
 
-from .table import CSV_COLUMNS, edition_environment, leaderboard_csv, main
+from .command import main
+from .table import CSV_COLUMNS, edition_environment, leaderboard_csv
 
 __all__ = ["CSV_COLUMNS", "edition_environment", "leaderboard_csv", "main"]

@@ -1,5 +1,5 @@
 """`python -m medchallenge.leaderboard ...`, the same as `medchallenge leaderboard ...`."""
 
-from .table import main
+from .command import main
 
 raise SystemExit(main())

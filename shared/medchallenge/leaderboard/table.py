@@ -33,11 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InputError, report_errors
+from ..errors import InputError
 from ..evaluation import Evaluator, Scored, build_parser, score, write_results
 from ..evaluation import bootstrap as boot
 from ..io import user_path, write_json_atomic, write_text_atomic
-from ..logs import setup_logging
+from ..jobs.docker_run import ENGINES
 from ..registry import CHALLENGES
 from .page import render, team_label
 from .significance import bootstrap_greater, holm, kendall_tau_b, wilcoxon_greater
@@ -59,7 +59,10 @@ class Team:
 def build_leaderboard_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medchallenge leaderboard", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--challenge", required=True, choices=sorted(CHALLENGES))
+    parser.add_argument("--challenge", required=True, metavar="NAME|FILE",
+                        help="a built-in challenge (tb-caverns, ribfrac, object-cxr, imageclef-caption) or the path "
+                             "of a challenge definition (TOML): then each submission folder is a team's evaluation "
+                             "input, scored by the definition's evaluation container")
     parser.add_argument("--edition", default=None,
                         help="the challenge's configuration (e.g. 2021 for imageclef-caption, legacy for ribfrac)")
     parser.add_argument("--ground-truth", type=user_path, required=True)
@@ -77,6 +80,8 @@ def build_leaderboard_parser() -> argparse.ArgumentParser:
                         help="significance level: Holm-adjusted p <= alpha, as challengeR decides (default 0.05)")
     parser.add_argument("--records", type=user_path, default=None, help="records folder (default OUT/records)")
     parser.add_argument("--workers", type=int, default=None, help="the evaluator's --workers")
+    parser.add_argument("--engine", choices=ENGINES, default="docker",
+                        help="the container engine of a definition's evaluation container (default docker)")
     parser.add_argument("--no-progress", action="store_true")
     return parser
 
@@ -425,12 +430,3 @@ def write_boards(args: argparse.Namespace, extra: list[str], notes: dict[str, Te
         log.info("     %-24s not ranked: %s", team_label(row["team"]), team_label(row["reason"]))
     log.info("leaderboard of %d submission(s) -> %s", len(scored), args.output / "leaderboard.html")
     return boards
-
-
-@report_errors
-def main(argv: list[str] | None = None) -> int:
-    parser = build_leaderboard_parser()
-    args, extra = parser.parse_known_args(argv)
-    setup_logging()
-    write_boards(args, [a for a in extra if a != "--"], {})
-    return 0

@@ -22,12 +22,15 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ..challenges import ChallengeDefinition, load_challenge
 from ..errors import InputError, report_errors
-from ..grand_challenge.emulator import ALGORITHMS, CaseJob
+from ..evaluation.container import evaluation_image
+from ..grand_challenge.emulator import CaseJob, definition_spec
 from ..io import write_json_atomic, write_text_atomic
 from ..jobs import JobLimits
 from ..logs import setup_logging
 from ..preflight import REVIEW_FOLDER, report, review_figures, score_jobs
+from ..preflight.container import CONTAINER_WORK, score_jobs_by_container
 from ..preflight.page import render_page
 from .hashes import sha256_json
 from .layout import PhaseLayout
@@ -47,7 +50,8 @@ def evaluation_fingerprint(records: PhaseRecords, team: str) -> str | None:
             return None
         states.append([job["case"], job["job_id"], state.get("finished"), state["status"],
                        *[state.get(k) for k in BACKEND_FIELDS]])
-    return sha256_json({"phase": {k: phase[k] for k in ("challenge", "edition", "bootstrap")},
+    own = {"definition": phase["definition_sha256"]} if phase.get("definition") else {}
+    return sha256_json({"phase": {**{k: phase[k] for k in ("challenge", "edition", "bootstrap")}, **own},
                         "ground_truth": records.ground_truth_stamp, "jobs": states,
                         "refused": submission["refused"]})
 
@@ -82,10 +86,18 @@ def evaluation_warnings(layout: PhaseLayout, team: str) -> list[str]:
     return [w for w in warnings if isinstance(w, str)] if isinstance(warnings, list) else []
 
 
+def phase_definition(phase: dict[str, Any]) -> ChallengeDefinition:
+    """The phase's challenge: its definition file (read again: InputError where it changed into something
+    unreadable), else the built-in of its name."""
+    return load_challenge(phase.get("definition") or phase["challenge"])
+
+
 def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
-    """Score the submission and write its report; returns the report."""
+    """Score the submission (the built-in evaluator, or the definition's evaluation container) and write its report;
+    returns the report."""
     layout, phase, submission = records.layout, records.phase, records.submission(team)
-    algorithm = ALGORITHMS[phase["challenge"]]
+    definition = phase_definition(phase)
+    algorithm = definition_spec(definition)
     sockets = {s.slug: s for s in (algorithm.input_socket, *algorithm.output_sockets)}
     files = {case["name"]: Path(case["file"]) for case in phase["cases"]}  # the review reads their headers
     jobs = [CaseJob(files[job["case"]], read_result(layout, job["job_id"], sockets)) for job in submission["jobs"]]
@@ -98,8 +110,15 @@ def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     shutil.rmtree(eval_input, ignore_errors=True)
     shutil.rmtree(layout.submission(team) / REVIEW_FOLDER, ignore_errors=True)
     shutil.rmtree(layout.scoring_records(team), ignore_errors=True)
-    evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation",
-                            layout.scoring_records(team))
+    shutil.rmtree(layout.submission(team) / CONTAINER_WORK, ignore_errors=True)
+    (layout.submission(team) / "evaluation" / "metrics.json").unlink(missing_ok=True)
+    if definition.builtin:
+        evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation",
+                                layout.scoring_records(team))
+    else:
+        image = evaluation_image(definition.evaluation, phase["engine"])
+        evaluation = score_jobs_by_container(definition, image, jobs, args.ground_truth, eval_input,
+                                             layout.submission(team) / "evaluation", phase["engine"])
     data = report(args, jobs, JobLimits(**submission["limits"]), [], evaluation)
     data["tool"] = f"{data['tool'].removesuffix(' preflight')} phase"
     data["team"] = team

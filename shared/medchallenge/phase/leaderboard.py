@@ -9,16 +9,20 @@ ranked: while some submission's jobs have no result, the old leaderboard is remo
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import shutil
 import sys
 from pathlib import Path
 
 from ..errors import InputError, report_errors
+from ..evaluation.container import read_metrics
 from ..io import write_json_atomic
+from ..leaderboard.definition_board import write_definition_boards
 from ..leaderboard.table import TeamNotes, build_leaderboard_parser, write_boards
 from ..logs import setup_logging
-from .evaluate import evaluation_fingerprint, evaluation_warnings, stored_fingerprint
+from .evaluate import evaluation_fingerprint, evaluation_warnings, phase_definition, stored_fingerprint
 from .hashes import sha256_json
 from .layout import PhaseLayout
 from .records import PhaseRecords
@@ -47,8 +51,9 @@ def leaderboard_fingerprint(records: PhaseRecords, evaluations: dict[str, str]) 
     phase = records.phase
     refused = {team: records.submission(team)["refused"] for team in phase["submissions"]
                if records.submission(team)["refused"]}
+    own = {"definition": phase["definition_sha256"], "metric": phase["metric"]} if phase.get("definition") else {}
     return sha256_json({"evaluations": evaluations, "refused": refused, "bootstrap": phase["bootstrap"],
-                        "edition": phase["edition"]})
+                        "edition": phase["edition"], **own})
 
 
 def team_notes(records: PhaseRecords) -> dict[str, TeamNotes]:
@@ -92,6 +97,25 @@ def remove_stale(layout: PhaseLayout, evaluations: dict[str, str]) -> None:
                 shutil.rmtree(team)
 
 
+def write_container_board(records: PhaseRecords, leaderboard, challenge: str) -> None:
+    """The board of a challenge defined by a file: each ranked submission's metrics.json (its evaluation
+    container's) ranked by the definition's leaderboard fields; a submission whose evaluation failed is listed as
+    not ranked, with the evaluation's error."""
+    layout, phase = records.layout, records.phase
+    notes = team_notes(records)
+    metrics = {}
+    for team in ranked_teams(records):
+        state = json.loads(layout.evaluation_state(team).read_text())
+        if state.get("status") != "evaluated":
+            if notes[team].not_ranked is None:
+                notes[team] = dataclasses.replace(notes[team], not_ranked=f"evaluation failed: {state.get('error')}")
+            continue
+        metrics[team] = read_metrics(layout.submission(team) / "evaluation" / "metrics.json")
+    boot = phase["bootstrap"]
+    write_definition_boards(leaderboard, metrics, layout.out, bootstrap=boot["n"], seed=boot["seed"],
+                            level=boot["level"], notes=notes, metric=phase.get("metric"), challenge=challenge)
+
+
 @report_errors
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
@@ -114,11 +138,18 @@ def main(argv: list[str] | None = None) -> int:
     layout.leaderboard_state.unlink(missing_ok=True)
     phase = records.phase
     boot = phase["bootstrap"]
+    definition = phase_definition(phase)
+    if not definition.builtin:
+        write_container_board(records, definition.leaderboard, definition.name)
+        write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(records, evaluations),
+                                                     "evaluations": evaluations})
+        return 0
     args = build_leaderboard_parser().parse_args([
         "--challenge", phase["challenge"], "--ground-truth", phase["ground_truth"], "--submissions",
         str(layout.evaluation_inputs), "--output", str(layout.out), "--bootstrap", str(boot["n"]), "--bootstrap-seed",
         str(boot["seed"]), "--bootstrap-level", str(boot["level"]), "--no-progress",
-        *(["--edition", phase["edition"]] if phase["edition"] else [])])
+        *(["--edition", phase["edition"]] if phase["edition"] else []),
+        *(["--metric", phase["metric"]] if phase.get("metric") else [])])
     write_boards(args, [], team_notes(records))
     write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(records, evaluations),
                                                  "evaluations": evaluations})

@@ -16,9 +16,10 @@ from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
+from ..challenges import ChallengeDefinition, check_ground_truth, definition_digest, load_challenge
 from ..errors import InputError
 from ..evaluation import bootstrap as boot
-from ..grand_challenge.emulator import ALGORITHMS, find_cases
+from ..grand_challenge.emulator import definition_spec, find_cases
 from ..io import user_path, write_json_atomic
 from ..jobs import JobLimits
 from ..jobs.conditions import add_limit_arguments
@@ -28,7 +29,7 @@ from .archive import DEFAULT_MAX_IMAGE_GB, GIB
 from .backend import BACKENDS, Backend, Handle
 from .cases import convert_cases
 from .evaluate import evaluation_current
-from .hashes import HashCache
+from .hashes import HashCache, sha256_json
 from .layout import PhaseLayout, owner_only
 from .leaderboard import leaderboard_current
 from .local import LocalBackend
@@ -61,7 +62,9 @@ def open_backend(name: str, layout: PhaseLayout, options: dict[str, Any]) -> Bac
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medchallenge phase run", description=__doc__)
-    parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
+    parser.add_argument("--challenge", required=True, metavar="NAME|FILE",
+                        help="a built-in challenge (tb-caverns, ribfrac, object-cxr, imageclef-caption) or the path "
+                             "of a challenge definition (TOML, docs/own-challenge.md)")
     parser.add_argument("--submissions", type=user_path, required=True, help="the submissions file (TOML)")
     parser.add_argument("--cases", type=user_path, required=True, help="folder of the phase's case files")
     parser.add_argument("--ground-truth", type=user_path, required=True)
@@ -79,6 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--retry-failed", action="append", default=[], metavar="TEAM|all",
                         help="run the failed jobs of this submission (or of all) again, repeatable")
     parser.add_argument("--edition", default=None, help="the evaluator's configuration")
+    parser.add_argument("--metric", default=None, help="rank by this metric alone (a built-in's aggregate, or a "
+                                                       "column's title or path of a definition's leaderboard)")
     parser.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="resamples (default 1000)")
     parser.add_argument("--bootstrap-seed", type=int, default=boot.DEFAULT_SEED)
     parser.add_argument("--bootstrap-level", type=float, default=boot.DEFAULT_LEVEL)
@@ -137,22 +142,35 @@ def backend_options(args: argparse.Namespace) -> dict:
     return {**site, **{k: v for k, v in given.items() if v is not None}}
 
 
-def plan(args: argparse.Namespace, layout: PhaseLayout) -> list[PlannedSubmission]:
-    """Read the submissions, convert the cases once, write every task spec and phase.json."""
+def challenge_id(definition: ChallengeDefinition) -> str:
+    """What a job's id records of the challenge: a built-in's name, a definition's name and interface (a changed
+    socket runs the jobs again, a changed leaderboard does not)."""
+    if definition.builtin:
+        return definition.name
+    return f"{definition.name}:{sha256_json([definition.interface.as_json(), definition.case_patterns])[:16]}"
+
+
+def plan(args: argparse.Namespace, layout: PhaseLayout,
+         definition: ChallengeDefinition | None = None) -> list[PlannedSubmission]:
+    """Read the submissions, convert the cases once, write every task spec and phase.json (`definition`: the
+    challenge `args.challenge` names, where already loaded)."""
+    definition = definition or load_challenge(args.challenge)
     submissions_file = read_submissions(args.submissions)
-    spec = ALGORITHMS[args.challenge]
+    spec = definition_spec(definition)
     files = find_cases(spec, args.cases)
     layout.out.mkdir(parents=True, exist_ok=True)
     hashes = HashCache(layout.file_hashes)
     cases = convert_cases(files, layout, hashes)
-    settings = PhaseSettings(args.challenge, args.engine, phase_limits(args), args.gpu == "on",
+    settings = PhaseSettings(challenge_id(definition), args.engine, phase_limits(args), args.gpu == "on",
                              int(args.max_image_gb * GIB))
     existing = existing_specs(layout)
     planned = [plan_submission(layout, settings, spec, s, cases, hashes, existing)
                for s in submissions_file.submissions]
     hashes.save()
     write_json_atomic(layout.phase_file, {
-        "challenge": args.challenge, "edition": args.edition, "ground_truth": str(args.ground_truth.absolute()),
+        "challenge": definition.name, "definition": str(definition.source) if definition.source else None,
+        "definition_sha256": definition_digest(definition), "metric": args.metric,
+        "edition": args.edition, "ground_truth": str(args.ground_truth.absolute()),
         "cases": [c.to_json() for c in cases], "engine": args.engine,
         "bootstrap": {"n": args.bootstrap, "seed": args.bootstrap_seed, "level": args.bootstrap_level},
         "submissions": [p.team for p in planned]})
@@ -238,25 +256,43 @@ def only_run(layout: PhaseLayout) -> Iterator[None]:
             signal.signal(signal.SIGTERM, previous)
 
 
+def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, ChallengeDefinition]:
+    """The command line and its challenge; a definition's [limits] are the job limits' defaults (the command line's
+    options win)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    definition = load_challenge(args.challenge)
+    if not definition.builtin:
+        limits = definition.limits
+        parser.set_defaults(memory_gb=limits.algorithm_memory_gb, time_limit=limits.algorithm_time_limit_s,
+                            cpus=limits.algorithm_cpus, gpu="on" if limits.algorithm_gpu else "off")
+        args = parser.parse_args(argv)
+    if args.edition is not None and not definition.builtin:
+        raise InputError(f"--edition {args.edition[:40]}: editions are a built-in evaluator's; {definition.source} "
+                         "has its own evaluation")
+    return args, definition
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args, definition = parse_arguments(argv)
     setup_logging()
     check_arguments(args)
     layout = PhaseLayout.of(args.output)
     with owner_only(), only_run(layout):
         backends: list[Backend] = []
         try:
-            return run(args, layout, backends)
+            return run(args, layout, definition, backends)
         except KeyboardInterrupt:
             print(backends[0].interrupted() if backends else "interrupted before any job was submitted; run the "
                   "same command again to resume", file=sys.stderr)
             return 130
 
 
-def run(args: argparse.Namespace, layout: PhaseLayout, opened: list[Backend]) -> int:
+def run(args: argparse.Namespace, layout: PhaseLayout, definition: ChallengeDefinition, opened: list[Backend]) -> int:
     """Plan, submit, wait, print the status; the backend is put in `opened` once open (for Ctrl-C's message)."""
     options = backend_options(args)  # a site's mistake is said before the cases are converted
-    planned = plan(args, layout)
+    check_ground_truth(definition, args.ground_truth)  # before any job runs
+    planned = plan(args, layout, definition)
     if args.retry_failed:
         log.info("%d failed job(s) to run again (--retry-failed)", retry_failed(layout, planned, args.retry_failed))
     backend = open_backend(args.backend, layout, options)

@@ -31,7 +31,9 @@ from .. import __version__
 from ..errors import InputError, report_errors
 from ..evaluation import bootstrap as boot
 from ..evaluation import build_parser, score, write_results
-from ..grand_challenge.emulator import ALGORITHMS, CaseJob, find_cases, run_jobs, write_evaluation_input
+from ..challenges import check_ground_truth, load_challenge
+from ..evaluation.container import evaluation_image
+from ..grand_challenge.emulator import CaseJob, definition_spec, find_cases, run_jobs, write_evaluation_input
 from ..io import user_path, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
 from ..jobs.conditions import add_limit_arguments
@@ -40,6 +42,7 @@ from ..leaderboard import edition_environment
 from ..logs import setup_logging
 from ..registry import CHALLENGES
 from ..review import review_jobs, write_figures
+from .container import CONTAINER_WORK, score_jobs_by_container
 from .page import render_page, verdict
 
 log = logging.getLogger("medchallenge.preflight")
@@ -53,7 +56,9 @@ REVIEW_FOLDER = "review"  # the figures of the review (medchallenge.review), emb
 def build_parser_preflight() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="medchallenge preflight", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--challenge", required=True, choices=sorted(ALGORITHMS))
+    parser.add_argument("--challenge", required=True, metavar="NAME|FILE",
+                        help="a built-in challenge (tb-caverns, ribfrac, object-cxr, imageclef-caption) or the path "
+                             "of a challenge definition (TOML, docs/own-challenge.md)")
     parser.add_argument("--image", required=True, help="the algorithm image, as `docker load` or `docker build` "
                                                        "made it (IMAGE[:TAG])")
     parser.add_argument("--cases", type=user_path, required=True, help="folder of case files, uploaded one per job")
@@ -79,7 +84,7 @@ def prepare_output(output: Path) -> None:
     output.mkdir(parents=True, exist_ok=True)
     for name in REPORT_FILES:
         (output / name).unlink(missing_ok=True)
-    for name in ("jobs", "storage", EVALUATION_INPUT, "evaluation", REVIEW_FOLDER):
+    for name in ("jobs", "storage", EVALUATION_INPUT, "evaluation", REVIEW_FOLDER, CONTAINER_WORK):
         if (output / name).is_symlink() or (output / name).is_file():
             raise InputError(f"{output / name}: expected a folder of a previous pre-flight, found something else")
         shutil.rmtree(output / name, ignore_errors=True)
@@ -203,10 +208,17 @@ def terminal_table(data: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser_preflight().parse_args(argv)
     setup_logging()
-    spec = ALGORITHMS[args.challenge]
+    definition = load_challenge(args.challenge)
+    spec = definition_spec(definition)
     for name, path in (("--model", args.model), ("--ground-truth", args.ground_truth)):
         if path is not None and not path.exists():
             raise InputError(f"{name} {path}: not found")
+    if args.ground_truth is not None:
+        check_ground_truth(definition, args.ground_truth)
+    if args.edition is not None and not definition.builtin:
+        raise InputError(f"--edition {args.edition[:40]}: editions are a built-in evaluator's; {definition.source} "
+                         "has its own evaluation")
+    args.challenge = definition.name
     if args.bootstrap < 0:
         raise InputError(f"--bootstrap {args.bootstrap}: expected a number of resamples >= 0")
     boot.check_level(args.bootstrap_level)
@@ -217,13 +229,19 @@ def main(argv: list[str] | None = None) -> int:
     prepare_output(args.output)
     jobs = []
     for job in run_jobs(spec, cases, args.output, launcher, model=args.model, limits=limits, gpu=args.gpu):
-        refusal = value_rules.gateway_refusal(args.challenge, job.result.inputs, job.result.outputs) \
-            if job.result.succeeded else None
+        refusal = value_rules.gateway_refusal(definition.name, job.result.inputs, job.result.outputs) \
+            if job.result.succeeded and definition.builtin else None
         if refusal:
             job.result.notes.append(f"{GATEWAY_REFUSES}: {refusal}")
         jobs.append(job)
-    evaluation = (score_jobs(args, jobs, args.output / EVALUATION_INPUT, args.output / "evaluation")
-                  if args.ground_truth is not None else None)
+    if args.ground_truth is None:
+        evaluation = None
+    elif definition.builtin:
+        evaluation = score_jobs(args, jobs, args.output / EVALUATION_INPUT, args.output / "evaluation")
+    else:
+        evaluation = score_jobs_by_container(definition, evaluation_image(definition.evaluation, args.engine), jobs,
+                                             args.ground_truth, args.output / EVALUATION_INPUT,
+                                             args.output / "evaluation", args.engine)
     data = report(args, jobs, limits, image_notes, evaluation)
     write_json_atomic(args.output / "preflight.json", data)
     write_text_atomic(args.output / "preflight.html", render_page(data, review_figures(args.output, evaluation)))
