@@ -51,7 +51,7 @@ class Table:
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if isinstance(value, bool) and bool not in kinds or not isinstance(value, kinds):
             names = " or ".join({str: "a string", int: "a whole number", float: "a number", bool: "true or false",
-                                 list: "a list", dict: "a table"}[k] for k in kinds)
+                                 list: "a list", dict: "a table", type(None): "null"}[k] for k in kinds)
             raise self.error(key, f"expected {names}")
         if isinstance(value, str) and (len(value) > MAX_TEXT or not value.strip()):
             raise self.error(key, f"expected a non-empty string of at most {MAX_TEXT} characters")

@@ -97,13 +97,13 @@ def read_socket(table: Table, extra_keys: tuple[str, ...] = ()) -> Socket:
         raise table.error("relative_path", "Relative paths for JSON kinds must end with .json (grand-challenge)")
     title = table.take("title", str, "")
     for key in extra_keys:  # what grand-challenge's serializer adds, which a pack-context may carry
-        table.take(key, (str, int, float, bool, list, dict), None)
+        table.take(key, (str, int, float, bool, list, dict, type(None)), None)
     table.finish()
     return Socket(slug, kind, super_kind, relative_path, title)
 
 
 # grand-challenge's ComponentInterfaceSerializer fields beyond a socket's own (a pack-context may hold them)
-SERIALIZER_KEYS = ("pk", "description", "default_value", "overlay_segments", "look_up_table", "title")
+SERIALIZER_KEYS = ("pk", "description", "default_value", "overlay_segments", "look_up_table", "title", "example_value")
 
 
 def read_pack_context(path: Path, phase_slug: str | None) -> tuple[tuple[Socket, ...], tuple[Socket, ...]]:

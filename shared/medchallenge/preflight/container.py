@@ -33,16 +33,15 @@ def column_values(definition: ChallengeDefinition, metrics: dict) -> dict[str, f
     return values
 
 
-def case_order(definition: ChallengeDefinition, metrics: dict) -> list[str] | None:
-    """The cases worst first by the score column's per-case values, where it declares them and metrics.json has
-    them; else None (the cases drawn in their order)."""
+def case_order(definition: ChallengeDefinition, metrics: dict) -> tuple[list[str] | None, dict[str, str]]:
+    """The cases worst first by the score column's per-case values, and each case's caption with its value, where
+    the column declares them and metrics.json has them; else (None, {}): the cases drawn in their order."""
     score = definition.leaderboard.score
-    if score.case_path is None:
-        return None
-    found = per_case_values(metrics, score.case_path)
+    found = per_case_values(metrics, score.case_path) if score.case_path is not None else "no per-case path"
     if isinstance(found, str):
-        return None
-    return worst_first(found.values, higher_is_better=score.order == "desc")
+        return None, {}
+    captions = {case: f"{score.title} {value:.{score.decimal_places}f}" for case, value in found.values.items()}
+    return worst_first(found.values, higher_is_better=score.order == "desc"), captions
 
 
 def score_jobs_by_container(definition: ChallengeDefinition, image: str, jobs: Sequence[CaseJob],
@@ -60,8 +59,8 @@ def score_jobs_by_container(definition: ChallengeDefinition, image: str, jobs: S
         return section
     evaluation.mkdir(parents=True, exist_ok=True)
     write_text_atomic(evaluation / "metrics.json", json.dumps(result.metrics, indent=2, allow_nan=False))
-    review = kind_review(jobs, definition.interface.inputs, definition.interface.outputs,
-                         case_order(definition, result.metrics))
+    order, captions = case_order(definition, result.metrics)
+    review = kind_review(jobs, definition.interface.inputs, definition.interface.outputs, order, captions)
     section["review"] = review.to_json(REVIEW_FOLDER)
     (evaluation.parent / REVIEW_FOLDER).mkdir(exist_ok=True)
     write_figures(evaluation.parent, section["review"]["figures"], review.figures)
