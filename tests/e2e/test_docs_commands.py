@@ -121,11 +121,18 @@ def phase_files(folder: Path) -> None:
     synthetic_tb(folder, "hidden/input", "hidden/ground_truth")
 
 
+def lung_nodule(folder: Path) -> None:
+    """The repository's examples and its wheelhouse (`make wheels`), as an organiser's clone has them."""
+    for name in ("examples", "wheelhouse"):
+        (folder / name).symlink_to(REPO / name, target_is_directory=True)
+
+
 # what a block's reader already has: (makes it in the fresh folder, needs Docker)
 GIVEN: dict[str, tuple[Callable[[Path], None], bool]] = {
     "repository": (repository, False),
     "preflight-files": (preflight_files, True),
     "phase-files": (phase_files, True),
+    "lung-nodule": (lung_nodule, True),
 }
 
 
