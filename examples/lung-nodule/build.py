@@ -44,8 +44,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheelhouse", type=Path, required=True)
     parser.add_argument("--tag", default="1")
     parser.add_argument("--build-folder", type=Path, default=Path("build/lung-nodule"))
+    parser.add_argument("--only", choices=IMAGES, action="append", help="build this image only (repeatable)")
     args = parser.parse_args(argv)
-    for name in IMAGES:
+    for name in args.only or IMAGES:
         target = args.build_folder / name
         stage(HERE / name, args.wheelhouse, target)
         tag = f"lung-nodule-{name}:{args.tag}"

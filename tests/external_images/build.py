@@ -42,9 +42,10 @@ def _link_tree(source: Path, target: Path, pattern: str) -> None:
             shutil.copy2(wheel, target / wheel.name)
 
 
-def build(name: str, gpu: bool = False, wheelhouse: Path = REPO / "wheelhouse") -> str:
-    """Build image `name` (its GPU variant with `gpu`); returns its tag. Raises CalledProcessError with the build's
-    output when the build fails."""
+def build(name: str, gpu: bool = False, wheelhouse: Path = REPO / "wheelhouse", source: Path | None = None) -> str:
+    """Build image `name` (its GPU variant with `gpu`) from its folder, or from `source` (a folder of another
+    image: a generated challenge pack's); returns its tag. Raises CalledProcessError with the build's output when
+    the build fails."""
     if gpu and name not in GPU_IMAGES:
         raise ValueError(f"{name} has no GPU variant")
     needed = [wheelhouse / ".complete"] + ([wheelhouse / "gpu" / ".complete"] if gpu else [])
@@ -54,7 +55,7 @@ def build(name: str, gpu: bool = False, wheelhouse: Path = REPO / "wheelhouse") 
                                 f"{' wheels-gpu' if gpu else ''}")
     staging = REPO / "build" / "external-images" / (name + ("-gpu" if gpu else ""))
     shutil.rmtree(staging, ignore_errors=True)
-    shutil.copytree(IMAGES[name], staging)
+    shutil.copytree(source or IMAGES[name], staging)
     _link_tree(wheelhouse, staging / "wheelhouse", "*.whl")
     if gpu:
         _link_tree(wheelhouse / "gpu", staging / "wheelhouse" / "gpu", "*.whl")

@@ -95,6 +95,18 @@ PATCHES: dict[str, list[tuple[str, str]]] = {
     ],
 }
 DROPPED = ("test",)
+# the challenge pack's example evaluation method: the same base and wheelhouse changes (it installs as its user)
+EVALUATION_PATCHES: dict[str, list[tuple[str, str]]] = {
+    "Dockerfile": [
+        ("FROM --platform=linux/amd64 docker.io/library/python:3.11-slim AS example-evaluation-amd64\n",
+         "FROM --platform=linux/amd64 docker.io/library/python:3.11-slim AS example-evaluation-amd64\n"
+         + OFFLINE_BASE.replace(" instead of pytorch/pytorch (torch dropped, see\n# tests/external_images/"
+                                "generate_forge.py)", " (see\n# tests/external_images/generate_forge.py)")),
+        ("RUN python -m pip install \\\n",
+         "RUN --mount=type=bind,source=wheelhouse,target=/wheels python -m pip install \\\n"
+         "    --no-index --find-links /wheels \\\n"),
+    ],
+}
 
 
 def forge_context(challenge_name: str) -> dict:
@@ -146,6 +158,28 @@ def generate(challenge_name: str, out: Path) -> Path:
         shutil.rmtree(target, ignore_errors=True)
         shutil.copytree(rendered, target)
     return target
+
+
+def generate_pack(pack_context: Path, out: Path) -> dict[str, Path]:
+    """`grand-challenge-forge pack` of a pack context with one phase, its example algorithm and example evaluation
+    method patched to build offline as above (each patch applied exactly once) into `out`; returns their folders
+    and the pack's example model and ground truth folders: {"algorithm", "evaluation", "model", "ground_truth"}."""
+    forge = shutil.which("grand-challenge-forge", path=str(Path(sys.executable).parent))
+    if forge is None:
+        raise SystemExit(f"grand-challenge-forge=={FORGE_VERSION} is not installed beside {sys.executable}")
+    context = json.loads(pack_context.read_text())
+    (phase,) = context["challenge"]["phases"]
+    shutil.rmtree(out, ignore_errors=True)
+    subprocess.run([forge, "pack", "--output", str(out / "pack"), str(pack_context)], check=True,
+                   stdout=subprocess.DEVNULL)
+    folder = out / "pack" / f"{context['challenge']['slug']}-challenge-pack" / phase["slug"]
+    algorithm, evaluation = folder / "example-algorithm", folder / "example-evaluation-method"
+    for name, replacements in PATCHES.items():
+        patch(algorithm / name, replacements)
+    for name, replacements in EVALUATION_PATCHES.items():
+        patch(evaluation / name, replacements)
+    return {"algorithm": algorithm, "evaluation": evaluation, "model": algorithm / "model",
+            "ground_truth": evaluation / "ground_truth"}
 
 
 def main(argv: list[str] | None = None) -> int:
