@@ -4,7 +4,7 @@
   evaluate CHALLENGE ...   run an evaluator                     (evaluators/<challenge>/evaluate.py)
   infer CHALLENGE ...      run an algorithm                     (algorithms/<challenge>/inference.py)
   gc-emulate CHALLENGE ... run an algorithm as grand-challenge does (python -m medchallenge.grand_challenge.emulator)
-  preflight --challenge NAME --image IMAGE --cases DIR ...  check an algorithm image before uploading it
+  preflight --challenge NAME|FILE --image IMAGE --cases DIR ...  check an algorithm image before uploading it
   phase run|status ...     a challenge phase: every submission on every case, evaluated, ranked (medchallenge.phase)
   demo                     every challenge end to end with docker compose
   leaderboard ...          rank a folder of submissions with intervals (python -m medchallenge.leaderboard)

@@ -1,6 +1,6 @@
 """`medchallenge leaderboard`: score every submission, rank them, and show how certain the ranking is.
 
-    medchallenge leaderboard --challenge NAME [--edition E] --ground-truth GT --submissions DIR --output OUT
+    medchallenge leaderboard --challenge NAME|FILE [--edition E] --ground-truth GT --submissions DIR --output OUT
         [--metric M] [--bootstrap N] [--bootstrap-seed S] [--bootstrap-level L] [--test auto|wilcoxon|bootstrap]
         [--alpha A] [--records DIR] [-- EVALUATOR OPTIONS]
 
@@ -13,6 +13,8 @@ for every team (paired), each team's percentile interval, its rank in every resa
 plot), and one-sided pairwise tests with Holm's adjustment over all ordered pairs (significance map): Wilcoxon
 signed-rank over per-case scores where the metric is a mean of per-case scores, else the paired bootstrap.
 Writes OUT/leaderboard.json, OUT/leaderboard.csv and OUT/leaderboard.html (static, self-contained, offline).
+A challenge defined by a file is scored by its evaluation container and ranked by its leaderboard fields instead
+(container_board.py, definition_board.py; `command.py` picks).
 """
 
 from __future__ import annotations

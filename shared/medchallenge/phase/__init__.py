@@ -1,7 +1,7 @@
 """A challenge phase: every submission's algorithm container on every case, each submission evaluated, then the
 leaderboard, on this machine (`--backend local`) or a Slurm cluster (`--backend slurm`); resumable and idempotent.
 
-    medchallenge phase run --challenge NAME --submissions SUBMISSIONS.toml --cases DIR --ground-truth GT
+    medchallenge phase run --challenge NAME|FILE --submissions SUBMISSIONS.toml --cases DIR --ground-truth GT
         --output OUT [--backend local|slurm] [--engine docker|podman] [--jobs N] [--memory-gb G] [--time-limit S]
     medchallenge phase status OUT
 

@@ -51,7 +51,8 @@ def leaderboard_fingerprint(records: PhaseRecords, evaluations: dict[str, str]) 
     phase = records.phase
     refused = {team: records.submission(team)["refused"] for team in phase["submissions"]
                if records.submission(team)["refused"]}
-    own = {"definition": phase["definition_sha256"], "metric": phase["metric"]} if phase.get("definition") else {}
+    own = {**({"definition": phase["definition_sha256"]} if phase.get("definition") else {}),
+           **({"metric": phase["metric"]} if phase.get("metric") else {})}  # a phase of neither: as it was
     return sha256_json({"evaluations": evaluations, "refused": refused, "bootstrap": phase["bootstrap"],
                         "edition": phase["edition"], **own})
 

@@ -1,7 +1,7 @@
 """`medchallenge preflight`: run a participant's algorithm image once per case as grand-challenge would, then score
 the jobs with the challenge's evaluator.
 
-    medchallenge preflight --challenge NAME --image IMAGE[:TAG] --cases DIR [--ground-truth GT] [--model model.tar.gz]
+    medchallenge preflight --challenge NAME|FILE --image IMAGE[:TAG] --cases DIR [--ground-truth GT] [--model model.tar.gz]
         [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--disk-gb 30] [--edition E]
         [--bootstrap 1000] --output OUT
 
@@ -9,7 +9,9 @@ Each case is uploaded (panimg) and run as one job by the one job runner (medchal
 in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
 code of its evaluator image, on grand-challenge's evaluation input (a failed job is a missing prediction, which the
 evaluator scores as an empty one), with percentile bootstrap intervals, then reviewed (medchallenge.review): the
-convention check, and per case a figure of the predictions and the ground truth over the image, worst first.
+convention check, and per case a figure of the predictions and the ground truth over the image, worst first. A
+challenge defined by a file (docs/own-challenge.md) is scored by its evaluation container instead, its figures drawn
+from the sockets' kinds (preflight/container.py).
 Writes OUT/preflight.json, OUT/preflight.html (offline, no script, the figures embedded), OUT/review/ (the figures),
 OUT/evaluation/ (metrics.json and figures), OUT/jobs/<pk>/ (each job's folders), OUT/storage/ (the uploads as
 panimg converted them) and OUT/evaluation-input/; prints a table.
