@@ -169,3 +169,29 @@ def test_a_phase_in_which_no_team_can_be_ranked_still_gets_its_board_listing_why
         ("sloth", "", "every job failed (4 of 4)"), ("bad", "", "refused before any job: not an archive")]
     page = (tmp_path / "out" / "leaderboard.html").read_text()
     assert "No team could be ranked" in page and page.count("<tr><td>") == 2
+
+
+def test_an_organisers_definition_scored_by_a_built_in_evaluator_ranks_as_the_built_in_does(ranked, phase,
+                                                                                              tmp_path):
+    """A definition file of its own (slug, title) with object-CXR's sockets and `builtin = "object-cxr"`: the same
+    jobs, evaluations and leaderboard values as the built-in phase."""
+    from medchallenge.challenges.loader import builtin_files
+
+    _, argv = phase
+    definition = tmp_path / "my-cxr.toml"
+    definition.write_text(builtin_files()["object-cxr"].read_text().replace('slug = "object-cxr"', 'slug = "my-cxr"'))
+    own = [*argv]
+    own[own.index("--challenge") + 1] = str(definition)
+    own[own.index("--output") + 1] = str(tmp_path / "out")
+    layout = PhaseLayout.of(tmp_path / "out")
+    plan_phase(build_parser().parse_args(own), layout)
+    centres = object_centres(Path(own[own.index("--ground-truth") + 1]))
+    for seed, (team, how) in enumerate(TEAMS.items()):
+        record_jobs(layout.out, team, centres, seed=seed, size=SIZE, **how)
+        assert evaluate.main([str(layout.out), team]) == 0
+    assert leaderboard.main([str(layout.out)]) == 0
+    board = json.loads((layout.out / "leaderboard.json").read_text())
+    built_in = json.loads((ranked.out / "leaderboard.json").read_text())
+    assert [(r["team"], r["value"], r["low"], r["high"]) for r in board["teams"]] == \
+        [(r["team"], r["value"], r["low"], r["high"]) for r in built_in["teams"]]
+    assert json.loads(layout.phase_file.read_text())["challenge"] == "my-cxr"

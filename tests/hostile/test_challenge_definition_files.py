@@ -89,7 +89,7 @@ def test_the_valid_definition_loads_with_grand_challenges_defaults(tmp_path):
     ('image = "spleen-evaluation:1"', 'archive = "/etc/hostname"', "archive: expected a path relative to"),
     ('image = "spleen-evaluation:1"', 'archive = "missing.tar.gz"', "archive: missing.tar.gz: not found beside"),
     ('image = "spleen-evaluation:1"', 'image = "a:1"\nbuiltin = "tb-caverns"', "exactly one of builtin, image"),
-    ('image = "spleen-evaluation:1"', 'builtin = "tb-caverns"', "builtin: a built-in evaluator scores its built-in"),
+    ('image = "spleen-evaluation:1"', 'builtin = "tb-caverns"', "builtin: the tb-caverns evaluator reads the output socket\\(s\\) tb-cavern-boxes"),
     ('image = "spleen-evaluation:1"', "", r"\[evaluation\]: expected exactly one of builtin, image"),
     ('score_jsonpath = "aggregates.dice.mean"', 'score_jsonpath = "aggregates..dice"', "score_jsonpath: expected a dot"),
     ('score_jsonpath = "aggregates.dice.mean"', 'score_jsonpath = "$.aggregates[0]"', "score_jsonpath: expected a do"),

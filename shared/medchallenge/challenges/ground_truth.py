@@ -14,7 +14,7 @@ MAX_LISTED = 5  # missing patterns named in the error line
 def check_ground_truth(definition: ChallengeDefinition, ground_truth: Path) -> None:
     """InputError unless every ground-truth pattern of `definition` matches a file under the folder `ground_truth`
     (a ground_truth.tar.gz, which only an evaluation container takes, is checked when it is unpacked)."""
-    if ground_truth.is_file() and not definition.builtin:
+    if ground_truth.is_file() and not definition.evaluation.builtin:
         return
     if not ground_truth.is_dir():
         raise InputError(f"--ground-truth {ground_truth}: not a folder")

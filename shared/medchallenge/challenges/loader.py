@@ -187,7 +187,7 @@ def read_leaderboard(table: Table) -> LeaderboardDefinition:
     return board
 
 
-def read_evaluation(table: Table, source: Path, builtin_challenge: bool) -> EvaluationDefinition:
+def read_evaluation(table: Table, source: Path, outputs: tuple[Socket, ...]) -> EvaluationDefinition:
     builtin = table.take("builtin", str, None)
     edition = table.take("edition", str, None)
     image = table.take("image", str, None)
@@ -199,9 +199,6 @@ def read_evaluation(table: Table, source: Path, builtin_challenge: bool) -> Eval
                               + (f"; found {' and '.join(given)}" if given else ""))
     if edition is not None and builtin is None:
         raise table.error("edition", "an edition of a builtin evaluator")
-    if builtin is not None and not builtin_challenge:
-        raise table.error("builtin", "a built-in evaluator scores its built-in challenge: run --challenge "
-                                     f"{printable(builtin, 40)} itself, or give an evaluation container")
     if builtin is not None:
         from ..registry import CHALLENGES  # the built-in evaluators
         if builtin not in CHALLENGES:
@@ -209,6 +206,10 @@ def read_evaluation(table: Table, source: Path, builtin_challenge: bool) -> Eval
         editions = [c.edition.suffix for c in CHALLENGES[builtin].configurations]
         if edition is not None and edition not in editions:
             raise table.error("edition", f"{builtin} has {', '.join(repr(e) for e in editions)}")
+        missing = [s.slug for s in CHALLENGES[builtin].interface.outputs if s not in outputs]
+        if missing:
+            raise table.error("builtin", f"the {builtin} evaluator reads the output socket(s) {', '.join(missing)}: "
+                                         "declare them in [interface] as that challenge has them")
     return EvaluationDefinition(builtin, edition, image, archive)
 
 
@@ -249,7 +250,7 @@ def read_definition(source: Path, builtin: bool = False) -> ChallengeDefinition:
     truth = root.table("ground_truth")
     truth_patterns = truth.strings("patterns", relative_pattern_problem)
     truth.finish()
-    evaluation = read_evaluation(root.table("evaluation"), source, builtin)
+    evaluation = read_evaluation(root.table("evaluation"), source, outputs)
     leaderboard = read_leaderboard(root.table("leaderboard"))
     limits = read_limits(root.table("limits", required=False))
     root.finish()

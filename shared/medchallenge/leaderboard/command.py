@@ -17,7 +17,8 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging()
     definition = load_challenge(args.challenge)
     check_ground_truth(definition, args.ground_truth)
-    if definition.builtin:
+    if definition.evaluation.builtin:  # a built-in challenge, or a definition scored by a built-in evaluator
+        args.challenge, args.edition = definition.evaluation.builtin, args.edition or definition.evaluation.edition
         write_boards(args, [a for a in extra if a != "--"], {})
     elif extra:
         raise InputError(f"{' '.join(extra)[:80]}: unknown options (a definition's evaluation container takes none)")

@@ -102,7 +102,8 @@ def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     files = {case["name"]: Path(case["file"]) for case in phase["cases"]}  # the review reads their headers
     jobs = [CaseJob(files[job["case"]], read_result(layout, job["job_id"], sockets)) for job in submission["jobs"]]
     boot = phase["bootstrap"]
-    args = SimpleNamespace(challenge=phase["challenge"], edition=phase["edition"],
+    args = SimpleNamespace(challenge=definition.evaluation.builtin or phase["challenge"],
+                           edition=phase["edition"] or definition.evaluation.edition,
                            ground_truth=Path(phase["ground_truth"]), bootstrap=boot["n"], bootstrap_seed=boot["seed"],
                            bootstrap_level=boot["level"], image=submission["image"],
                            model=Path(submission["model"]) if submission["model"] else None)
@@ -112,7 +113,7 @@ def evaluate(records: PhaseRecords, team: str) -> dict[str, Any]:
     shutil.rmtree(layout.scoring_records(team), ignore_errors=True)
     shutil.rmtree(layout.submission(team) / CONTAINER_WORK, ignore_errors=True)
     (layout.submission(team) / "evaluation" / "metrics.json").unlink(missing_ok=True)
-    if definition.builtin:
+    if definition.evaluation.builtin:
         evaluation = score_jobs(args, jobs, eval_input, layout.submission(team) / "evaluation",
                                 layout.scoring_records(team))
     else:

@@ -140,16 +140,16 @@ def main(argv: list[str] | None = None) -> int:
     phase = records.phase
     boot = phase["bootstrap"]
     definition = phase_definition(phase)
-    if not definition.builtin:
+    if not definition.evaluation.builtin:
         write_container_board(records, definition.leaderboard, definition.name)
         write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(records, evaluations),
                                                      "evaluations": evaluations})
         return 0
     args = build_leaderboard_parser().parse_args([
-        "--challenge", phase["challenge"], "--ground-truth", phase["ground_truth"], "--submissions",
+        "--challenge", definition.evaluation.builtin, "--ground-truth", phase["ground_truth"], "--submissions",
         str(layout.evaluation_inputs), "--output", str(layout.out), "--bootstrap", str(boot["n"]), "--bootstrap-seed",
         str(boot["seed"]), "--bootstrap-level", str(boot["level"]), "--no-progress",
-        *(["--edition", phase["edition"]] if phase["edition"] else []),
+        *(["--edition", edition] if (edition := phase["edition"] or definition.evaluation.edition) else []),
         *(["--metric", phase["metric"]] if phase.get("metric") else [])])
     write_boards(args, [], team_notes(records))
     write_json_atomic(layout.leaderboard_state, {"fingerprint": leaderboard_fingerprint(records, evaluations),

@@ -267,7 +267,7 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, Challen
         parser.set_defaults(memory_gb=limits.algorithm_memory_gb, time_limit=limits.algorithm_time_limit_s,
                             cpus=limits.algorithm_cpus, gpu="on" if limits.algorithm_gpu else "off")
         args = parser.parse_args(argv)
-    if args.edition is not None and not definition.builtin:
+    if args.edition is not None and not definition.evaluation.builtin:
         raise InputError(f"--edition {args.edition[:40]}: editions are a built-in evaluator's; {definition.source} "
                          "has its own evaluation")
     return args, definition

@@ -217,10 +217,11 @@ def main(argv: list[str] | None = None) -> int:
             raise InputError(f"{name} {path}: not found")
     if args.ground_truth is not None:
         check_ground_truth(definition, args.ground_truth)
-    if args.edition is not None and not definition.builtin:
+    if args.edition is not None and not definition.evaluation.builtin:
         raise InputError(f"--edition {args.edition[:40]}: editions are a built-in evaluator's; {definition.source} "
                          "has its own evaluation")
-    args.challenge = definition.name
+    args.challenge = definition.evaluation.builtin or definition.name  # the evaluator's, where built in
+    args.edition = args.edition or definition.evaluation.edition
     if args.bootstrap < 0:
         raise InputError(f"--bootstrap {args.bootstrap}: expected a number of resamples >= 0")
     boot.check_level(args.bootstrap_level)
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         jobs.append(job)
     if args.ground_truth is None:
         evaluation = None
-    elif definition.builtin:
+    elif definition.evaluation.builtin:
         evaluation = score_jobs(args, jobs, args.output / EVALUATION_INPUT, args.output / "evaluation")
     else:
         evaluation = score_jobs_by_container(definition, evaluation_image(definition.evaluation, args.engine), jobs,
