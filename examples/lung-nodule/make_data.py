@@ -86,7 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     entries = []
     for team, settings in TEAMS.items():
         (args.out / "models" / f"{team}.tar.gz").write_bytes(model_tarball(settings))
-        entries.append(f'[[submission]]\nteam = "{team}"\nimage = "{ALGORITHM_IMAGE}"\nmodel = "models/{team}.tar.gz"\n')
+        entries.append(f'[[submission]]\nteam = "{team}"\nimage = "{ALGORITHM_IMAGE}"\n'
+                       f'model = "models/{team}.tar.gz"\n')
     (args.out / "submissions.toml").write_text("\n".join(entries))
     print(f"{args.cases} cases, their masks and {len(TEAMS)} teams' submissions in {args.out}")
     return 0

@@ -73,7 +73,6 @@ ALGORITHMS = {
 }
 
 
-
 def definition_spec(definition: ChallengeDefinition) -> AlgorithmSpec:
     """What the jobs of a challenge read and write: a built-in's entry of ALGORITHMS, else the definition's case
     patterns and sockets (a participant's image, never the project's)."""

@@ -10,8 +10,12 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 from .errors import EmulationError
+
+if TYPE_CHECKING:  # a type only: the challenges package builds on the jobs'
+    from ..challenges.definition import PhaseLimits
 
 GIB = 1 << 30
 
@@ -146,6 +150,12 @@ class JobLimits:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def set_limit_defaults(parser, limits: PhaseLimits) -> None:
+    """A challenge definition's algorithm limits as the defaults of add_limit_arguments' options."""
+    parser.set_defaults(memory_gb=limits.algorithm_memory_gb, time_limit=limits.algorithm_time_limit_s,
+                        cpus=limits.algorithm_cpus)
 
 
 def add_limit_arguments(parser, unless: str = "") -> None:

@@ -16,6 +16,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from ..challenges import LeaderboardDefinition
 from ..errors import InputError, report_errors
 from ..evaluation.container import read_metrics
 from ..io import write_json_atomic
@@ -98,7 +99,7 @@ def remove_stale(layout: PhaseLayout, evaluations: dict[str, str]) -> None:
                 shutil.rmtree(team)
 
 
-def write_container_board(records: PhaseRecords, leaderboard, challenge: str) -> None:
+def write_container_board(records: PhaseRecords, leaderboard: LeaderboardDefinition, challenge: str) -> None:
     """The board of a challenge defined by a file: each ranked submission's metrics.json (its evaluation
     container's) ranked by the definition's leaderboard fields; a submission whose evaluation failed is listed as
     not ranked, with the evaluation's error."""

@@ -22,7 +22,7 @@ from ..evaluation import bootstrap as boot
 from ..grand_challenge.emulator import definition_spec, find_cases
 from ..io import user_path, write_json_atomic
 from ..jobs import JobLimits
-from ..jobs.conditions import add_limit_arguments
+from ..jobs.conditions import add_limit_arguments, set_limit_defaults
 from ..jobs.docker_run import ENGINES, sweep_expired
 from ..logs import setup_logging
 from .archive import DEFAULT_MAX_IMAGE_GB, GIB
@@ -263,9 +263,8 @@ def parse_arguments(argv: list[str] | None) -> tuple[argparse.Namespace, Challen
     args = parser.parse_args(argv)
     definition = load_challenge(args.challenge)
     if not definition.builtin:
-        limits = definition.limits
-        parser.set_defaults(memory_gb=limits.algorithm_memory_gb, time_limit=limits.algorithm_time_limit_s,
-                            cpus=limits.algorithm_cpus, gpu="on" if limits.algorithm_gpu else "off")
+        set_limit_defaults(parser, definition.limits)
+        parser.set_defaults(gpu="on" if definition.limits.algorithm_gpu else "off")
         args = parser.parse_args(argv)
     if args.edition is not None and not definition.evaluation.builtin:
         raise InputError(f"--edition {args.edition[:40]}: editions are a built-in evaluator's; {definition.source} "

@@ -1,9 +1,9 @@
 """`medchallenge preflight`: run a participant's algorithm image once per case as grand-challenge would, then score
 the jobs with the challenge's evaluator.
 
-    medchallenge preflight --challenge NAME|FILE --image IMAGE[:TAG] --cases DIR [--ground-truth GT] [--model model.tar.gz]
-        [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--disk-gb 30] [--edition E]
-        [--bootstrap 1000] --output OUT
+    medchallenge preflight --challenge NAME|FILE --image IMAGE[:TAG] --cases DIR [--ground-truth GT]
+        [--model model.tar.gz] [--gpu auto|on|off] [--memory-gb 8] [--time-limit 1200] [--cpus N] [--disk-gb 30]
+        [--edition E] [--bootstrap 1000] --output OUT
 
 Each case is uploaded (panimg) and run as one job by the one job runner (medchallenge.jobs.run_job, the conditions
 in medchallenge.jobs.conditions). With --ground-truth the successful jobs are scored by the challenge's evaluator, the
@@ -30,15 +30,15 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..challenges import check_ground_truth, load_challenge
 from ..errors import InputError, report_errors
 from ..evaluation import bootstrap as boot
 from ..evaluation import build_parser, score, write_results
-from ..challenges import check_ground_truth, load_challenge
 from ..evaluation.container import evaluation_image
 from ..grand_challenge.emulator import CaseJob, definition_spec, find_cases, run_jobs, write_evaluation_input
 from ..io import user_path, write_json_atomic, write_text_atomic
 from ..jobs import CONDITIONS, ENGINES, DockerImage, JobLimits, value_rules
-from ..jobs.conditions import add_limit_arguments
+from ..jobs.conditions import add_limit_arguments, set_limit_defaults
 from ..jobs.usage import usage_totals
 from ..leaderboard import edition_environment
 from ..logs import setup_logging
@@ -208,9 +208,13 @@ def terminal_table(data: dict[str, Any]) -> str:
 
 @report_errors
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser_preflight().parse_args(argv)
+    parser = build_parser_preflight()
+    args = parser.parse_args(argv)
     setup_logging()
     definition = load_challenge(args.challenge)
+    if not definition.builtin:  # its [limits], where the command line gives none
+        set_limit_defaults(parser, definition.limits)
+        args = parser.parse_args(argv)
     spec = definition_spec(definition)
     for name, path in (("--model", args.model), ("--ground-truth", args.ground_truth)):
         if path is not None and not path.exists():
