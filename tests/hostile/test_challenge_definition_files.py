@@ -161,6 +161,9 @@ def test_a_pack_context_gives_the_sockets_and_its_problems_name_it(tmp_path):
     assert "no phase c" in refused(tmp_path, text)
     context.write_text(json.dumps(pack_context([phase("a", [CT], [{**MASK, "kind": "Mask"}])])))
     assert "outputs[0] kind: Mask: not a kind" in refused(tmp_path, WITH_PACK)
+    context.write_text(json.dumps(pack_context([{**phase("a", [CT], [MASK]), "evaluation_additional_inputs": [CT]}])))
+    assert "evaluation_additional_inputs: sockets of the evaluation beyond the algorithm's" in refused(tmp_path,
+                                                                                                     WITH_PACK)
     context.write_text("[" * 100_000)
     assert "nested" in refused(tmp_path, WITH_PACK)
     outside = WITH_PACK.replace('"pack-context.json"', '"../pack-context.json"')

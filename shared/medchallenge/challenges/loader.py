@@ -103,7 +103,7 @@ def read_socket(table: Table, extra_keys: tuple[str, ...] = ()) -> Socket:
 
 
 # grand-challenge's ComponentInterfaceSerializer fields beyond a socket's own (a pack-context may hold them)
-SERIALIZER_KEYS = ("pk", "description", "default_value", "overlay_segments", "look_up_table", "title", "example_value")
+SERIALIZER_KEYS = ("pk", "description", "default_value", "overlay_segments", "look_up_table", "example_value")
 
 
 def read_pack_context(path: Path, phase_slug: str | None) -> tuple[tuple[Socket, ...], tuple[Socket, ...]]:
@@ -118,6 +118,9 @@ def read_pack_context(path: Path, phase_slug: str | None) -> tuple[tuple[Socket,
         names = ", ".join(printable(str(p.data.get("slug")), 40) for p in phases)
         raise InputError(f"{where}: {'no phase ' + printable(phase_slug, 40) if phase_slug else 'several phases'}"
                          f" (its phases: {names}); [interface] phase names one")
+    for key in ("evaluation_additional_inputs", "evaluation_additional_outputs"):
+        if chosen[0].take(key, list, []):
+            raise chosen[0].error(key, "sockets of the evaluation beyond the algorithm's: not supported here yet")
     interfaces = chosen[0].tables("algorithm_interfaces")
     if len(interfaces) != 1:
         raise InputError(f"{where}: the phase has {len(interfaces)} algorithm interfaces; a phase here runs one")
