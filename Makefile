@@ -79,13 +79,13 @@ images: docker-ready wheels
 	$(COMPOSE) build
 	$(HOSPITAL) build gateway job-runner
 
-# The tests without a Docker Compose run end to end (unit, hostile, the reference fuzz) in TEST_WORKERS processes
-# (pytest-xdist; each file in one process, so its module fixtures run once), then tests/e2e one at a time: they share
-# the engine, the Slurm node and its CPUs, whose timing some of them measure. Both run; either failing fails.
+# The tests in TEST_WORKERS processes (pytest-xdist; each file in one process, so its module fixtures run once),
+# then the `serial` ones one at a time: tests/e2e and the tests that count what runs at once (they share the engine,
+# the Slurm node and its CPUs, whose timing some of them measure). Both run; either failing fails.
 TEST_WORKERS ?= 2
 test: docker-ready browser dicom-tools slurm venv wheels wheels-gpu
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile tests --ignore=tests/e2e; unit=$$?; \
-	  $(PY) -m pytest tests/e2e; e2e=$$?; exit $$((unit || e2e))
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not serial" tests; parallel=$$?; \
+	  $(PY) -m pytest -m serial tests; serial=$$?; exit $$((parallel || serial))
 
 demo: docker-ready venv images
 	$(PY) -m medchallenge.demo

@@ -13,6 +13,13 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test of tests/e2e is `serial` (make test runs those one at a time, after the others in parallel)."""
+    for item in items:
+        if "e2e" in item.path.relative_to(REPO / "tests").parts[:1]:
+            item.add_marker(pytest.mark.serial)
+
+
 @pytest.fixture(scope="session")
 def repo() -> Path:
     return REPO

@@ -26,6 +26,8 @@ from medchallenge.jobs.docker_run import (DEADLINE_LABEL, ENGINES, WATCH_MARGIN_
                                           sweep_expired, watch_seconds)
 from medchallenge.jobs.watchdog import WATCH_LABEL
 
+pytestmark = pytest.mark.serial  # it counts the phase's containers running at once
+
 IMAGE = "mc-test-h37-killed:slow"  # sleeps 600 s (tests/job_images/broken, BEHAVIOUR=slow)
 GONE_S = 45  # a killed runner's container is gone within this (its time limit is 600 s, the margin 120 s)
 PREFIX = "medchallenge-phase-"
