@@ -118,3 +118,18 @@ def test_the_evaluation_written_without_the_project_gives_the_same_scores(lung, 
             assert scores["hd95"] == pytest.approx(theirs["case"][case]["hd95"], abs=1e-5)  # SimpleITK's float32 map
     plain_board = json.loads((lung.root / "plain-board" / "leaderboard.json").read_text())
     assert [row["team"] for row in plain_board["teams"]] == TEAMS_BY_DICE
+
+
+def test_the_emulator_runs_a_teams_image_on_the_definitions_sockets(lung):
+    work = lung.root / "emulator"
+    result = subprocess.run([sys.executable, "-m", "medchallenge.grand_challenge.emulator",
+                             str(EXAMPLE / "challenge.toml"), "--cases", str(lung.data / "cases"), "--work", str(work),
+                             "--image", "lung-nodule-algorithm:1"], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    eval_input = Path(result.stdout.strip().splitlines()[-1])
+    predictions = json.loads((eval_input / "predictions.json").read_text())
+    assert len(predictions) == 4
+    for job in predictions:
+        (output,) = job["outputs"]
+        assert output["interface"]["slug"] == "nodule-mask" and output["interface"]["kind"] == "Segmentation"
+        assert list((eval_input / job["pk"] / "output" / "images" / "nodule-mask").glob("*.mha"))
