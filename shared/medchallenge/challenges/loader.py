@@ -50,6 +50,7 @@ SUMMARY = {"mean": "mean", "median": "median"}
 MAX_MEMORY_GB = 1024
 MAX_TIME_LIMIT_S = 24 * 3600
 MAX_CPUS = 256
+PHASES_SHOWN = 5  # of a pack context's phases, named in an error line
 
 
 def read_bounded_text(path: Path, what: str) -> str:
@@ -57,10 +58,15 @@ def read_bounded_text(path: Path, what: str) -> str:
     try:
         if not path.is_file():
             raise InputError(f"{path}: {what} not found (a file)")
+        limit = min(MAX_DEFINITION_BYTES, MAX_TEXT_BYTES.value())
         size = path.stat().st_size
-        if size > min(MAX_DEFINITION_BYTES, MAX_TEXT_BYTES.value()):
-            raise InputError(f"{path}: {what} of {size} bytes, more than {MAX_DEFINITION_BYTES}; not read")
-        return path.read_bytes().decode("utf-8")
+        if size > limit:
+            raise InputError(f"{path}: {what} of {size} bytes, more than {limit}; not read")
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)  # a file growing meanwhile is read no further
+        if len(data) > limit:
+            raise InputError(f"{path}: {what} of more than {limit} bytes; not read")
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise InputError(f"{path}: {what} is not UTF-8 text") from None
     except OSError as exc:
@@ -115,7 +121,8 @@ def read_pack_context(path: Path, phase_slug: str | None) -> tuple[tuple[Socket,
     phases = challenge.tables("phases")
     chosen = [p for p in phases if p.data.get("slug") == phase_slug] if phase_slug else phases
     if len(chosen) != 1:
-        names = ", ".join(printable(str(p.data.get("slug")), 40) for p in phases)
+        names = ", ".join(printable(str(p.data.get("slug")), 40) for p in phases[:PHASES_SHOWN])
+        names += f" and {len(phases) - PHASES_SHOWN} more" if len(phases) > PHASES_SHOWN else ""
         raise InputError(f"{where}: {'no phase ' + printable(phase_slug, 40) if phase_slug else 'several phases'}"
                          f" (its phases: {names}); [interface] phase names one")
     for key in ("evaluation_additional_inputs", "evaluation_additional_outputs"):

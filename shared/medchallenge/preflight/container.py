@@ -19,7 +19,7 @@ from ..leaderboard.gc_ranking import number_at
 from ..review import write_figures
 from ..review.kinds import kind_review, worst_first
 
-REVIEW_FOLDER = "review"
+REVIEW_FOLDER = "review"  # the figures of the review (medchallenge.review), embedded in the report's page
 CONTAINER_WORK = "evaluation-job"  # beside the evaluation folder: the container's job folder and ground truth
 
 

@@ -44,7 +44,7 @@ from ..leaderboard import edition_environment
 from ..logs import setup_logging
 from ..registry import CHALLENGES
 from ..review import review_jobs, write_figures
-from .container import CONTAINER_WORK, score_jobs_by_container
+from .container import CONTAINER_WORK, REVIEW_FOLDER, score_jobs_by_container
 from .page import render_page, verdict
 
 log = logging.getLogger("medchallenge.preflight")
@@ -52,7 +52,6 @@ REPORT_FILES = ("preflight.json", "preflight.html")
 GATEWAY_REFUSES = ("grand-challenge accepts this result and the evaluator scores it as written, but the hospital "
                    "gateway would refuse it")
 EVALUATION_INPUT = "evaluation-input"  # the evaluator's --input, as grand-challenge gives it the jobs' outputs
-REVIEW_FOLDER = "review"  # the figures of the review (medchallenge.review), embedded in preflight.html
 
 
 def build_parser_preflight() -> argparse.ArgumentParser:
